@@ -1,0 +1,36 @@
+# One entry point for a fresh machine: `make example` and `make test` set up
+# what is missing (Java 17, a virtual environment with WQL installed) first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup java example test lint bench
+
+setup: java $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "java not found: installing openjdk-17-jre-headless"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+example: setup
+	$(BIN)/wql run examples/clickstream_sessions.wql --show 20
+
+test: setup
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check wql tests bench
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python bench/compile.py
+	$(BIN)/python bench/runtime.py

@@ -1,0 +1,1 @@
+"""WQL: a declarative window query language and compiler for PySpark."""

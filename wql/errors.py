@@ -1,0 +1,224 @@
+"""The one error family every user-facing WQL failure belongs to.
+
+Every error a user can cause (a malformed query, an unknown column, a window
+that needs an event-time attribute, an option the chosen engine cannot run)
+is a :class:`WqlError` carrying where it happened (:class:`Span`), what was
+expected, and a rendering that shows the source line with a caret underline.
+Code outside the CLI raises these; the CLI prints them and exits 1, never a
+traceback.
+
+>>> src = "SELECT a FROM t\\nGROUP BY TUMBLE(ts, INTERVAL '0' SECOND)"
+>>> span = Span.from_offsets(src, 36, 55)
+>>> (span.line, span.column, span.end_line, span.end_column)
+(2, 21, 2, 40)
+>>> err = WqlSemanticError("window size must be > 0", span, source=src, filename="q.wql")
+>>> print(err.render())
+q.wql:2:21: error: window size must be > 0
+   2 | GROUP BY TUMBLE(ts, INTERVAL '0' SECOND)
+     |                     ^^^^^^^^^^^^^^^^^^^
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A region of the source text.
+
+    ``start``/``end`` are 0-based character offsets (end exclusive);
+    ``line``/``column`` are 1-based and point at ``start``;
+    ``end_line``/``end_column`` are 1-based and point just past the last
+    character (so a one-character span has ``end_column == column + 1``).
+    """
+
+    start: int
+    end: int
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    @classmethod
+    def from_offsets(cls, source: str, start: int, end: int) -> Span:
+        """Build a span from offsets into ``source``, computing lines and columns."""
+        start = max(0, min(start, len(source)))
+        end = max(start, min(end, len(source)))
+        line = source.count("\n", 0, start) + 1
+        column = start - (source.rfind("\n", 0, start) + 1) + 1
+        end_line = source.count("\n", 0, end) + 1
+        end_column = end - (source.rfind("\n", 0, end) + 1) + 1
+        return cls(start, end, line, column, end_line, end_column)
+
+    @classmethod
+    def point(cls, source: str, offset: int) -> Span:
+        """A one-character span at ``offset`` (zero-width at end of input)."""
+        return cls.from_offsets(source, offset, min(offset + 1, len(source)))
+
+    def cover(self, other: Span | None) -> Span:
+        """The smallest span containing both spans."""
+        if other is None:
+            return self
+        first = self if self.start <= other.start else other
+        last = self if self.end >= other.end else other
+        return Span(
+            first.start,
+            last.end,
+            first.line,
+            first.column,
+            last.end_line,
+            last.end_column,
+        )
+
+    def shifted(self, source: str, offset: int) -> Span:
+        """This span moved by ``offset`` characters and recomputed against ``source``.
+
+        Used to map a position inside an embedded expression (parsed on its
+        own, e.g. by sqlglot) back to the enclosing ``.wql`` file.
+        """
+        return Span.from_offsets(source, self.start + offset, self.end + offset)
+
+
+class WqlError(Exception):
+    """Base class of every user-facing WQL error.
+
+    Attributes:
+        kind: ``"syntax"``, ``"semantic"`` or ``"unsupported"``.
+        message: one sentence saying what is wrong.
+        span: where (``None`` only for errors with no place in a query,
+            e.g. a missing input file).
+        expected: for syntax errors, the tokens that would have been accepted.
+        hint: optional advice on how to fix it.
+        source / filename: the text the span points into, for rendering.
+    """
+
+    kind = "error"
+
+    def __init__(
+        self,
+        message: str,
+        span: Span | None = None,
+        *,
+        expected: Iterable[str] = (),
+        hint: str | None = None,
+        source: str | None = None,
+        filename: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.expected = tuple(expected)
+        self.hint = hint
+        self.source = source
+        self.filename = filename
+
+    @property
+    def line(self) -> int | None:
+        return self.span.line if self.span else None
+
+    @property
+    def column(self) -> int | None:
+        return self.span.column if self.span else None
+
+    def with_source(self, source: str, filename: str | None = None) -> WqlError:
+        """Attach the text (and file name) the span refers to, if not already set."""
+        if self.source is None:
+            self.source = source
+        if self.filename is None:
+            self.filename = filename
+        return self
+
+    def __str__(self) -> str:
+        where = f"{self.span.line}:{self.span.column}: " if self.span else ""
+        return f"{where}{self.message}"
+
+    def render(self, color: bool = False) -> str:
+        """The error as a compiler prints it: location, message, source line, carets."""
+        red, bold, dim, reset = ("\033[31m", "\033[1m", "\033[2m", "\033[0m") if color else ("",) * 4
+        place = self.filename or "<query>"
+        if self.span:
+            place += f":{self.span.line}:{self.span.column}"
+        label = "error" if self.kind in ("syntax", "semantic", "error") else self.kind
+        lines = [f"{bold}{place}: {red}{label}:{reset}{bold} {self.message}{reset}"]
+        if self.span is not None and self.source is not None:
+            lines.extend(_underline(self.source, self.span, red if color else "", reset, dim))
+        if self.expected:
+            shown = ", ".join(sorted(self.expected)[:12])
+            more = " …" if len(self.expected) > 12 else ""
+            lines.append(f"  expected one of: {shown}{more}")
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class WqlSyntaxError(WqlError):
+    """The text is not WQL (lexing or parsing failed)."""
+
+    kind = "syntax"
+
+
+class WqlSemanticError(WqlError):
+    """The text parses but means nothing valid (unknown column, bad type, size <= 0, ...)."""
+
+    kind = "semantic"
+
+
+class WqlUnsupportedError(WqlError):
+    """Valid WQL that the chosen engine or environment cannot execute."""
+
+    kind = "unsupported"
+
+
+class WqlErrors(WqlError):
+    """Several errors found in one text; ``errors`` keeps them in source order."""
+
+    kind = "error"
+
+    def __init__(self, errors: Sequence[WqlError]) -> None:
+        ordered = sorted(errors, key=lambda e: (e.span.start if e.span else -1))
+        first = ordered[0]
+        super().__init__(
+            first.message if len(ordered) == 1 else f"{len(ordered)} errors",
+            first.span,
+            source=first.source,
+            filename=first.filename,
+        )
+        self.errors: tuple[WqlError, ...] = tuple(ordered)
+
+    def with_source(self, source: str, filename: str | None = None) -> WqlError:
+        for e in self.errors:
+            e.with_source(source, filename)
+        return super().with_source(source, filename)
+
+    def render(self, color: bool = False) -> str:
+        return "\n\n".join(e.render(color) for e in self.errors)
+
+
+def _underline(source: str, span: Span, red: str, reset: str, dim: str) -> list[str]:
+    text_lines = source.splitlines() or [""]
+    out = []
+    last = min(span.end_line, span.line + 2)  # show at most three lines of a long span
+    width = len(str(last))
+    for n in range(span.line, last + 1):
+        if n - 1 >= len(text_lines):
+            break
+        text = text_lines[n - 1].expandtabs(1)
+        begin = span.column - 1 if n == span.line else 0
+        if n == span.end_line:
+            finish = span.end_column - 1
+        else:
+            finish = len(text)
+        finish = max(finish, begin + 1)
+        out.append(f"{dim}{n:>{width + 3}} |{reset} {text}")
+        out.append(f"{dim}{'':>{width + 3}} |{reset} {' ' * begin}{red}{'^' * (finish - begin)}{reset}")
+    return out
+
+
+def use_color(stream=None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set."""
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
