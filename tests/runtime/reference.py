@@ -333,9 +333,7 @@ def in_order_reference(query: RefQuery, rows: Sequence[Row], delay: int) -> RefR
             start, end, contents, panes = current
             cleaned = wm >= _cleanup_time(end - 1, lateness)
             if ts > end or cleaned:
-                result.emitted.append(
-                    _time_row(query, key, start, end, panes, "ON_TIME", contents)
-                )
+                result.emitted.append(_time_row(query, key, start, end, panes, "ON_TIME", contents))
                 current = None
             elif wm >= end - 1:
                 # Fired, not cleaned (lateness > 0): that firing happened with
@@ -465,6 +463,6 @@ def simulate_reference(
                 result.late.append((key, ts, values))
             else:
                 result.dropped += 1
-    if MAX_TIME > current_wm:
+    if current_wm < MAX_TIME:
         advance(MAX_TIME)
     return result
