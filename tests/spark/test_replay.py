@@ -1,0 +1,164 @@
+"""Batch replay: replay order, per-row watermark, processing clock, dropped rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wql.errors import WqlSemanticError
+from wql.spark import replay as R
+
+pytestmark = pytest.mark.spark
+
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def ts(ms: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(milliseconds=ms)
+
+
+def reference(rows, delay, order_index=None):
+    """Replay by hand: (input index, ts ms) sorted by (order key, input index)."""
+    kept = [(i, t) for i, t in enumerate(rows) if t is not None]
+    key = (lambda r: (order_index[r[0]], r[0])) if order_index else (lambda r: (r[1], r[0]))
+    out, seen = [], None
+    for i, t in sorted(kept, key=key):
+        wm = R.MIN_TIME if seen is None else seen - delay - 1
+        out.append((i, t, wm))
+        seen = t if seen is None else max(seen, t)
+    return out
+
+
+def run(spark, rows, delay, strategy, arrival=None):
+    data = [
+        (i, None if t is None else ts(t), None if arrival is None else arrival[i])
+        for i, t in enumerate(rows)
+    ]
+    df = spark.createDataFrame(data, "i int, ts timestamp, arr bigint")
+    spec = R.ReplaySpec("ts", delay, arrival_order="arr" if arrival else None)
+    replayed = R.replay(df, spec, strategy=strategy)
+    try:
+        got = [(r["i"], r[R.TS], r[R.WM]) for r in replayed.df.orderBy(R.SEQ).collect()]
+        return got, replayed.rows_in, replayed.dropped_counts, replayed.dropped.collect()
+    finally:
+        replayed.release()
+
+
+@pytest.mark.parametrize("strategy", [R.STRATEGY_PARTITIONED, R.STRATEGY_WINDOW])
+def test_event_time_order_ties_nulls_and_negative_times(spark, strategy):
+    rows = [5000, None, 1000, 5000, -1, 3000, 1000]
+    got, rows_in, dropped, dropped_rows = run(spark, rows, 1000, strategy)
+    assert got == reference(rows, 1000)
+    # ties keep input order, the first row sees MIN_TIME, the tie's second row sees its twin
+    assert [i for i, _, _ in got] == [4, 2, 6, 5, 0, 3]
+    assert got[0][2] == R.MIN_TIME
+    assert got[-1] == (3, 5000, 5000 - 1000 - 1)
+    assert rows_in == 7
+    assert dropped == {R.REASON_NULL_EVENT_TIME: 1}
+    assert [(r["i"], r["reason"]) for r in dropped_rows] == [(1, R.REASON_NULL_EVENT_TIME)]
+
+
+def test_arrival_order_column_orders_the_replay(spark):
+    rows = [100, 50, 300, 200]
+    arrival = [3, 1, 0, 2]
+    got, *_ = run(spark, rows, 10, R.STRATEGY_PARTITIONED, arrival)
+    assert got == reference(rows, 10, arrival)
+    # out-of-order: the row at 50 arrives after 300 and sees 300 - 10 - 1
+    assert (1, 50, 289) in got
+
+
+def test_submillisecond_times_are_floored(spark):
+    df = spark.createDataFrame(
+        [
+            (dt.datetime(1969, 12, 31, 23, 59, 59, 999_500),),
+            (dt.datetime(1970, 1, 1, 0, 0, 0, 1_999),),
+        ],
+        "ts timestamp",
+    )
+    replayed = R.replay(df, R.ReplaySpec("ts", 0))
+    assert [r[R.TS] for r in replayed.df.orderBy(R.SEQ).collect()] == [-1, 1]
+    replayed.release()
+
+
+def test_unparseable_text_event_time_is_counted_not_lost(spark):
+    df = spark.createDataFrame([("2024-01-01 00:00:01",), ("not a time",), (None,)], "ts string")
+    replayed = R.replay(df, R.ReplaySpec("ts", 0))
+    assert replayed.df.count() == 1
+    assert replayed.dropped_counts == {R.REASON_NULL_EVENT_TIME: 2}
+    assert replayed.rows_replayed == 1
+    replayed.release()
+
+
+def test_processing_time_clock_is_a_running_maximum(spark):
+    data = [(ts(10), 500), (ts(20), 300), (ts(30), 900), (ts(40), None)]
+    df = spark.createDataFrame(data, "ts timestamp, pt bigint")
+    replayed = R.replay(df, R.ReplaySpec("ts", 0, processing_time="pt"))
+    got = [r[R.PT] for r in replayed.df.orderBy(R.SEQ).collect()]
+    assert got == [500, 500, 900]
+    assert replayed.dropped_counts == {R.REASON_NULL_PROCESSING_TIME: 1}
+    replayed.release()
+
+
+def test_bad_columns_are_semantic_errors(spark):
+    df = spark.createDataFrame([(1,)], "n int")
+    with pytest.raises(WqlSemanticError, match="not in the source"):
+        R.replay(df, R.ReplaySpec("ts", 0))
+    with pytest.raises(WqlSemanticError, match="must be a TIMESTAMP"):
+        R.replay(df, R.ReplaySpec("n", 0))
+
+
+def test_file_input_order_survives_split_packing(spark, tmp_path):
+    # two files, tiny splits: Spark packs splits by size, not by file, so the
+    # partition id alone would interleave them; (path, id) keeps file order
+    lines_a = [f"a,{i}" for i in range(300)]
+    lines_b = [f"b,{i}" for i in range(120)]
+    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
+    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
+    try:
+        df = spark.read.csv(str(tmp_path), schema="f string, n int").withColumn(
+            "ts", R.F.lit("1970-01-01 00:00:00").cast("timestamp")
+        )
+        assert df.rdd.getNumPartitions() > 4
+        replayed = R.replay(df, R.ReplaySpec("ts", 0))
+        got = [(r["f"], r["n"]) for r in replayed.df.orderBy(R.SEQ).collect()]
+        replayed.release()
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert got == [("a", i) for i in range(300)] + [("b", i) for i in range(120)]
+
+
+def test_watermarks_before_kernel():
+    wm, carry = R.watermarks_before(np.array([5, 3, 9], dtype=np.int64), R.MIN_TIME, 2)
+    assert wm.tolist() == [R.MIN_TIME, 2, 2] and carry == 9
+    wm, carry = R.watermarks_before(np.array([1], dtype=np.int64), 9, 0)
+    assert wm.tolist() == [8] and carry == 9
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(st.one_of(st.none(), st.integers(-5_000, 5_000)), min_size=1, max_size=25),
+    delay=st.integers(0, 2_000),
+    partitions=st.sampled_from(["1", "3", "7"]),
+    batch=st.sampled_from(["1", "4", "10000"]),
+)
+def test_partitioned_replay_matches_reference_whatever_the_layout(
+    spark, rows, delay, partitions, batch
+):
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        got, rows_in, dropped, _ = run(spark, rows, delay, R.STRATEGY_PARTITIONED)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert got == reference(rows, delay)
+    assert rows_in == len(rows)
+    nulls = sum(t is None for t in rows)
+    assert dropped == ({R.REASON_NULL_EVENT_TIME: nulls} if nulls else {})

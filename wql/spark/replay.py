@@ -1,0 +1,445 @@
+"""Batch replay: turn a static DataFrame into the stream the operator engine sees (spec §3).
+
+A batch source has no arrival order of its own, so WQL defines one and
+computes, for every row, the global watermark that row sees:
+
+* **replay order** — the declared ``arrival_order`` column when there is one;
+  otherwise event time; otherwise (no event time) the declared
+  ``processing_time`` column; otherwise input order alone. Ties are always
+  broken by *input order*.
+* **input order** — ``(input_file_name(), monotonically_increasing_id())``
+  taken on the DataFrame as given. For file sources that is "file path, then
+  position in the file": Spark packs file splits into partitions by size
+  (and the split size depends on the core count), so the partition-based id
+  alone would not be stable, but the splits of *one* file always keep their
+  offset order, so (path, id) is. For in-memory DataFrames
+  (``createDataFrame``) the path is empty and the id follows the list order.
+  A DataFrame whose rows pass through a shuffle before reaching WQL has no
+  inherent order; its input order is whatever its partitions hold, so
+  declare ``arrival_order`` when ties matter.
+* **watermark_before** — ``max(ts of the rows before it in replay order) −
+  delay − 1`` (Flink's BoundedOutOfOrderness, emitted after every row), or
+  ``MIN_TIME`` for the first row. Rows that carry no event time do not move
+  it.
+* **processing time** — when the source declares a ``processing_time``
+  column, the processing clock a row sees is the running maximum of that
+  column up to and including the row (a clock never goes back, and it is one
+  global clock across keys, like the watermark).
+
+How (the scalable way, :data:`STRATEGY_PARTITIONED`): one global sort by the
+replay order (range partitioning, so the partitions are consecutive slices
+of the replay), persisted; a first ``mapInArrow`` pass collects per
+partition the row count and the maxima of event time and processing time
+(a few numbers per partition, collected to the driver); the driver turns
+them into per-partition offsets and prefix maxima; a second ``mapInArrow``
+pass numbers the rows and computes each row's watermark with a NumPy running
+maximum. No step puts all rows in one partition. :data:`STRATEGY_WINDOW`
+does the same with two unpartitioned SQL window functions (everything
+through one task); it is kept for comparison and for tiny inputs
+(``docs/running.md`` has the measurements).
+
+Rows whose event time is NULL (or unparseable text) are not replayed: they
+are counted under :data:`REASON_NULL_EVENT_TIME` and available to the caller
+as :attr:`Replay.dropped`. Likewise a NULL in the declared processing-time
+or arrival-order column. Nothing is lost silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from wql.errors import WqlSemanticError
+
+MIN_TIME = -(2**63)
+MAX_TIME = 2**63 - 1
+
+#: Columns the replay adds (prefixed so they never collide with source columns).
+SEQ = "__wql_seq"
+TS = "__wql_ts"
+WM = "__wql_wm"
+PT = "__wql_pt"
+_FILE = "__wql_file"
+_ID = "__wql_id"
+_ARRIVAL = "__wql_arrival"
+_DROP = "__wql_drop"
+
+REASON_NULL_EVENT_TIME = "null event time"
+REASON_NULL_PROCESSING_TIME = "null processing time"
+REASON_NULL_ARRIVAL_ORDER = "null arrival order"
+
+STRATEGY_PARTITIONED = "partitioned"
+STRATEGY_WINDOW = "window"
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """What to replay.
+
+    Attributes:
+        event_time: the event-time column (TIMESTAMP; DATE and TIMESTAMP_NTZ
+            are read as UTC, strings are parsed and unparseable text counts as
+            NULL), or ``None`` when the query has no event time.
+        delay_ms: the watermark's bounded out-of-orderness.
+        arrival_order: column whose order is the replay order, or ``None``.
+        processing_time: column holding each row's processing time
+            (TIMESTAMP or epoch ms), or ``None`` (the host then uses the wall clock).
+    """
+
+    event_time: str | None
+    delay_ms: int = 0
+    arrival_order: str | None = None
+    processing_time: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay_ms < 0:
+            raise WqlSemanticError(f"watermark delay must be >= 0, got {self.delay_ms} ms")
+
+
+@dataclass
+class Replay:
+    """A replayed source.
+
+    ``df`` holds the source's columns plus ``__wql_seq`` (BIGINT, the replay
+    position: strictly increasing in replay order, with gaps where rows were
+    dropped), ``__wql_ts`` (event time, BIGINT ms, or NULL when the query
+    has no event time), ``__wql_wm`` (the watermark before the row) and
+    ``__wql_pt`` (processing time in ms, NULL without a processing-time
+    column). Call :meth:`release` when done with it.
+    """
+
+    df: DataFrame
+    #: The source rows that were not replayed, with a ``reason`` column.
+    dropped: DataFrame
+    rows_in: int
+    dropped_counts: dict[str, int]
+    _persisted: list[DataFrame] = field(default_factory=list, repr=False)
+
+    @property
+    def rows_replayed(self) -> int:
+        return self.rows_in - sum(self.dropped_counts.values())
+
+    def release(self) -> None:
+        """Free the cached sort this replay holds."""
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+
+
+def event_time_millis(df: DataFrame, column: str) -> Column:
+    """``column`` as epoch milliseconds (BIGINT), floored; NULL when absent or unparseable."""
+    dtype = _field(df, column).dataType
+    col = F.col(_quote(column))
+    if isinstance(dtype, T.TimestampType):
+        ts = col
+    elif isinstance(dtype, (T.TimestampNTZType, T.DateType)):
+        ts = col.cast(T.TimestampType())
+    elif isinstance(dtype, T.StringType):
+        ts = F.try_to_timestamp(col)
+    else:
+        raise WqlSemanticError(
+            f"event-time column '{column}' has type {dtype.simpleString()}; "
+            "it must be a TIMESTAMP (or DATE, or text holding a timestamp)"
+        )
+    micros = F.unix_micros(ts)
+    # floor, not truncation: -1 µs is in millisecond -1 (negative event times work)
+    return ((micros - F.pmod(micros, F.lit(1000))) / F.lit(1000)).cast(T.LongType())
+
+
+def clock_millis(df: DataFrame, column: str) -> Column:
+    """A processing-time or arrival column as BIGINT ms (TIMESTAMP, or an integer as is)."""
+    dtype = _field(df, column).dataType
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType, T.StringType)):
+        return event_time_millis(df, column)
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return F.col(_quote(column)).cast(T.LongType())
+    raise WqlSemanticError(
+        f"column '{column}' has type {dtype.simpleString()}; "
+        "a processing-time column must be a TIMESTAMP or an integer of epoch milliseconds"
+    )
+
+
+def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_PARTITIONED) -> Replay:
+    """Number the rows of ``df`` in replay order and attach each row's clocks.
+
+    Runs one Spark job (the per-partition statistics) and leaves the rest lazy.
+    """
+    for name in (spec.event_time, spec.arrival_order, spec.processing_time):
+        if name is not None:
+            _field(df, name)  # unknown column -> WqlSemanticError
+    source_cols = list(df.columns)
+    # input order first, on the DataFrame exactly as the caller gave it
+    staged = df.select(
+        "*",
+        F.input_file_name().alias(_FILE),
+        F.monotonically_increasing_id().alias(_ID),
+    )
+    ts = event_time_millis(df, spec.event_time) if spec.event_time else F.lit(None)
+    pt = clock_millis(df, spec.processing_time) if spec.processing_time else F.lit(None)
+    staged = staged.withColumn(TS, ts.cast(T.LongType())).withColumn(PT, pt.cast(T.LongType()))
+    if spec.arrival_order:
+        staged = staged.withColumn(_ARRIVAL, _arrival_key(df, spec.arrival_order))
+
+    drop_reason = F.lit(None).cast(T.StringType())
+    # the first applicable reason wins; checked in reverse so the earlier `when` overrides
+    if spec.arrival_order:
+        drop_reason = F.when(F.col(_ARRIVAL).isNull(), REASON_NULL_ARRIVAL_ORDER).otherwise(
+            drop_reason
+        )
+    if spec.processing_time:
+        drop_reason = F.when(F.col(PT).isNull(), REASON_NULL_PROCESSING_TIME).otherwise(drop_reason)
+    if spec.event_time:
+        drop_reason = F.when(F.col(TS).isNull(), REASON_NULL_EVENT_TIME).otherwise(drop_reason)
+    staged = staged.withColumn(_DROP, drop_reason)
+
+    if spec.arrival_order:
+        order = [_ARRIVAL]
+    elif spec.event_time:
+        order = [TS]
+    elif spec.processing_time:
+        order = [PT]
+    else:
+        order = []
+    order += [_FILE, _ID]
+
+    dropped = staged.filter(F.col(_DROP).isNotNull()).select(
+        *[F.col(_quote(c)) for c in source_cols], F.col(_DROP).alias("reason")
+    )
+    if strategy == STRATEGY_PARTITIONED:
+        return _replay_partitioned(staged, source_cols, order, spec, dropped)
+    if strategy == STRATEGY_WINDOW:
+        return _replay_window(staged, source_cols, order, spec, dropped)
+    raise ValueError(f"unknown replay strategy {strategy!r}")
+
+
+def watermarks_before(ts: np.ndarray, carry: int, delay_ms: int) -> tuple[np.ndarray, int]:
+    """Per row ``max(carry, ts of earlier rows) - delay - 1`` (``MIN_TIME`` while nothing seen).
+
+    ``ts`` is int64 with ``MIN_TIME`` for rows that carry no event time;
+    ``carry`` is the maximum event time seen before this chunk. Returns the
+    watermarks and the new carry.
+    """
+    n = len(ts)
+    if n == 0:
+        return np.empty(0, dtype=np.int64), carry
+    running = np.maximum.accumulate(ts)
+    before = np.empty(n, dtype=np.int64)
+    before[0] = carry
+    np.maximum(running[:-1], carry, out=before[1:])
+    # clamp instead of wrapping around: "nothing seen yet" stays MIN_TIME
+    floor = MIN_TIME + delay_ms + 1
+    wm = np.where(before < floor, MIN_TIME, before - np.int64(delay_ms) - 1)
+    return wm.astype(np.int64), int(max(carry, running[-1]))
+
+
+def running_clock(pt: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
+    """Processing clock per row: running max of ``pt`` including the row, after ``carry``."""
+    if len(pt) == 0:
+        return np.empty(0, dtype=np.int64), carry
+    clock = np.maximum(np.maximum.accumulate(pt), carry)
+    return clock.astype(np.int64), int(clock[-1])
+
+
+# --------------------------------------------------------------------------- strategies
+
+_STATS_SCHEMA = T.StructType(
+    [
+        T.StructField("pid", T.IntegerType()),
+        T.StructField("rows", T.LongType()),
+        T.StructField("max_ts", T.LongType()),
+        T.StructField("max_pt", T.LongType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("dropped", T.LongType()),
+    ]
+)
+
+
+def _replay_partitioned(
+    staged: DataFrame,
+    source_cols: list[str],
+    order: list[str],
+    spec: ReplaySpec,
+    dropped: DataFrame,
+) -> Replay:
+    # Range-partitioned global sort: partition i holds a consecutive slice of the replay.
+    # Persisted so both passes below see exactly the same partitions.
+    ordered = staged.orderBy(*[F.col(c).asc_nulls_first() for c in order]).persist()
+
+    def stats(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        pid = TaskContext.get().partitionId()
+        rows = 0
+        max_ts = MIN_TIME
+        max_pt = MIN_TIME
+        reasons: dict[str, int] = {}
+        for batch in batches:
+            rows += batch.num_rows
+            drop = batch.column(_DROP)
+            keep = pc.is_null(drop)
+            ts = pc.filter(batch.column(TS), keep)
+            pt = pc.filter(batch.column(PT), keep)
+            if len(ts) and ts.null_count < len(ts):
+                max_ts = max(max_ts, pc.max(ts).as_py())
+            if len(pt) and pt.null_count < len(pt):
+                max_pt = max(max_pt, pc.max(pt).as_py())
+            if drop.null_count < len(drop):
+                counts = pc.value_counts(pc.drop_null(drop))
+                for item in counts.to_pylist():
+                    reasons[item["values"]] = reasons.get(item["values"], 0) + item["counts"]
+        out = {
+            "pid": [pid],
+            "rows": [rows],
+            "max_ts": [max_ts],
+            "max_pt": [max_pt],
+            "reason": [None],
+            "dropped": [0],
+        }
+        for reason, n in sorted(reasons.items()):
+            for k, v in (
+                ("pid", pid),
+                ("rows", 0),
+                ("max_ts", MIN_TIME),
+                ("max_pt", MIN_TIME),
+                ("reason", reason),
+                ("dropped", n),
+            ):
+                out[k].append(v)
+        yield pa.RecordBatch.from_pydict(out, schema=_arrow_schema(_STATS_SCHEMA))
+
+    collected = ordered.select(TS, PT, _DROP).mapInArrow(stats, _STATS_SCHEMA).collect()
+    per_partition: dict[int, tuple[int, int, int]] = {}
+    dropped_counts: dict[str, int] = {}
+    for row in collected:
+        if row["reason"] is not None:
+            dropped_counts[row["reason"]] = dropped_counts.get(row["reason"], 0) + row["dropped"]
+        else:
+            per_partition[row["pid"]] = (row["rows"], row["max_ts"], row["max_pt"])
+    # prefix sums / maxima over partitions in partition order = replay order
+    starts: dict[int, tuple[int, int, int]] = {}
+    offset, carry_ts, carry_pt = 0, MIN_TIME, MIN_TIME
+    for pid in sorted(per_partition):
+        rows, max_ts, max_pt = per_partition[pid]
+        starts[pid] = (offset, carry_ts, carry_pt)
+        offset += rows
+        carry_ts = max(carry_ts, max_ts)
+        carry_pt = max(carry_pt, max_pt)
+    rows_in = offset
+    delay = spec.delay_ms
+    out_fields = [f for f in ordered.schema.fields if f.name not in (_FILE, _ID, _ARRIVAL, _DROP)]
+    out_schema = T.StructType(
+        [
+            *[f for f in out_fields if f.name not in (TS, PT)],
+            T.StructField(SEQ, T.LongType(), False),
+            T.StructField(TS, T.LongType()),
+            T.StructField(WM, T.LongType(), False),
+            T.StructField(PT, T.LongType()),
+        ]
+    )
+    out_names = out_schema.names
+    has_pt = spec.processing_time is not None
+
+    def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        pid = TaskContext.get().partitionId()
+        seq, carry, clock = starts.get(pid, (0, MIN_TIME, MIN_TIME))
+        for batch in batches:
+            n = batch.num_rows
+            ts_col = batch.column(TS)
+            ts = ts_col.fill_null(MIN_TIME).to_numpy(zero_copy_only=False).astype(np.int64)
+            keep_mask = pc.is_null(batch.column(_DROP))
+            keep = keep_mask.to_numpy(zero_copy_only=False)
+            # dropped rows neither advance the clocks nor appear in the replay
+            ts = np.where(keep, ts, MIN_TIME)
+            wm, carry = watermarks_before(ts, carry, delay)
+            columns = {name: batch.column(name) for name in out_names if name in batch.schema.names}
+            columns[SEQ] = pa.array(np.arange(seq, seq + n, dtype=np.int64))
+            columns[WM] = pa.array(wm)
+            if has_pt:
+                pt = batch.column(PT).fill_null(MIN_TIME).to_numpy(zero_copy_only=False)
+                clock_col, clock = running_clock(np.where(keep, pt, MIN_TIME), clock)
+                columns[PT] = pa.array(clock_col)
+            seq += n
+            out = pa.RecordBatch.from_arrays([columns[c] for c in out_names], names=out_names)
+            yield out.filter(keep_mask)
+
+    result = ordered.mapInArrow(number, out_schema)
+    return Replay(result, dropped, rows_in, dropped_counts, [ordered])
+
+
+def _replay_window(
+    staged: DataFrame,
+    source_cols: list[str],
+    order: list[str],
+    spec: ReplaySpec,
+    dropped: DataFrame,
+) -> Replay:
+    counts = staged.groupBy(_DROP).count().collect()
+    rows_in = sum(r["count"] for r in counts)
+    dropped_counts = {r[_DROP]: r["count"] for r in counts if r[_DROP] is not None}
+    # dropped rows do not move the clocks, so they take no part in the windows at all
+    kept = staged.filter(F.col(_DROP).isNull())
+    w = Window.orderBy(*[F.col(c).asc_nulls_first() for c in order])
+    before = F.max(TS).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    floor = MIN_TIME + spec.delay_ms + 1
+    wm = F.when(before.isNull() | (before < F.lit(floor)), F.lit(MIN_TIME)).otherwise(
+        before - F.lit(spec.delay_ms + 1)
+    )
+    cols = [F.col(_quote(c)) for c in source_cols]
+    out = kept.select(
+        *cols,
+        (F.row_number().over(w) - 1).cast(T.LongType()).alias(SEQ),
+        F.col(TS),
+        wm.cast(T.LongType()).alias(WM),
+        (
+            F.max(PT).over(w.rowsBetween(Window.unboundedPreceding, 0))
+            if spec.processing_time
+            else F.lit(None).cast(T.LongType())
+        ).alias(PT),
+    )
+    return Replay(out, dropped, rows_in, dropped_counts)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _arrival_key(df: DataFrame, column: str) -> Column:
+    dtype = _field(df, column).dataType
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        return event_time_millis(df, column)
+    if isinstance(dtype, T.NumericType):
+        return F.col(_quote(column))
+    raise WqlSemanticError(
+        f"arrival_order column '{column}' has type {dtype.simpleString()}; "
+        "it must be numeric or a TIMESTAMP"
+    )
+
+
+def _field(df: DataFrame, name: str) -> T.StructField:
+    for f in df.schema.fields:
+        if f.name == name:
+            return f
+    lowered = [f for f in df.schema.fields if f.name.lower() == name.lower()]
+    if len(lowered) == 1:
+        return lowered[0]
+    raise WqlSemanticError(
+        f"column '{name}' is not in the source (columns: {', '.join(df.columns)})"
+    )
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _arrow_schema(schema: T.StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
