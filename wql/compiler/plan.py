@@ -813,6 +813,10 @@ class Query:
     engine: EngineChoice | None = None
     effective_evictor: Evictor | None = None
     span: Span | None = field(default=None, compare=False, repr=False)
+    lateness_span: Span | None = field(default=None, compare=False, repr=False)
+    """Where ALLOWED LATENESS is written (None when absent)."""
+    late_output_span: Span | None = field(default=None, compare=False, repr=False)
+    """Where LATE DATA TO is written (None when absent)."""
 
     def __post_init__(self) -> None:
         if self.allowed_lateness_ms < 0:

@@ -1,0 +1,807 @@
+"""The sqlglot bridge: WQL's scalar expressions are Spark SQL.
+
+The Lark grammar checks an expression's structure and keeps its exact text
+and span; this module re-parses that text with sqlglot's Spark dialect and
+
+* maps sqlglot's positions back to the ``.wql`` file (expression start +
+  offset), so every error points at the offending token;
+* resolves column names against a :class:`Relation` (case-insensitive, as in
+  Spark), with "did you mean" suggestions for unknown ones;
+* infers WQL types (sqlglot's ``annotate_types`` plus WQL's own rules for
+  aggregates) and rejects the type errors it can see;
+* finds aggregate calls (only the spec's aggregates; no nesting, none where a
+  per-row value is needed);
+* prints canonical Spark SQL (``F.expr``/``selectExpr`` run it unchanged).
+
+>>> rel = Relation("source clicks", (Column("amount", T.DOUBLE), Column("url", T.STRING)))
+>>> src = "amount * 2 > 10"
+>>> e = parse_expr(src, Span.from_offsets(src, 0, len(src)), src)
+>>> bound = bind_scalar(e, rel, clause="WHERE")
+>>> (bound.sql, str(bound.type), bound.columns)
+('amount * 2 > 10', 'BOOLEAN', ('amount',))
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.annotate_types import annotate_types
+
+from wql.compiler import types as T
+from wql.compiler.plan import AggKind, Column, Expr
+from wql.compiler.types import WqlType
+from wql.errors import Span, WqlError, WqlSemanticError, WqlSyntaxError
+
+DIALECT = "spark"
+
+# sqlglot node class -> WQL aggregate kind (COUNT is split on * / DISTINCT below).
+_AGGREGATES: dict[type, AggKind] = {
+    exp.Sum: AggKind.SUM,
+    exp.Min: AggKind.MIN,
+    exp.Max: AggKind.MAX,
+    exp.Avg: AggKind.AVG,
+    exp.FirstValue: AggKind.FIRST_VALUE,
+    exp.LastValue: AggKind.LAST_VALUE,
+    exp.ArrayAgg: AggKind.COLLECT_LIST,
+}
+SUPPORTED_AGGREGATES = (
+    "COUNT(*)",
+    "COUNT(x)",
+    "COUNT(DISTINCT x)",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "FIRST_VALUE",
+    "LAST_VALUE",
+    "COLLECT_LIST",
+)
+_HINTS = {
+    "FIRST": "use FIRST_VALUE(x) (first by event time, then arrival)",
+    "LAST": "use LAST_VALUE(x) (last by event time, then arrival)",
+    "ANY_VALUE": "use FIRST_VALUE(x)",
+}
+
+# Spark's ANSI reserved words (and WQL's window column names are not among
+# them): identifiers spelled like these are printed back-quoted.
+_RESERVED = frozenset(
+    [
+        "all",
+        "and",
+        "any",
+        "array",
+        "as",
+        "asc",
+        "at",
+        "authorization",
+        "between",
+        "both",
+        "by",
+        "case",
+        "cast",
+        "check",
+        "collate",
+        "column",
+        "constraint",
+        "create",
+        "cross",
+        "cube",
+        "current",
+        "current_date",
+        "current_time",
+        "current_timestamp",
+        "current_user",
+        "day",
+        "delete",
+        "desc",
+        "distinct",
+        "drop",
+        "else",
+        "end",
+        "escape",
+        "except",
+        "exists",
+        "external",
+        "false",
+        "fetch",
+        "filter",
+        "for",
+        "foreign",
+        "from",
+        "full",
+        "function",
+        "global",
+        "grant",
+        "group",
+        "grouping",
+        "having",
+        "hour",
+        "in",
+        "inner",
+        "insert",
+        "intersect",
+        "interval",
+        "into",
+        "is",
+        "join",
+        "lateral",
+        "leading",
+        "left",
+        "like",
+        "limit",
+        "local",
+        "minute",
+        "month",
+        "natural",
+        "not",
+        "null",
+        "of",
+        "on",
+        "only",
+        "or",
+        "order",
+        "out",
+        "outer",
+        "overlaps",
+        "partition",
+        "position",
+        "primary",
+        "range",
+        "references",
+        "revoke",
+        "right",
+        "rollup",
+        "row",
+        "rows",
+        "second",
+        "select",
+        "session_user",
+        "set",
+        "some",
+        "start",
+        "table",
+        "tablesample",
+        "then",
+        "time",
+        "to",
+        "trailing",
+        "true",
+        "truncate",
+        "union",
+        "unique",
+        "unknown",
+        "update",
+        "user",
+        "using",
+        "values",
+        "when",
+        "where",
+        "window",
+        "with",
+        "year",
+    ]
+)
+_SIMPLE_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# ---------------------------------------------------------------------------
+# Relations and parsed expressions
+
+
+@dataclass(frozen=True)
+class Relation:
+    """The columns an expression may read; ``description`` names it in errors."""
+
+    description: str
+    columns: tuple[Column, ...]
+
+    def lookup(self, name: str) -> Column | None:
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+
+@dataclass
+class ParsedExpr:
+    """A sqlglot tree plus what is needed to map its positions to the ``.wql`` file.
+
+    ``text`` is the expression exactly as written; ``offset`` is where it
+    starts in ``source``.
+    """
+
+    node: exp.Expression
+    text: str
+    offset: int
+    source: str
+    span: Span
+
+    def span_of(self, node: exp.Expression) -> Span:
+        """The ``.wql`` span of a sub-tree (the whole expression when unknown)."""
+        starts: list[int] = []
+        ends: list[int] = []
+        for n in node.walk():
+            meta = n.meta
+            if "start" in meta and "end" in meta:
+                starts.append(meta["start"])
+                ends.append(meta["end"] + 1)
+        if not starts:
+            return self.span
+        start, end = min(starts), max(ends)
+        if isinstance(node, (exp.Func, exp.Paren)) or node.find(exp.Func):
+            end = max(end, _closing_paren_end(self.text, end))
+        if isinstance(node, exp.Column):
+            end = _identifier_end(self.text, end)
+        return Span.from_offsets(self.source, self.offset + start, self.offset + end)
+
+    def error(self, message: str, node: exp.Expression | None = None, **kw) -> WqlSemanticError:
+        return WqlSemanticError(
+            message, self.span_of(node) if node is not None else self.span, **kw
+        )
+
+
+def _identifier_end(text: str, end: int) -> int:
+    """Include a closing back-quote that sqlglot's token position leaves out."""
+    return end + 1 if end < len(text) and text[end] == "`" else end
+
+
+def _closing_paren_end(text: str, pos: int) -> int:
+    """Offset just past the ``)`` closing the innermost group open at ``pos``.
+
+    sqlglot records positions of names and literals only; a function call's
+    span should still cover its argument list. Quotes are skipped.
+    """
+    depth = 0
+    i = pos
+    quote: str | None = None
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                return i + 1
+            depth -= 1
+        i += 1
+    return pos
+
+
+def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
+    """Parse one scalar expression written at ``span`` of ``source``.
+
+    Syntax errors sqlglot finds become positioned WqlSyntaxErrors.
+    """
+    offset = span.start
+    try:
+        node = sqlglot.parse_one(text, read=DIALECT)
+    except ParseError as e:
+        info = e.errors[0] if e.errors else {}
+        rel = _offset_of(text, info.get("line"), info.get("col"))
+        where = Span.point(source, offset + rel) if rel is not None else span
+        desc = str(info.get("description") or e).split("\n")[0]
+        raise WqlSyntaxError(f"invalid expression: {desc}", where) from None
+    except TokenError as e:
+        raise WqlSyntaxError(f"invalid expression: {e}", span) from None
+    parsed = ParsedExpr(node, text, offset, source, span)
+    if node is None:
+        raise WqlSyntaxError("empty expression", span)
+    if isinstance(node, exp.Alias):
+        # sqlglot reads `a b` as `a AS b`; inside WQL an alias is the grammar's business.
+        raise WqlSyntaxError(
+            "unexpected alias inside an expression", parsed.span_of(node.args["alias"])
+        )
+    if isinstance(node, (exp.Query, exp.Subquery)) or node.find(exp.Query):
+        raise WqlSemanticError("subqueries are not supported in WQL expressions", span)
+    if node.find(exp.Star) and not _only_count_star(node):
+        raise WqlSemanticError("* is only allowed in COUNT(*)", span)
+    return parsed
+
+
+def _only_count_star(node: exp.Expression) -> bool:
+    return all(isinstance(s.parent, exp.Count) for s in node.find_all(exp.Star))
+
+
+def _offset_of(text: str, line: int | None, col: int | None) -> int | None:
+    """Offset of sqlglot's (1-based line, 1-based column of a token's last char)."""
+    if line is None or col is None:
+        return None
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        return None
+    base = sum(len(x) + 1 for x in lines[: line - 1])
+    return max(0, min(len(text) - 1, base + col - 1))
+
+
+# ---------------------------------------------------------------------------
+# Printing and names
+
+
+def quote_name(name: str) -> str:
+    """A column name as Spark SQL: bare when safe, else back-quoted."""
+    if _SIMPLE_IDENT.match(name) and name.lower() not in _RESERVED:
+        return name
+    return "`" + name.replace("`", "``") + "`"
+
+
+def column_node(name: str) -> exp.Column:
+    safe = bool(_SIMPLE_IDENT.match(name)) and name.lower() not in _RESERVED
+    return exp.column(name, quoted=not safe)
+
+
+def to_sql(node: exp.Expression) -> str:
+    """Canonical Spark SQL for a (resolved) sqlglot tree."""
+    return node.sql(dialect=DIALECT)
+
+
+def _referenced_columns(node: exp.Expression) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for c in node.find_all(exp.Column):
+        seen.setdefault(c.name, None)
+    return tuple(seen)
+
+
+def _dotted(col: exp.Column) -> str:
+    return ".".join(p.name for p in col.parts)
+
+
+# ---------------------------------------------------------------------------
+# Types
+
+
+def _to_wql_type(dt: exp.DataType | None) -> WqlType:
+    if dt is None:
+        return T.UNKNOWN
+    t = dt.this
+    D = exp.DataType.Type
+    simple = {
+        D.VARCHAR: T.STRING,
+        D.CHAR: T.STRING,
+        D.TEXT: T.STRING,
+        D.NVARCHAR: T.STRING,
+        D.NCHAR: T.STRING,
+        D.TINYINT: T.TINYINT,
+        D.SMALLINT: T.SMALLINT,
+        D.INT: T.INT,
+        D.BIGINT: T.BIGINT,
+        D.FLOAT: T.FLOAT,
+        D.DOUBLE: T.DOUBLE,
+        D.BOOLEAN: T.BOOLEAN,
+        D.TIMESTAMP: T.TIMESTAMP,
+        D.TIMESTAMPTZ: T.TIMESTAMP,
+        D.TIMESTAMPLTZ: T.TIMESTAMP,
+        D.TIMESTAMPNTZ: T.TIMESTAMP,
+        D.DATETIME: T.TIMESTAMP,
+        D.DATE: T.DATE,
+        D.BINARY: T.BINARY,
+        D.VARBINARY: T.BINARY,
+        D.INTERVAL: T.INTERVAL,
+        D.NULL: T.NULL,
+    }
+    if t in simple:
+        return simple[t]
+    if t == D.DECIMAL:
+        params = [p.this.this if isinstance(p.this, exp.Literal) else None for p in dt.expressions]
+        try:
+            precision = int(params[0]) if params else 10
+            scale = int(params[1]) if len(params) > 1 else 0
+            return T.DECIMAL(precision, scale)
+        except (TypeError, ValueError):
+            return T.UNKNOWN
+    if t == D.ARRAY and dt.expressions:
+        inner = dt.expressions[0]
+        return T.array_of(_to_wql_type(inner if isinstance(inner, exp.DataType) else None))
+    return T.UNKNOWN
+
+
+def _sqlglot_type(t: WqlType) -> str:
+    if t.kind in ("UNKNOWN",):
+        return "UNKNOWN"
+    if t.kind == "INTERVAL":
+        return "INTERVAL"
+    return t.ddl
+
+
+_REL = "__wql_rel"
+
+
+def infer_type(node: exp.Expression, relation: Relation) -> WqlType:
+    """The WQL type of a resolved expression (UNKNOWN when sqlglot cannot tell)."""
+    if isinstance(node, exp.Column):
+        col = relation.lookup(node.name)
+        if col is not None:
+            return col.type
+    copy = node.copy()
+    for c in copy.find_all(exp.Column):
+        c.set("table", exp.to_identifier(_REL))
+    schema = {_REL: {c.name: _sqlglot_type(c.type) for c in relation.columns}}
+    try:
+        annotated = annotate_types(exp.select(copy).from_(_REL), schema=schema, dialect=DIALECT)
+    except Exception:  # sqlglot's inference is best-effort: Spark checks at run time
+        return T.UNKNOWN
+    return _to_wql_type(annotated.expressions[0].type)
+
+
+def aggregate_type(kind: AggKind, arg: WqlType | None) -> WqlType | None:
+    """Spark's result type of an aggregate; None when ``arg`` cannot be aggregated so."""
+    if kind in (AggKind.COUNT_STAR, AggKind.COUNT, AggKind.COUNT_DISTINCT):
+        return T.BIGINT
+    assert arg is not None
+    if kind in (AggKind.SUM, AggKind.AVG):
+        if arg.is_unknown:
+            return T.DOUBLE if kind is AggKind.AVG or arg.kind == "NULL" else T.UNKNOWN
+        if arg.kind == "DECIMAL":
+            assert arg.precision is not None and arg.scale is not None
+            if kind is AggKind.SUM:
+                return T.DECIMAL(min(38, arg.precision + 10), arg.scale)
+            return T.DECIMAL(min(38, arg.precision + 4), min(38, arg.scale + 4))
+        if arg.is_integral:
+            return T.BIGINT if kind is AggKind.SUM else T.DOUBLE
+        if arg.kind in ("FLOAT", "DOUBLE"):
+            return T.DOUBLE
+        if arg.kind == "INTERVAL":
+            return T.INTERVAL
+        return None
+    if kind in (AggKind.MIN, AggKind.MAX, AggKind.FIRST_VALUE, AggKind.LAST_VALUE):
+        return arg
+    if kind is AggKind.COLLECT_LIST:
+        return T.array_of(arg)
+    raise AssertionError(kind)
+
+
+# ---------------------------------------------------------------------------
+# Binding
+
+
+def _resolve_columns(
+    pe: ParsedExpr,
+    node: exp.Expression,
+    relation: Relation,
+    table_names: Iterable[str],
+    errors: list[WqlError],
+    *,
+    forbid: Callable[[exp.Column, Column], str | None] | None = None,
+) -> exp.Expression:
+    """Rewrite every column reference to the relation's spelling; collect errors.
+
+    ``table_names`` are the qualifiers accepted (``clicks.url``); ``forbid``
+    may veto a resolved column with a message (e.g. a source column outside
+    GROUP BY in SELECT).
+    """
+    tables = {t.lower() for t in table_names}
+
+    def fix(n: exp.Expression) -> exp.Expression:
+        if not isinstance(n, exp.Column) or n.meta.get("wql_agg"):
+            return n
+        if n.table and (n.table.lower() not in tables or n.args.get("db")):
+            errors.append(
+                pe.error(
+                    f"unknown table {n.table!r} in {_dotted(n)!r}",
+                    n,
+                    hint=f"columns here come from {relation.description}",
+                )
+            )
+            return n
+        col = relation.lookup(n.name)
+        if col is None:
+            errors.append(unknown_column(pe, n, relation))
+            return n
+        if forbid is not None:
+            msg = forbid(n, col)
+            if msg:
+                errors.append(pe.error(msg, n))
+                return n
+        new = column_node(col.name)
+        new.meta.update(n.this.meta if isinstance(n.this, exp.Identifier) else {})
+        return new
+
+    return node.transform(fix, copy=False)
+
+
+def unknown_column(pe: ParsedExpr, n: exp.Column, relation: Relation) -> WqlSemanticError:
+    names = [c.name for c in relation.columns if not c.name.startswith("__")]
+    by_lower = {c.lower(): c for c in names}
+    close = difflib.get_close_matches(n.name.lower(), list(by_lower), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(repr(by_lower[c]) for c in close)}?" if close else None
+    return pe.error(
+        f"unknown column {n.name!r} in {relation.description}",
+        n,
+        expected=names,
+        hint=hint,
+    )
+
+
+def find_aggregate_calls(node: exp.Expression) -> list[exp.Expression]:
+    """Outermost aggregate calls in ``node`` (any AggFunc, supported or not)."""
+    found: list[exp.Expression] = []
+
+    def visit(n: exp.Expression) -> None:
+        if isinstance(n, exp.AggFunc):
+            found.append(n)
+            return
+        for child in n.iter_expressions():
+            visit(child)
+
+    visit(node)
+    return found
+
+
+def reject_aggregates(pe: ParsedExpr, node: exp.Expression, clause: str) -> list[WqlError]:
+    """Errors for aggregate calls or OVER windows where a per-row value is needed."""
+    errs: list[WqlError] = [
+        pe.error(f"aggregate {_func_name(a)} is not allowed in {clause}", a)
+        for a in find_aggregate_calls(node)
+    ]
+    errs += [
+        pe.error(f"OVER windows are not allowed in {clause}", w) for w in node.find_all(exp.Window)
+    ]
+    return errs
+
+
+def _func_name(n: exp.Expression) -> str:
+    if isinstance(n, exp.Anonymous):
+        return str(n.this).upper()
+    return n.sql(dialect=DIALECT).split("(")[0].strip().upper() or n.key.upper()
+
+
+def bind_scalar(
+    pe: ParsedExpr,
+    relation: Relation,
+    *,
+    clause: str,
+    table_names: Iterable[str] = (),
+) -> Expr:
+    """Bind a per-row expression (WHERE, key, gap, DELTA, aggregate argument).
+
+    Raises WqlSemanticError (or WqlErrors for several) on unknown columns or
+    aggregates.
+    """
+    errors: list[WqlError] = reject_aggregates(pe, pe.node, clause)
+    node = _resolve_columns(pe, pe.node.copy(), relation, table_names, errors)
+    raise_all(errors)
+    return Expr(to_sql(node), infer_type(node, relation), _referenced_columns(node), pe.span)
+
+
+def raise_all(errors: list[WqlError]) -> None:
+    from wql.errors import WqlErrors
+
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise WqlErrors(errors)
+
+
+@dataclass
+class AggregateRegistry:
+    """Aggregates of one query, shared between SELECT and HAVING by (kind, argument SQL)."""
+
+    entries: list[tuple[AggKind, Expr | None, WqlType, Span]]
+
+    def __init__(self) -> None:
+        self.entries = []
+
+    def add(self, kind: AggKind, arg: Expr | None, result: WqlType, span: Span) -> str:
+        key = (kind, arg.sql if arg is not None else None)
+        for i, (k, a, _, _) in enumerate(self.entries):
+            if (k, a.sql if a is not None else None) == key:
+                return f"__agg_{i}"
+        self.entries.append((kind, arg, result, span))
+        return f"__agg_{len(self.entries) - 1}"
+
+
+def _classify_aggregate(
+    pe: ParsedExpr, call: exp.Expression
+) -> tuple[AggKind, exp.Expression | None]:
+    """The WQL aggregate a call denotes, or a positioned error."""
+    if isinstance(call, exp.Count):
+        arg = call.this
+        if isinstance(arg, exp.Star) or arg is None:
+            return AggKind.COUNT_STAR, None
+        if isinstance(arg, exp.Distinct):
+            if len(arg.expressions) != 1:
+                raise pe.error("COUNT(DISTINCT ...) takes exactly one expression", call)
+            return AggKind.COUNT_DISTINCT, arg.expressions[0]
+        return AggKind.COUNT, arg
+    kind = _AGGREGATES.get(type(call))
+    name = _func_name(call)
+    if kind is None:
+        raise pe.error(
+            f"aggregate {name} is not supported",
+            call,
+            expected=SUPPORTED_AGGREGATES,
+            hint=_HINTS.get(name),
+        )
+    arg = call.this
+    if isinstance(arg, exp.Distinct):
+        raise pe.error(f"DISTINCT is only supported in COUNT(DISTINCT x), not in {name}", call)
+    extra = [
+        v
+        for k, v in call.args.items()
+        if k != "this" and (isinstance(v, exp.Expression) or (isinstance(v, list) and v))
+    ]
+    if arg is None or extra:
+        raise pe.error(f"{name} takes exactly one argument", call)
+    return kind, arg
+
+
+@dataclass(frozen=True)
+class PostAggContext:
+    """What a SELECT/HAVING expression may read.
+
+    ``source``: the relation aggregate arguments read. ``post``: the
+    post-aggregation relation (keys, window and pane columns, aggregates).
+    ``key_sql``: canonical SQL of each key expression -> its column name, so
+    a SELECT item that repeats a key expression reads the key column.
+    ``forbidden``: post-aggregation columns this query may not read, with
+    the reason (e.g. pane_timing on a count window).
+    """
+
+    source: Relation
+    post: Relation
+    key_sql: tuple[tuple[str, str], ...]
+    table_names: tuple[str, ...]
+    forbidden: tuple[tuple[str, str], ...] = ()
+
+
+def bind_post_aggregation(
+    pe: ParsedExpr,
+    ctx: PostAggContext,
+    registry: AggregateRegistry,
+    *,
+    clause: str,
+) -> Expr:
+    """Bind a SELECT item or HAVING: aggregates -> ``__agg_<i>``, keys -> key columns.
+
+    A column outside any aggregate must be a grouping key, a window/pane
+    column; anything else is a positioned error.
+    """
+    errors: list[WqlError] = []
+    key_sql = dict(ctx.key_sql)
+    forbidden = dict(ctx.forbidden)
+    tree = pe.node.copy()
+
+    for w in tree.find_all(exp.Window):
+        errors.append(
+            pe.error(f"OVER windows are not allowed in {clause}; the window is GROUP BY's", w)
+        )
+    for f in tree.find_all(exp.Filter, exp.IgnoreNulls, exp.RespectNulls):
+        errors.append(pe.error(f"{f.key.upper()} modifiers on aggregates are not supported", f))
+    raise_all(errors)
+
+    def rewrite(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.AggFunc):
+            return _bind_aggregate(pe, n, ctx, registry, errors)
+        if not isinstance(n, (exp.Column, exp.Literal, exp.Star)):
+            # A whole sub-expression equal to a key expression reads the key column.
+            probe = n.copy()
+            sub_errors: list[WqlError] = []
+            probe = _resolve_columns(pe, probe, ctx.source, ctx.table_names, sub_errors)
+            if not sub_errors and probe.find(exp.Column) and to_sql(probe) in key_sql:
+                return column_node(key_sql[to_sql(probe)])
+        return n
+
+    def walk(n: exp.Expression) -> exp.Expression:
+        replaced = rewrite(n)
+        if replaced is not n:
+            return replaced
+        for key, value in list(n.args.items()):
+            if isinstance(value, exp.Expression):
+                n.set(key, walk(value))
+            elif isinstance(value, list):
+                n.set(key, [walk(v) if isinstance(v, exp.Expression) else v for v in value])
+        return n
+
+    tree = walk(tree)
+
+    tables = _lower(ctx.table_names)
+    post = Relation(
+        ctx.post.description,
+        ctx.post.columns
+        + tuple(Column(f"__agg_{i}", e[2]) for i, e in enumerate(registry.entries)),
+    )
+    either = Relation(
+        f"{ctx.source.description} or the window result",
+        tuple({c.name.lower(): c for c in ctx.source.columns + ctx.post.columns}.values()),
+    )
+    # Free columns (outside aggregates): keys, window and pane columns only.
+    for n in list(tree.find_all(exp.Column)):
+        if n.meta.get("wql_agg") or (n.table and n.table.lower() not in tables):
+            continue  # aggregates are bound; unknown qualifiers are reported below
+        if post.lookup(n.name) is not None:
+            continue
+        src = ctx.source.lookup(n.name)
+        if src is not None:
+            errors.append(
+                pe.error(
+                    f"column {src.name!r} must appear in GROUP BY or inside an aggregate",
+                    n,
+                    hint=f"group by {src.name} or aggregate it, e.g. MAX({src.name})",
+                )
+            )
+        else:
+            errors.append(unknown_column(pe, n, either))
+    if not errors:
+        tree = _resolve_columns(
+            pe,
+            tree,
+            post,
+            ctx.table_names,
+            errors,
+            forbid=lambda n, col: forbidden.get(col.name.lower()),
+        )
+    raise_all(errors)
+    return Expr(to_sql(tree), infer_type(tree, post), _referenced_columns(tree), pe.span)
+
+
+def _lower(names: Iterable[str]) -> set[str]:
+    return {n.lower() for n in names}
+
+
+def _bind_aggregate(
+    pe: ParsedExpr,
+    call: exp.Expression,
+    ctx: PostAggContext,
+    registry: AggregateRegistry,
+    errors: list[WqlError],
+) -> exp.Expression:
+    # On error the call is replaced by a marked placeholder so its inner
+    # columns are not diagnosed a second time as free columns.
+    failed = column_node("__agg_invalid")
+    failed.meta["wql_agg"] = True
+    try:
+        kind, arg_node = _classify_aggregate(pe, call)
+    except WqlError as e:
+        errors.append(e)
+        return failed
+    arg: Expr | None = None
+    if arg_node is not None:
+        nested = find_aggregate_calls(arg_node)
+        if nested:
+            errors.append(
+                pe.error(
+                    "aggregate calls cannot be nested "
+                    f"({_func_name(nested[0])} inside {_func_name(call)})",
+                    nested[0],
+                )
+            )
+            return failed
+        if arg_node.find(exp.Window):
+            errors.append(pe.error("OVER windows are not allowed inside an aggregate", arg_node))
+            return failed
+        sub: list[WqlError] = []
+        resolved = _resolve_columns(pe, arg_node.copy(), ctx.source, ctx.table_names, sub)
+        if sub:
+            errors.extend(sub)
+            return failed
+        arg = Expr(
+            to_sql(resolved),
+            infer_type(resolved, ctx.source),
+            _referenced_columns(resolved),
+            pe.span_of(arg_node),
+        )
+    result = aggregate_type(kind, arg.type if arg is not None else None)
+    if result is None:
+        assert arg is not None
+        errors.append(pe.error(f"{kind.value} needs a numeric argument, got {arg.type}", arg_node))
+        return failed
+    name = registry.add(kind, arg, result, pe.span_of(call))
+    ref = column_node(name)
+    ref.meta["wql_agg"] = True
+    return ref
+
+
+def interval_to_millis_sql(sql: str) -> str:
+    """Spark SQL turning a day-time interval expression into BIGINT milliseconds.
+
+    Adding a day-time interval to a timestamp is exact microsecond arithmetic
+    in Spark, so measuring it from the epoch gives the interval's length.
+    """
+    return f"unix_millis(timestamp_millis(0) + ({sql}))"

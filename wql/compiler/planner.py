@@ -1,0 +1,168 @@
+"""Engine choice: native Spark operators or the WindowOperator runtime, with reasons.
+
+A query runs natively only when Spark's own ``window``/``session_window``
+aggregation provably gives the operator engine's rows (spec §4). The test
+is driven by the native backend's declared capabilities
+(:data:`wql.compiler.capabilities.NATIVE`): every construct outside them is
+a *blocker*, reported as a :class:`~wql.compiler.plan.Reason` that names the
+clause and its line ("TRIGGER COUNT(100) at line 6 needs the operator
+engine: ..."). Forcing ``engine='native'`` on a query with blockers raises a
+positioned :class:`~wql.errors.WqlUnsupportedError` at the first blocker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from wql.compiler import plan as P
+from wql.compiler.capabilities import NATIVE, Capabilities
+from wql.errors import WqlError, WqlErrors, WqlUnsupportedError
+
+ENGINES = ("auto", "native", "operator")
+
+
+def choose_engines(program: P.Program, engine: str = "auto") -> P.Program:
+    """The program with every query's ``engine`` set.
+
+    ``engine``: ``'auto'`` picks per query; ``'native'``/``'operator'``
+    force it (native fails on queries it cannot run exactly).
+    """
+    if engine not in ENGINES:
+        raise WqlUnsupportedError(
+            f"unknown engine {engine!r}", expected=ENGINES, hint="use auto, native or operator"
+        )
+    errors: list[WqlError] = []
+    queries = []
+    for q in program.queries:
+        try:
+            queries.append(dataclasses.replace(q, engine=choose_engine(q, engine)))
+        except WqlError as e:
+            errors.append(e)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise WqlErrors(errors)
+    return dataclasses.replace(program, queries=tuple(queries))
+
+
+def choose_engine(q: P.Query, engine: str = "auto", caps: Capabilities = NATIVE) -> P.EngineChoice:
+    blockers = native_blockers(q, caps)
+    if engine == "operator":
+        return P.EngineChoice("operator", (P.Reason("engine forced to operator"),), forced=True)
+    if engine == "native":
+        if blockers:
+            first = blockers[0]
+            more = f" (and {len(blockers) - 1} more reason(s))" if len(blockers) > 1 else ""
+            raise WqlUnsupportedError(
+                f"query {q.name!r} cannot run on the native engine: {first.message}{more}",
+                first.span,
+                hint="use --engine auto or --engine operator",
+            )
+        return P.EngineChoice("native", _native_reasons(q), forced=True)
+    if blockers:
+        return P.EngineChoice("operator", tuple(blockers))
+    return P.EngineChoice("native", _native_reasons(q))
+
+
+def _at(span) -> str:
+    return f" at line {span.line}" if span is not None else ""
+
+
+def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
+    return (
+        P.Reason(
+            f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
+            "lateness and only incremental aggregates: Spark's native aggregation gives "
+            "identical rows",
+            q.window.span,
+        ),
+    )
+
+
+def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
+    """Every reason ``q`` needs the operator engine, in clause order."""
+    out: list[P.Reason] = []
+
+    def need(what: str, span, construct: str) -> None:
+        why = caps.reason(construct)
+        message = f"{what}{_at(span)} needs the operator engine"
+        out.append(P.Reason(f"{message}: {why}" if why else message, span))
+
+    w = q.window
+    if q.source.arrival_order is not None:
+        need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
+    if w.kind not in caps.windows:
+        need(f"{w.kind} window", w.span, w.kind)
+    elif w.domain is P.TimeDomain.PROCESSING and not caps.processing_time:
+        need(f"{w.kind}(PROCTIME(), ...)", w.span, "processing_time")
+    elif isinstance(w, P.DynamicSession) and not caps.dynamic_session_gap:
+        need("SESSION with GAP <expr>", w.span, "dynamic_session_gap")
+    if q.trigger is not None and not _default_like(q):
+        need(f"TRIGGER {_trigger_text(q.trigger)}", q.trigger.span, "trigger")
+    if q.evictor is not None and not caps.evictors:
+        need(f"EVICT {_evictor_text(q.evictor)}", q.evictor.span, "evictor")
+    if q.allowed_lateness_ms > 0 and not caps.allowed_lateness:
+        need(
+            f"ALLOWED LATENESS {q.allowed_lateness_ms} ms",
+            q.lateness_span or q.span,
+            "allowed_lateness",
+        )
+    if q.late_output is not None and not caps.late_output:
+        need(f"LATE DATA TO {q.late_output}", q.late_output_span or q.span, "late_output")
+    for a in q.aggregates:
+        if a.kind not in caps.aggregates:
+            need(a.kind.value, a.span, a.kind.value)
+    used = {c for o in q.output for c in o.expr.columns}
+    if q.having is not None:
+        used |= set(q.having.columns)
+    for col in P.PANE_COLUMNS:
+        if col in used and col not in caps.pane_columns:
+            need(col, q.span, "pane_columns")
+    return out
+
+
+def _default_like(q: P.Query) -> bool:
+    """An explicit trigger that is exactly the window's default WATERMARK trigger."""
+    return isinstance(q.trigger, P.WatermarkTrigger) and q.window.domain is P.TimeDomain.EVENT
+
+
+def _trigger_text(t: P.Trigger) -> str:
+    """A short WQL spelling of a trigger for messages (``COUNT(100)``, ``PURGING ...``)."""
+    if isinstance(t, P.WatermarkTrigger):
+        return "WATERMARK"
+    if isinstance(t, P.ProcessingTimeTrigger):
+        return "PROCESSING TIME"
+    if isinstance(t, P.CountTrigger):
+        return f"COUNT({t.n})"
+    if isinstance(t, P.EveryTrigger):
+        return f"EVERY {t.interval_ms} ms OF {t.domain.value} TIME"
+    if isinstance(t, P.DeltaTrigger):
+        return f"DELTA({t.expr.sql}, {t.threshold:g})"
+    if isinstance(t, P.TimeoutTrigger):
+        return f"TIMEOUT({_trigger_text(t.child)}, {t.timeout_ms} ms)"
+    if isinstance(t, P.PurgingTrigger):
+        return f"PURGING {_trigger_text(t.child)}"
+    if isinstance(t, P.AnyTrigger):
+        return "ANY(" + ", ".join(_trigger_text(c) for c in t.triggers) + ")"
+    if isinstance(t, P.AllTrigger):
+        return "ALL(" + ", ".join(_trigger_text(c) for c in t.triggers) + ")"
+    assert isinstance(t, P.EarlyLateTrigger)
+    parts = ["WATERMARK WITH"]
+    if t.early is not None:
+        parts.append(f"EARLY {_trigger_text(t.early)}")
+    if t.late is not None:
+        parts.append(f"LATE {_trigger_text(t.late)}")
+    return " ".join(parts)
+
+
+def _evictor_text(e: P.Evictor) -> str:
+    pos = " AFTER" if e.after else ""
+    if isinstance(e, P.CountEvictor):
+        return f"COUNT({e.n}){pos}"
+    if isinstance(e, P.TimeEvictor):
+        return f"TIME({e.interval_ms} ms){pos}"
+    return f"DELTA({e.expr.sql}, {e.threshold:g}){pos}"
+
+
+trigger_text = _trigger_text
+evictor_text = _evictor_text
