@@ -1,0 +1,584 @@
+"""The WQL abstract syntax tree: what the text says, nothing more.
+
+Every node is a frozen dataclass with tuple fields and a keyword-only
+``span`` (where it came from) that does not take part in equality, so two
+parses of differently formatted but equivalent text compare equal.
+
+Names line up with the grammar (``wql.lark``) and the transformer: rule
+``tumble`` -> ``Transformer.tumble`` -> :class:`Tumble`. The transformer only
+changes shape: it resolves no names, fills in no defaults (an absent clause
+is ``None``), and converts no units beyond recognising an interval literal's
+parts (``Interval.millis`` is a convenience for the binder).
+
+Scalar expressions (SELECT items, WHERE, HAVING, grouping keys, ``GAP``
+expressions, ``DELTA`` expressions) are ordinary Spark SQL. They are kept as
+:class:`Expr` nodes holding the exact source slice (``text``) plus its span;
+the compiler re-parses ``text`` with sqlglot and maps positions back with
+``expr.span.start + offset``. Equality uses ``canonical`` (whitespace
+normalised, keywords upper-cased), so reformatting does not change the AST.
+
+>>> from wql.grammar.parser import parse
+>>> script = parse("SELECT COUNT(*) AS n FROM t GROUP BY TUMBLE(ts, INTERVAL '5' SECONDS)")
+>>> query = script.statements[0]
+>>> query.select[0].expr.text, query.select[0].alias.name
+('COUNT(*)', 'n')
+>>> query.group_by.window.size.millis
+5000
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from wql.errors import Span, WqlSemanticError
+
+__all__ = [
+    "Node",
+    "Comment",
+    "Ident",
+    "Integer",
+    "Number",
+    "TimeUnit",
+    "IntervalPart",
+    "Interval",
+    "Expr",
+    "TypeName",
+    "ColumnDef",
+    "Watermark",
+    "SourceOption",
+    "CreateSource",
+    "SelectItem",
+    "TableRef",
+    "ProcTime",
+    "TimeAttr",
+    "WindowSpec",
+    "Tumble",
+    "Hop",
+    "Cumulate",
+    "Session",
+    "DynamicSession",
+    "CountWindow",
+    "GlobalWindow",
+    "Window",
+    "GroupBy",
+    "TimeDomain",
+    "TriggerSpec",
+    "WatermarkTrigger",
+    "ProcessingTimeTrigger",
+    "CountTrigger",
+    "EveryTrigger",
+    "DeltaTrigger",
+    "TimeoutTrigger",
+    "PurgingTrigger",
+    "AnyTrigger",
+    "AllTrigger",
+    "EarlyLateTrigger",
+    "Trigger",
+    "EvictorSpec",
+    "CountEvictor",
+    "TimeEvictor",
+    "DeltaEvictor",
+    "Evictor",
+    "EvictPosition",
+    "AllowedLateness",
+    "TriggerClause",
+    "EvictClause",
+    "LateDataTo",
+    "Query",
+    "CreateView",
+    "Statement",
+    "Script",
+]
+
+
+@dataclass(frozen=True)
+class Node:
+    """Base of every AST node: carries the source span, excluded from equality."""
+
+    span: Span | None = field(default=None, compare=False, repr=False, kw_only=True)
+
+
+# --------------------------------------------------------------------------- leaves
+
+
+@dataclass(frozen=True)
+class Comment(Node):
+    """A ``-- line`` or ``/* block */`` comment, verbatim (delimiters included).
+
+    Comments carry no meaning; they are kept on :class:`Script` so that
+    ``wql fmt`` can put them back (see ``formatter.py`` for where they go).
+    """
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Ident(Node):
+    """An identifier as written: ``name`` without backquotes, ``quoted`` if it had them.
+
+    Case is kept (Spark resolves column names case-insensitively; that is the
+    binder's business).
+    """
+
+    name: str
+    quoted: bool = False
+
+
+@dataclass(frozen=True)
+class Integer(Node):
+    """A (possibly signed) integer literal, e.g. the ``100`` of ``COUNT(100)``."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class Number(Node):
+    """A (possibly signed) decimal literal, e.g. a ``DELTA`` threshold."""
+
+    value: Decimal
+
+
+class TimeUnit(enum.Enum):
+    """Interval units; the value is the unit's length in milliseconds."""
+
+    MILLISECOND = 1
+    SECOND = 1_000
+    MINUTE = 60_000
+    HOUR = 3_600_000
+    DAY = 86_400_000
+
+
+@dataclass(frozen=True)
+class IntervalPart(Node):
+    """One ``<value> <unit>`` of an interval literal (``value`` may be negative or fractional)."""
+
+    value: Decimal
+    unit: TimeUnit
+
+
+@dataclass(frozen=True)
+class Interval(Node):
+    """An interval literal: ``INTERVAL '5' SECOND``, Spark-style ``INTERVAL '1 minute 30 seconds'``.
+
+    ``parts`` holds each value with its unit as written (``SECONDS`` and
+    ``second`` both become :attr:`TimeUnit.SECOND`); ``text`` is the exact
+    source text (not compared). Whatever the spelling, the interval must be a
+    whole number of milliseconds: WQL time is integer milliseconds.
+    """
+
+    parts: tuple[IntervalPart, ...]
+    text: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        total = sum((p.value * p.unit.value for p in self.parts), Decimal(0))
+        if total != total.to_integral_value():
+            raise WqlSemanticError(
+                f"interval {self.text or self.describe()} is not a whole number of milliseconds",
+                self.span,
+                hint="WQL time has millisecond precision",
+            )
+
+    @property
+    def millis(self) -> int:
+        """Total length in milliseconds (may be negative, e.g. an offset)."""
+        return int(sum((p.value * p.unit.value for p in self.parts), Decimal(0)))
+
+    def describe(self) -> str:
+        """Canonical spelling: ``INTERVAL '5' SECOND`` or ``INTERVAL '1 MINUTE 30 SECONDS'``."""
+        if len(self.parts) == 1:
+            part = self.parts[0]
+            return f"INTERVAL '{_decimal_text(part.value)}' {part.unit.name}"
+        inner = " ".join(
+            f"{_decimal_text(p.value)} {p.unit.name}{'' if abs(p.value) == 1 else 'S'}"
+            for p in self.parts
+        )
+        return f"INTERVAL '{inner}'"
+
+
+def _decimal_text(value: Decimal) -> str:
+    """``Decimal`` printed without exponent or trailing zeros: 5, -2, 1.5."""
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "") else text
+
+
+@dataclass(frozen=True)
+class Expr(Node):
+    """A scalar Spark SQL expression kept as source text.
+
+    ``text`` is the exact slice of the ``.wql`` file (``span`` covers it);
+    ``canonical`` is the same token sequence with normalised spacing and
+    upper-cased SQL keywords, which is what equality compares and what
+    ``wql fmt`` prints. Comments inside an expression are not part of either.
+    """
+
+    text: str = field(compare=False)
+    canonical: str
+
+
+@dataclass(frozen=True)
+class TypeName(Node):
+    """A column type in ``CREATE SOURCE``: ``STRING``, ``INT``, ..., ``DECIMAL(p, s)``.
+
+    ``name`` is upper-case; ``args`` holds the precision and scale of DECIMAL
+    (empty for ``DECIMAL`` without arguments and for every other type).
+    """
+
+    name: str
+    args: tuple[Integer, ...] = ()
+
+
+# --------------------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class ColumnDef(Node):
+    """``name TYPE`` inside ``CREATE SOURCE (...)``."""
+
+    name: Ident
+    type: TypeName
+
+
+@dataclass(frozen=True)
+class Watermark(Node):
+    """``WATERMARK FOR column AS expr_column [- delay]``.
+
+    The spec form is ``WATERMARK FOR ts AS ts - INTERVAL '5' SECOND``; the
+    binder checks that ``expr_column`` names ``column``. ``delay`` is ``None``
+    for ``AS ts`` (no out-of-orderness allowed).
+    """
+
+    column: Ident
+    expr_column: Ident
+    delay: Interval | None = None
+
+
+@dataclass(frozen=True)
+class SourceOption(Node):
+    """``key = 'value'`` in ``WITH (...)``.
+
+    ``key`` may be written bare (``format``), dotted (``spark.sql.x``) or as a
+    string literal (``'header'``); it is kept as its text. ``value`` is the
+    unescaped string (numbers and TRUE/FALSE written bare become their text).
+    """
+
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class CreateSource(Node):
+    """``CREATE SOURCE name (columns..., [WATERMARK ...]) [WITH (options...)]``."""
+
+    name: Ident
+    columns: tuple[ColumnDef, ...]
+    watermark: Watermark | None = None
+    options: tuple[SourceOption, ...] = ()
+
+
+# --------------------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True)
+class SelectItem(Node):
+    """One item of the SELECT list: an expression and its optional ``[AS] alias``."""
+
+    expr: Expr
+    alias: Ident | None = None
+
+
+@dataclass(frozen=True)
+class TableRef(Node):
+    """``FROM name [WATERMARK FOR ts AS ts - <interval>]``."""
+
+    name: Ident
+    watermark: Watermark | None = None
+
+
+@dataclass(frozen=True)
+class ProcTime(Node):
+    """``PROCTIME()`` as a window's time attribute: a processing-time window."""
+
+
+# A window's time attribute: an event-time column or PROCTIME().
+TimeAttr = Ident | ProcTime
+
+
+@dataclass(frozen=True)
+class WindowSpec(Node):
+    """Base of the window nodes (exactly one per GROUP BY)."""
+
+
+@dataclass(frozen=True)
+class Tumble(WindowSpec):
+    """``TUMBLE(time, size [, offset])``."""
+
+    time: TimeAttr
+    size: Interval
+    offset: Interval | None = None
+
+
+@dataclass(frozen=True)
+class Hop(WindowSpec):
+    """``HOP(time, slide, size [, offset])`` -- slide first, as in Flink SQL."""
+
+    time: TimeAttr
+    slide: Interval
+    size: Interval
+    offset: Interval | None = None
+
+
+@dataclass(frozen=True)
+class Cumulate(WindowSpec):
+    """``CUMULATE(time, step, size [, offset])``."""
+
+    time: TimeAttr
+    step: Interval
+    size: Interval
+    offset: Interval | None = None
+
+
+@dataclass(frozen=True)
+class Session(WindowSpec):
+    """``SESSION(time, gap)`` with a constant gap."""
+
+    time: TimeAttr
+    gap: Interval
+
+
+@dataclass(frozen=True)
+class DynamicSession(WindowSpec):
+    """``SESSION(time, GAP <expr>)``: the gap is evaluated per row."""
+
+    time: TimeAttr
+    gap: Expr
+
+
+@dataclass(frozen=True)
+class CountWindow(WindowSpec):
+    """``COUNT_WINDOW(size [, slide])``."""
+
+    size: Integer
+    slide: Integer | None = None
+
+
+@dataclass(frozen=True)
+class GlobalWindow(WindowSpec):
+    """``GLOBAL()``."""
+
+
+Window = Tumble | Hop | Cumulate | Session | DynamicSession | CountWindow | GlobalWindow
+
+
+@dataclass(frozen=True)
+class GroupBy(Node):
+    """``GROUP BY [keys,] <window>``.
+
+    The window may be written anywhere among the keys; the AST keeps the keys
+    in order and the window apart (the formatter prints the window last).
+    The parser guarantees exactly one window.
+    """
+
+    keys: tuple[Expr, ...]
+    window: Window
+
+
+class TimeDomain(enum.Enum):
+    """``OF EVENT TIME`` / ``OF PROCESSING TIME``."""
+
+    EVENT = "EVENT"
+    PROCESSING = "PROCESSING"
+
+
+@dataclass(frozen=True)
+class TriggerSpec(Node):
+    """Base of the trigger nodes."""
+
+
+@dataclass(frozen=True)
+class WatermarkTrigger(TriggerSpec):
+    """``WATERMARK`` (EventTimeTrigger)."""
+
+
+@dataclass(frozen=True)
+class ProcessingTimeTrigger(TriggerSpec):
+    """``PROCESSING TIME`` (ProcessingTimeTrigger)."""
+
+
+@dataclass(frozen=True)
+class CountTrigger(TriggerSpec):
+    """``COUNT(n)`` (CountTrigger)."""
+
+    count: Integer
+
+
+@dataclass(frozen=True)
+class EveryTrigger(TriggerSpec):
+    """``EVERY <interval> [OF EVENT TIME | OF PROCESSING TIME]``; ``domain`` None = window's own."""
+
+    interval: Interval
+    domain: TimeDomain | None = None
+
+
+@dataclass(frozen=True)
+class DeltaTrigger(TriggerSpec):
+    """``DELTA(<expr>, <threshold>)`` (DeltaTrigger)."""
+
+    expr: Expr
+    threshold: Number
+
+
+@dataclass(frozen=True)
+class TimeoutTrigger(TriggerSpec):
+    """``TIMEOUT(<trigger>, <interval>)`` (ProcessingTimeoutTrigger)."""
+
+    trigger: Trigger
+    timeout: Interval
+
+
+@dataclass(frozen=True)
+class PurgingTrigger(TriggerSpec):
+    """``PURGING <trigger>`` (PurgingTrigger)."""
+
+    trigger: Trigger
+
+
+@dataclass(frozen=True)
+class AnyTrigger(TriggerSpec):
+    """``ANY(<trigger>, ...)``."""
+
+    triggers: tuple[Trigger, ...]
+
+
+@dataclass(frozen=True)
+class AllTrigger(TriggerSpec):
+    """``ALL(<trigger>, ...)``."""
+
+    triggers: tuple[Trigger, ...]
+
+
+@dataclass(frozen=True)
+class EarlyLateTrigger(TriggerSpec):
+    """``WATERMARK WITH [EARLY <trigger>] [LATE <trigger>]`` (at least one of the two)."""
+
+    early: Trigger | None = None
+    late: Trigger | None = None
+
+
+Trigger = (
+    WatermarkTrigger
+    | ProcessingTimeTrigger
+    | CountTrigger
+    | EveryTrigger
+    | DeltaTrigger
+    | TimeoutTrigger
+    | PurgingTrigger
+    | AnyTrigger
+    | AllTrigger
+    | EarlyLateTrigger
+)
+
+
+@dataclass(frozen=True)
+class EvictorSpec(Node):
+    """Base of the evictor nodes."""
+
+
+@dataclass(frozen=True)
+class CountEvictor(EvictorSpec):
+    """``COUNT(n)`` (CountEvictor)."""
+
+    count: Integer
+
+
+@dataclass(frozen=True)
+class TimeEvictor(EvictorSpec):
+    """``TIME(<interval>)`` (TimeEvictor)."""
+
+    interval: Interval
+
+
+@dataclass(frozen=True)
+class DeltaEvictor(EvictorSpec):
+    """``DELTA(<expr>, <threshold>)`` (DeltaEvictor)."""
+
+    expr: Expr
+    threshold: Number
+
+
+Evictor = CountEvictor | TimeEvictor | DeltaEvictor
+
+
+class EvictPosition(enum.Enum):
+    """``BEFORE`` / ``AFTER`` the window function."""
+
+    BEFORE = "BEFORE"
+    AFTER = "AFTER"
+
+
+@dataclass(frozen=True)
+class AllowedLateness(Node):
+    """``ALLOWED LATENESS <interval>`` (span covers the whole clause)."""
+
+    interval: Interval
+
+
+@dataclass(frozen=True)
+class TriggerClause(Node):
+    """``TRIGGER <trigger>`` (span covers the whole clause)."""
+
+    trigger: Trigger
+
+
+@dataclass(frozen=True)
+class EvictClause(Node):
+    """``EVICT <evictor> [BEFORE | AFTER]``; ``position`` None when not written."""
+
+    evictor: Evictor
+    position: EvictPosition | None = None
+
+
+@dataclass(frozen=True)
+class LateDataTo(Node):
+    """``LATE DATA TO name``."""
+
+    name: Ident
+
+
+@dataclass(frozen=True)
+class Query(Node):
+    """One windowed query, clauses in the spec's order.
+
+    ``SELECT ... FROM ... [WHERE] GROUP BY ... [HAVING] [ALLOWED LATENESS]
+    [TRIGGER] [EVICT] [LATE DATA TO]``. Absent clauses are ``None``; defaults are the binder's.
+    """
+
+    select: tuple[SelectItem, ...]
+    source: TableRef
+    group_by: GroupBy
+    where: Expr | None = None
+    having: Expr | None = None
+    lateness: AllowedLateness | None = None
+    trigger: TriggerClause | None = None
+    evict: EvictClause | None = None
+    late_data: LateDataTo | None = None
+
+
+@dataclass(frozen=True)
+class CreateView(Node):
+    """``CREATE VIEW name AS <query>``: a named query."""
+
+    name: Ident
+    query: Query
+
+
+Statement = CreateSource | CreateView | Query
+
+
+@dataclass(frozen=True)
+class Script(Node):
+    """A whole ``.wql`` text: statements in file order, plus its comments."""
+
+    statements: tuple[Statement, ...]
+    comments: tuple[Comment, ...] = ()

@@ -1,0 +1,401 @@
+"""Text -> AST: ``parse(text, filename) -> ast.Script``.
+
+The Lark LALR parser is built once per process (:func:`lark_parser`). A
+syntax error becomes a :class:`~wql.errors.WqlSyntaxError` whose span is the
+offending token, whose message names what was found and whose ``expected``
+lists what would have been accepted in human terms (``')'``, ``INTERVAL``,
+``an identifier``), never Lark's internal terminal names.
+
+Recovery: when a text has errors, each ``;``-separated statement is parsed
+again on its own (with the rest of the text blanked out, so positions stay
+those of the file) and the first error of every statement is reported;
+several errors are raised together as :class:`~wql.errors.WqlErrors`.
+
+>>> parse("SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)").statements[0].source.name.name
+'t'
+>>> try:
+...     parse("SELECT a FROM t GROUP BY TUMBLE(ts INTERVAL '1' MINUTE)")
+... except WqlSyntaxError as err:
+...     print(err.line, err.column, err.message, err.expected)
+1 36 unexpected INTERVAL ("','",)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+
+from lark import Lark, Token
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+
+from wql.errors import Span, WqlError, WqlErrors, WqlSyntaxError
+from wql.grammar import ast
+from wql.grammar.transformer import WqlTransformer
+
+__all__ = ["parse", "lark_parser", "split_statements", "describe_terminal"]
+
+GRAMMAR_PATH = Path(__file__).with_name("wql.lark")
+
+_IGNORED = frozenset({"WS", "LINE_COMMENT", "BLOCK_COMMENT"})
+_COMMENT_TERMINALS = ("LINE_COMMENT", "BLOCK_COMMENT")
+
+# Human names of the terminals that are not literal strings.
+_PATTERN_NAMES = {
+    "NAME": "an identifier",
+    "BACKQUOTED": "an identifier",
+    "STRING": "a string",
+    "INT": "an integer",
+    "DECIMAL": "a number",
+    "COMP_OP": "a comparison operator",
+    "LATE_DATA_TO": "LATE DATA TO",
+    "_SEMI": "';'",
+    "$END": "end of input",
+}
+
+# Operators collapse into one entry so an error inside an expression does not
+# list every arithmetic symbol.
+_OPERATORS = frozenset(
+    {"'+'", "'-'", "'*'", "'/'", "'%'", "'||'", "'&'", "'|'", "'^'", "'['", "a comparison operator"}
+)
+
+# What may start a scalar expression: listed as "an expression".
+_EXPRESSION_STARTS = frozenset(
+    {
+        "'('",
+        "'+'",
+        "'-'",
+        "'~'",
+        "CASE",
+        "CAST",
+        "TRY_CAST",
+        "EXTRACT",
+        "FALSE",
+        "INTERVAL",
+        "NOT",
+        "NULL",
+        "TRUE",
+        "an identifier",
+        "a string",
+        "an integer",
+        "a number",
+    }
+)
+
+# Words that are never identifiers unless backquoted: clause starters and
+# the expression operators. Every other keyword is an identifier wherever
+# the grammar does not expect that keyword (see docs/language.md).
+RESERVED_WORDS = frozenset(
+    {
+        "SELECT",
+        "FROM",
+        "WHERE",
+        "GROUP",
+        "HAVING",
+        "CREATE",
+        "AND",
+        "OR",
+        "NOT",
+        "IS",
+        "IN",
+        "BETWEEN",
+        "LIKE",
+        "AS",
+        "CASE",
+        "WHEN",
+        "THEN",
+        "ELSE",
+        "END",
+        "NULL",
+        "TRUE",
+        "FALSE",
+        "DISTINCT",
+    }
+)
+
+# Comments seen by the lexer during the current parse (one list per thread,
+# since the cached parser is shared).
+_comments = threading.local()
+
+
+def _collect_comment(token: Token) -> Token:
+    sink = getattr(_comments, "sink", None)
+    if sink is not None:
+        sink.append(token)
+    return token
+
+
+class _WordsAlwaysLexed:
+    """Lark post-lexer hook that makes every parser state lex whole words.
+
+    The contextual lexer only tries the terminals a parser state accepts. In a
+    state that accepts the keyword ``INT`` but no identifier, ``INTERVAL``
+    would be cut into ``INT`` + ``ERVAL``; with identifiers always lexable,
+    the word stays whole and the error names it. Tokens pass through unchanged.
+    """
+
+    always_accept = ("NAME", "BACKQUOTED")
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        types = _reserved_types()
+        for token in stream:
+            if token.type == "NAME":
+                reserved = types.get(token.upper())
+                if reserved is not None:
+                    # A reserved word where the grammar wanted an identifier:
+                    # present it as the keyword so the error names it.
+                    token = Token.new_borrow_pos(reserved, token, token)
+            yield token
+
+
+@cache
+def lark_parser() -> Lark:
+    """The WQL parser, built once per process."""
+    return Lark(
+        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="contextual",
+        postlex=_WordsAlwaysLexed(),
+        propagate_positions=True,
+        maybe_placeholders=False,
+        lexer_callbacks={name: _collect_comment for name in _COMMENT_TERMINALS},
+    )
+
+
+@cache
+def _reserved_types() -> dict[str, str]:
+    return {
+        t.pattern.value.upper(): t.name
+        for t in lark_parser().terminals
+        if t.pattern.type == "str" and t.pattern.value.upper() in RESERVED_WORDS
+    }
+
+
+@cache
+def _keywords() -> frozenset[str]:
+    return frozenset(
+        t.pattern.value.upper()
+        for t in lark_parser().terminals
+        if t.pattern.type == "str" and t.pattern.value[:1].isalpha()
+    )
+
+
+@cache
+def _terminal_names() -> dict[str, str]:
+    names = dict(_PATTERN_NAMES)
+    for term in lark_parser().terminals:
+        if term.name in names:
+            continue
+        if term.pattern.type == "str":
+            value = term.pattern.value
+            names[term.name] = value.upper() if value[:1].isalpha() else f"'{value}'"
+        else:
+            names[term.name] = term.name.lower()
+    return names
+
+
+def describe_terminal(name: str) -> str:
+    """Human name of a Lark terminal: ``RPAR`` -> ``')'``, ``NAME`` -> ``an identifier``."""
+    return _terminal_names().get(name, name)
+
+
+def _expected(names: Iterable[str]) -> tuple[str, ...]:
+    shown = {describe_terminal(n) for n in names if n not in _IGNORED}
+    if {"CASE", "NOT", "an identifier"} <= shown:
+        shown = (shown - _EXPRESSION_STARTS) | {"an expression"}
+    operators = shown & _OPERATORS
+    if len(operators) >= 3:
+        shown = (shown - operators) | {"an operator"}
+    return tuple(sorted(shown))
+
+
+def _describe_found(token: Token) -> str:
+    if token.type == "$END":
+        return "end of input"
+    if token.type == "NAME" and token.upper() in _keywords():
+        return token.upper()
+    if token.type in ("NAME", "BACKQUOTED"):
+        return f"identifier {token}"
+    if token.type == "STRING":
+        return f"string {token}"
+    if token.type in ("INT", "DECIMAL"):
+        return f"number {token}"
+    name = describe_terminal(token.type)
+    if name.startswith("'") or name.isupper():
+        return name
+    return repr(str(token))
+
+
+def _accepted(err: UnexpectedInput, fallback: Iterable[str]) -> Iterable[str]:
+    """The terminals that really continue the parse at the error.
+
+    LALR merges look-ahead sets, so the terminals of the failing state can
+    include tokens that only some other context allows; trying each one on a
+    copy of the parser (Lark's ``accepts``) gives the exact list.
+    """
+    interactive = getattr(err, "interactive_parser", None)
+    if interactive is None:
+        return fallback
+    try:
+        return interactive.accepts()
+    except UnexpectedInput:
+        return fallback
+
+
+def _end_span(text: str) -> Span:
+    """A zero-width span just after the last non-blank character."""
+    end = len(text.rstrip())
+    return Span.from_offsets(text, end, end)
+
+
+def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
+    pos = getattr(err, "pos_in_stream", None)
+    if isinstance(err, UnexpectedToken) and err.token.type != "$END":
+        pos = err.token.start_pos
+    if pos is not None and text.startswith("/*", pos):
+        return WqlSyntaxError(
+            "unterminated comment", Span.from_offsets(text, pos, pos + 2), hint="close it with */"
+        )
+    if isinstance(err, UnexpectedToken):
+        token = err.token
+        if token.type == "$END":
+            span = _end_span(text)
+        else:
+            start = token.start_pos or 0
+            span = Span.from_offsets(text, start, start + max(len(token), 1))
+        expected = _expected(_accepted(err, err.expected))
+        found = _describe_found(token)
+        hint = None
+        if token.type == "$END" and "';'" not in expected and text.count("(") > text.count(")"):
+            hint = "a parenthesis is not closed"
+        return WqlSyntaxError(f"unexpected {found}", span, expected=expected, hint=hint)
+    if isinstance(err, UnexpectedCharacters):
+        pos = err.pos_in_stream
+        rest = text[pos:]
+        if rest[:1] in ("'", '"'):
+            line_end = text.find("\n", pos)
+            end = len(text) if line_end < 0 else line_end
+            return WqlSyntaxError(
+                "unterminated string",
+                Span.from_offsets(text, pos, end),
+                hint=f"close it with {rest[0]} on the same line",
+            )
+        if rest.startswith("`"):
+            return WqlSyntaxError(
+                "unterminated quoted identifier", Span.point(text, pos), hint="close it with `"
+            )
+        return WqlSyntaxError(
+            f"unexpected character {err.char!r}",
+            Span.point(text, pos),
+            expected=_expected(_accepted(err, err.allowed or ())),
+        )
+    if isinstance(err, UnexpectedEOF):
+        return WqlSyntaxError(
+            "unexpected end of input", _end_span(text), expected=_expected(err.expected)
+        )
+    return WqlSyntaxError(str(err), Span.point(text, 0))
+
+
+def _parse_whole(text: str) -> ast.Script:
+    """Parse and transform ``text``; any problem is raised as a WqlError."""
+    _comments.sink = comments = []
+    try:
+        tree = lark_parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(err, text) from None
+    finally:
+        _comments.sink = None
+    try:
+        script = WqlTransformer(text).transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, WqlError):
+            raise err.orig_exc from None
+        raise
+    found = tuple(
+        ast.Comment(
+            str(tok).rstrip(),
+            span=Span.from_offsets(text, tok.start_pos or 0, tok.end_pos or 0),
+        )
+        for tok in comments
+    )
+    return ast.Script(script.statements, found, span=script.span)
+
+
+def split_statements(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` offsets of the ``;``-separated pieces of ``text``.
+
+    Knows strings, backquoted names and comments, so a ``;`` inside them does
+    not split; an unterminated string ends at the end of its line (that is
+    where the lexer will report it).
+    """
+    start = i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch in ("'", '"', "`"):
+            j = i + 1
+            while j < n and text[j] != ch and text[j] != "\n":
+                j += 2 if text[j] == "\\" and ch != "`" else 1
+            i = j + 1
+        elif text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif ch == ";":
+            yield start, i
+            start = i = i + 1
+        else:
+            i += 1
+    yield start, n
+
+
+def _masked(text: str, start: int, end: int) -> str:
+    """``text`` with everything outside ``[start, end)`` blanked (newlines kept)."""
+
+    def blank(s: str) -> str:
+        return "".join("\n" if c == "\n" else " " for c in s)
+
+    return blank(text[:start]) + text[start:end] + blank(text[end:])
+
+
+def _errors_per_statement(text: str) -> list[WqlError]:
+    errors: list[WqlError] = []
+    for start, end in split_statements(text):
+        piece = text[start:end]
+        if not piece.strip():
+            continue
+        try:
+            _parse_whole(_masked(text, start, end))
+        except WqlErrors as err:
+            errors.extend(err.errors)
+        except WqlError as err:
+            errors.append(err)
+    return errors
+
+
+def parse(text: str, filename: str | None = None) -> ast.Script:
+    """Parse a whole ``.wql`` text.
+
+    Raises :class:`WqlSyntaxError` (or :class:`WqlErrors` when several
+    statements are wrong), with ``source`` and ``filename`` attached.
+    """
+    try:
+        return _parse_whole(text)
+    except WqlError as first:
+        errors = _errors_per_statement(text) if ";" in text else []
+        if not errors:
+            errors = [first]
+        for err in errors:
+            err.with_source(text, filename)
+        if len(errors) == 1:
+            raise errors[0] from None
+        raise WqlErrors(errors).with_source(text, filename) from None
