@@ -218,7 +218,7 @@ class _Binder:
     def _type(self, tn: ast.TypeName) -> T.WqlType:
         text = tn.name
         if tn.args:
-            text += "(" + ", ".join(str(a.value) for a in tn.args) + ")"
+            text += "(" + ", ".join(str(getattr(a, "value", a)) for a in tn.args) + ")"
         return T.parse_type_name(text, tn.span)
 
     def _option_column(

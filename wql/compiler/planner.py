@@ -64,6 +64,12 @@ def choose_engine(q: P.Query, engine: str = "auto", caps: Capabilities = NATIVE)
     return P.EngineChoice("native", _native_reasons(q))
 
 
+def duration(ms: int) -> str:
+    from wql.compiler.explain import duration as fmt
+
+    return fmt(ms)
+
+
 def _at(span) -> str:
     return f" at line {span.line}" if span is not None else ""
 
@@ -103,7 +109,7 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
         need(f"EVICT {_evictor_text(q.evictor)}", q.evictor.span, "evictor")
     if q.allowed_lateness_ms > 0 and not caps.allowed_lateness:
         need(
-            f"ALLOWED LATENESS {q.allowed_lateness_ms} ms",
+            f"ALLOWED LATENESS {duration(q.allowed_lateness_ms)}",
             q.lateness_span or q.span,
             "allowed_lateness",
         )
@@ -135,11 +141,11 @@ def _trigger_text(t: P.Trigger) -> str:
     if isinstance(t, P.CountTrigger):
         return f"COUNT({t.n})"
     if isinstance(t, P.EveryTrigger):
-        return f"EVERY {t.interval_ms} ms OF {t.domain.value} TIME"
+        return f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
     if isinstance(t, P.DeltaTrigger):
         return f"DELTA({t.expr.sql}, {t.threshold:g})"
     if isinstance(t, P.TimeoutTrigger):
-        return f"TIMEOUT({_trigger_text(t.child)}, {t.timeout_ms} ms)"
+        return f"TIMEOUT({_trigger_text(t.child)}, {duration(t.timeout_ms)})"
     if isinstance(t, P.PurgingTrigger):
         return f"PURGING {_trigger_text(t.child)}"
     if isinstance(t, P.AnyTrigger):
@@ -160,7 +166,7 @@ def _evictor_text(e: P.Evictor) -> str:
     if isinstance(e, P.CountEvictor):
         return f"COUNT({e.n}){pos}"
     if isinstance(e, P.TimeEvictor):
-        return f"TIME({e.interval_ms} ms){pos}"
+        return f"TIME({duration(e.interval_ms)}){pos}"
     return f"DELTA({e.expr.sql}, {e.threshold:g}){pos}"
 
 
