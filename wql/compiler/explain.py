@@ -113,7 +113,7 @@ def explain_query(q: P.Query) -> str:
         forced = ", forced" if q.engine.forced else ""
         add(f"  engine: {q.engine.engine}{forced}")
         for r in q.engine.reasons:
-            add(f"    - {r.message}")
+            add(f"    - {r.text}")
     return "\n".join(lines)
 
 

@@ -758,10 +758,24 @@ class OutputColumn:
 
 @dataclass(frozen=True)
 class Reason:
-    """Why a query runs on its engine, pointing at the clause responsible (if any)."""
+    """Why a query runs on its engine, pointing at the clause responsible (if any).
+
+    ``clause`` is the clause as WQL (``TRIGGER COUNT(100)``), ``message``
+    the rest (``needs the operator engine: ...``); :attr:`text` joins them
+    with the clause's line. The line is kept out of ``message`` so that plans
+    of differently formatted texts stay equal.
+    """
 
     message: str
     span: Span | None = field(default=None, compare=False)
+    clause: str = ""
+
+    @property
+    def text(self) -> str:
+        if not self.clause:
+            return self.message
+        where = f" at line {self.span.line}" if self.span is not None else ""
+        return f"{self.clause}{where} {self.message}"
 
 
 @dataclass(frozen=True)

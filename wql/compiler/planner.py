@@ -54,7 +54,7 @@ def choose_engine(q: P.Query, engine: str = "auto", caps: Capabilities = NATIVE)
             first = blockers[0]
             more = f" (and {len(blockers) - 1} more reason(s))" if len(blockers) > 1 else ""
             raise WqlUnsupportedError(
-                f"query {q.name!r} cannot run on the native engine: {first.message}{more}",
+                f"query {q.name!r} cannot run on the native engine: {first.text}{more}",
                 first.span,
                 hint="use --engine auto or --engine operator",
             )
@@ -68,10 +68,6 @@ def duration(ms: int) -> str:
     from wql.compiler.explain import duration as fmt
 
     return fmt(ms)
-
-
-def _at(span) -> str:
-    return f" at line {span.line}" if span is not None else ""
 
 
 def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
@@ -91,8 +87,8 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
 
     def need(what: str, span, construct: str) -> None:
         why = caps.reason(construct)
-        message = f"{what}{_at(span)} needs the operator engine"
-        out.append(P.Reason(f"{message}: {why}" if why else message, span))
+        message = "needs the operator engine"
+        out.append(P.Reason(f"{message}: {why}" if why else message, span, what))
 
     w = q.window
     if q.source.arrival_order is not None:
