@@ -1,0 +1,156 @@
+"""The runtime's configuration and I/O types: what a host builds and what it reads back.
+
+``OperatorConfig`` is everything the operator needs to know about a query
+(the compiler's ``backends/operator.py`` builds it from the plan); it holds
+no per-key state and can be shared. ``RowBatch`` is the columnar input of
+``WindowOperator.process_batch``. Emitted rows are plain tuples, laid out as
+``EMITTED_FIELDS`` followed by the aggregate results in config order.
+
+>>> cfg = OperatorConfig(TumblingWindows(3000), (AggregateSpec("SUM", 0),))
+>>> type(cfg.effective_trigger).__name__
+'EventTimeTrigger'
+>>> assigner, trigger, evictor = count_windows(4, 2)
+>>> trigger, evictor
+(CountTrigger(count=2), CountEvictor(count=4, after=False))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from wql.errors import WqlSemanticError
+from wql.runtime.aggregates import AggregateSpec
+from wql.runtime.assigners import GlobalWindows, TumblingWindows, WindowAssigner
+from wql.runtime.evictors import CountEvictor, Evictor
+from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
+
+__all__ = [
+    "EMITTED_FIELDS",
+    "Counters",
+    "OperatorConfig",
+    "RowBatch",
+    "count_windows",
+    "TumblingWindows",
+]
+
+#: Leading fields of every emitted row; aggregate results follow in config order.
+#: ``window_start``/``window_end``/``window_time`` are None for GlobalWindows;
+#: ``timestamp`` is the window's max timestamp (MAX_TIME for GlobalWindows).
+EMITTED_FIELDS = (
+    "key",
+    "window_start",
+    "window_end",
+    "window_time",
+    "pane_index",
+    "pane_timing",
+    "timestamp",
+)
+
+EARLY = "EARLY"
+ON_TIME = "ON_TIME"
+LATE = "LATE"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """One windowed query, as the runtime sees it.
+
+    Attributes:
+        assigner: the window assigner (event or processing time, merging or not).
+        aggregates: the aggregates computed per firing, over ``values`` indices.
+        trigger: the trigger; ``None`` means the assigner's default.
+        evictor: optional evictor (then windows buffer rows instead of accumulators).
+        allowed_lateness: ms; only meaningful for event-time assigners.
+        late_output: send late rows that no window accepted to ``drain_late()``
+            instead of counting them as dropped.
+        late_columns: which ``values`` indices the late output carries
+            (``None``: all of them).
+    """
+
+    assigner: WindowAssigner
+    aggregates: tuple[AggregateSpec, ...] = ()
+    trigger: Trigger | None = None
+    evictor: Evictor | None = None
+    allowed_lateness: int = 0
+    late_output: bool = False
+    late_columns: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.allowed_lateness, int) or self.allowed_lateness < 0:
+            raise WqlSemanticError(
+                "allowed lateness must be a non-negative number of ms, "
+                f"got {self.allowed_lateness!r}"
+            )
+        object.__setattr__(self, "aggregates", tuple(self.aggregates))
+        if self.assigner.is_merging:
+            for t in walk(self.effective_trigger):
+                if not t.can_merge():
+                    raise WqlSemanticError(
+                        f"trigger {type(t).__name__} cannot merge windows, so it cannot be "
+                        "used with session windows"
+                    )
+
+    @property
+    def effective_trigger(self) -> Trigger:
+        return self.trigger if self.trigger is not None else self.assigner.default_trigger()
+
+
+def count_windows(
+    size: int, slide: int | None = None
+) -> tuple[WindowAssigner, Trigger, Evictor | None]:
+    """COUNT_WINDOW(size [, slide]) as Flink builds it (``countWindow``).
+
+    Tumbling: GlobalWindows + PurgingTrigger(CountTrigger(size)).
+    Sliding: GlobalWindows + CountTrigger(slide) + CountEvictor(size).
+    """
+    if slide is None:
+        return GlobalWindows(), PurgingTrigger(CountTrigger(size)), None
+    return GlobalWindows(), CountTrigger(slide), CountEvictor(size)
+
+
+@dataclass(frozen=True)
+class RowBatch:
+    """Columnar input of ``process_batch``; all sequences have one entry per row.
+
+    Attributes:
+        keys: grouping-key tuples (``()`` for windowAll).
+        timestamps: event time per row, int ms (an int64 array or a sequence);
+            ``None`` when the query has no event time.
+        columns: one sequence per ``values`` index. NumPy numeric arrays cannot
+            hold nulls: pass a list or an object array when a column has some.
+        watermark_before: the watermark each row sees (advanced before the row).
+        processing_time: processing time per row (advanced before the row), or
+            ``None`` when the query does not use processing time.
+        timestamp_valid: optional bool mask; ``False`` marks a row without
+            event time (counted as dropped "missing timestamp").
+    """
+
+    keys: Sequence[Any]
+    timestamps: Sequence[Any] | None
+    columns: tuple[Sequence[Any], ...]
+    watermark_before: Sequence[Any]
+    processing_time: Sequence[Any] | None = None
+    timestamp_valid: Sequence[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+@dataclass
+class Counters:
+    """Operator counters. Every input row ends up accepted, side-output or dropped."""
+
+    rows_in: int = 0
+    rows_emitted: int = 0
+    late_rows: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rows_in": self.rows_in,
+            "rows_emitted": self.rows_emitted,
+            "late_rows": self.late_rows,
+            "dropped": dict(self.dropped),
+        }

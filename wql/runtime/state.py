@@ -1,0 +1,77 @@
+"""Per-key state with namespaces (Flink's keyed state backend, reduced to what windows need).
+
+Everything the operator keeps for one key lives in one :class:`KeyState`, so a
+streaming host can snapshot and restore a key on its own:
+
+- ``contents``: namespace (state window) -> the window contents: an
+  aggregate accumulator (a list, see ``aggregates.Aggregator``) or, when an
+  evictor needs the rows, a list of ``(timestamp, arrival_seq, values)``.
+  This is Flink's window state (aggregating or list state).
+- ``trigger``: (window, state name) -> value: the triggers' value and
+  reducing states (names are made unique per child trigger by the context).
+- ``panes``: state window -> number of firings so far (the next ``pane_index``);
+  survives purges, cleared with the window, merged by ``max``.
+- ``merging``: the key's ``MergingWindowSet`` (session windows only).
+
+Timers are kept by the ``TimerService``, indexed by key as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from wql.runtime.merging import MergingWindowSet
+from wql.runtime.windows import Window
+
+
+class KeyState:
+    __slots__ = ("contents", "trigger", "panes", "merging")
+
+    def __init__(self, merging: MergingWindowSet | None = None) -> None:
+        self.contents: dict[Window, Any] = {}
+        self.trigger: dict[tuple[Window, str], Any] = {}
+        self.panes: dict[Window, int] = {}
+        self.merging = merging
+
+    def is_empty(self) -> bool:
+        return not (
+            self.contents
+            or self.trigger
+            or self.panes
+            or (self.merging is not None and self.merging.mapping)
+        )
+
+    def merge_trigger_state(
+        self,
+        target: Window,
+        sources: list[Window],
+        name: str,
+        reduce: Callable[[Any, Any], Any],
+    ) -> None:
+        """Flink's ``mergeNamespaces`` for one reducing state: fold sources into target."""
+        state = self.trigger
+        acc = state.get((target, name))
+        for w in sources:
+            if w == target:
+                continue
+            v = state.pop((w, name), None)
+            if v is not None:
+                acc = v if acc is None else reduce(acc, v)
+        if acc is not None:
+            state[(target, name)] = acc
+
+    def to_data(self) -> tuple:
+        return (
+            self.contents,
+            self.trigger,
+            self.panes,
+            None if self.merging is None else self.merging.mapping,
+        )
+
+    @classmethod
+    def from_data(cls, data: tuple, merge_windows: Any) -> KeyState:
+        contents, trigger, panes, mapping = data
+        ks = cls(None if mapping is None else MergingWindowSet(merge_windows, mapping))
+        ks.contents, ks.trigger, ks.panes = contents, trigger, panes
+        return ks

@@ -1,0 +1,696 @@
+"""Triggers: when a window fires and/or purges (Flink's ``Trigger``).
+
+A trigger is configuration only (a frozen dataclass). Everything it
+remembers per window — counts, next fire times, the last fired value, which
+children have fired — goes through the :class:`TriggerContext` the operator
+passes in, which stores it under the (key, window) being processed and
+persists it with the rest of the operator state. Composite triggers give each
+child its own context (``ctx.child(i)``) so the children's state names
+never collide; timers are not namespaced (a timer is unique per
+(key, window, time), exactly as in Flink).
+
+When the operator calls each method:
+
+- ``on_element(timestamp, values, window, ctx)``: after the row was added to
+  ``window``'s contents. ``timestamp`` is the row's event time (``None`` when
+  the query has none).
+- ``on_event_time(time, window, ctx)`` / ``on_processing_time(time, window, ctx)``:
+  when a timer registered for (key, window, time) fires.
+- ``on_merge(window, ctx)``: ``window`` is the result of a session merge and
+  ``ctx.merged_windows`` the windows it absorbed; it may merge their state
+  into ``window`` (``ctx.merge_state``) and re-register timers. Only called
+  when ``can_merge()`` is true (the operator refuses a merging assigner with a
+  trigger that cannot merge).
+- ``clear(window, ctx)``: the window is going away (cleanup time reached, or
+  it was absorbed by a merge): remove every state entry and timer it made.
+
+The three ``on_*`` methods return a :class:`TriggerResult`.
+
+>>> TriggerResult.FIRE_AND_PURGE.is_fire, TriggerResult.FIRE_AND_PURGE.is_purge
+(True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Protocol
+
+from wql.runtime.windows import Window
+
+
+class TriggerResult(IntEnum):
+    """Bit 1 = fire, bit 2 = purge (so results combine with ``|``)."""
+
+    CONTINUE = 0
+    FIRE = 1
+    PURGE = 2
+    FIRE_AND_PURGE = 3
+
+    @property
+    def is_fire(self) -> bool:
+        return bool(self & 1)
+
+    @property
+    def is_purge(self) -> bool:
+        return bool(self & 2)
+
+
+CONTINUE = TriggerResult.CONTINUE
+FIRE = TriggerResult.FIRE
+PURGE = TriggerResult.PURGE
+FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+
+
+class TriggerContext(Protocol):
+    """What a trigger may see and change; bound to one (key, window) at a time."""
+
+    @property
+    def watermark(self) -> int: ...
+
+    @property
+    def processing_time(self) -> int: ...
+
+    @property
+    def merged_windows(self) -> Sequence[Window]:
+        """During ``on_merge`` only: the windows merged into the current one."""
+        ...
+
+    def register_event_time_timer(self, time: int) -> None: ...
+
+    def delete_event_time_timer(self, time: int) -> None: ...
+
+    def register_processing_time_timer(self, time: int) -> None: ...
+
+    def delete_processing_time_timer(self, time: int) -> None: ...
+
+    def get_state(self, name: str) -> Any:
+        """The value stored under ``name`` for the current window, or ``None``."""
+        ...
+
+    def set_state(self, name: str, value: Any) -> None: ...
+
+    def clear_state(self, name: str) -> None: ...
+
+    def merge_state(self, name: str, reduce: Callable[[Any, Any], Any]) -> None:
+        """During ``on_merge``: fold ``name`` of every merged window into the current one."""
+        ...
+
+    def child(self, index: int) -> TriggerContext:
+        """A context whose state names are private to child ``index``."""
+        ...
+
+
+class Trigger:
+    """Base of all triggers (configuration objects; no per-window state here)."""
+
+    def on_element(
+        self, timestamp: int | None, values: tuple, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
+        raise NotImplementedError
+
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        return CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        return CONTINUE
+
+    def can_merge(self) -> bool:
+        return False
+
+    def on_merge(self, window: Window, ctx: TriggerContext) -> None:
+        raise TypeError(f"{type(self).__name__} cannot merge windows")
+
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
+        """Remove every state entry and timer this trigger made for ``window``."""
+
+    def state_names(self) -> tuple[str, ...]:
+        """The state names this trigger itself uses (children excluded); for reports."""
+        return ()
+
+
+def _java_remainder(a: int, b: int) -> int:
+    """Java's ``a % b`` (sign of the dividend); Flink's continuous triggers use it."""
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+@dataclass(frozen=True)
+class NeverTrigger(Trigger):
+    """``GlobalWindows``' default trigger: never fires."""
+
+    def on_element(self, timestamp, values, window, ctx):
+        return CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class EventTimeTrigger(Trigger):
+    """WATERMARK: fire when the watermark reaches the window's max timestamp."""
+
+    def on_element(self, timestamp, values, window, ctx):
+        max_ts = window.max_timestamp
+        if max_ts <= ctx.watermark:
+            # Late but within allowed lateness: fire at once on every such row.
+            return FIRE
+        ctx.register_event_time_timer(max_ts)
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return FIRE if time == window.max_timestamp else CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        # FLINK-9201: a merged window already behind the watermark must not get
+        # a timer that would make it fire a second time.
+        max_ts = window.max_timestamp
+        if max_ts > ctx.watermark:
+            ctx.register_event_time_timer(max_ts)
+
+    def clear(self, window, ctx) -> None:
+        ctx.delete_event_time_timer(window.max_timestamp)
+
+
+@dataclass(frozen=True)
+class ProcessingTimeTrigger(Trigger):
+    """PROCESSING TIME: fire when processing time reaches the window's max timestamp."""
+
+    def on_element(self, timestamp, values, window, ctx):
+        ctx.register_processing_time_timer(window.max_timestamp)
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return FIRE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        max_ts = window.max_timestamp
+        if max_ts > ctx.processing_time:
+            ctx.register_processing_time_timer(max_ts)
+
+    def clear(self, window, ctx) -> None:
+        ctx.delete_processing_time_timer(window.max_timestamp)
+
+
+def _add(a: int, b: int) -> int:
+    return a + b
+
+
+@dataclass(frozen=True)
+class CountTrigger(Trigger):
+    """COUNT(n): FIRE (without purge) every ``n`` rows; counts add up on merge."""
+
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count <= 0:
+            raise ValueError("COUNT trigger needs a positive count")
+
+    def on_element(self, timestamp, values, window, ctx):
+        n = (ctx.get_state("count") or 0) + 1
+        if n >= self.count:
+            ctx.clear_state("count")
+            return FIRE
+        ctx.set_state("count", n)
+        return CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        ctx.merge_state("count", _add)
+
+    def clear(self, window, ctx) -> None:
+        ctx.clear_state("count")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("count",)
+
+
+@dataclass(frozen=True)
+class ContinuousEventTimeTrigger(Trigger):
+    """EVERY <interval> OF EVENT TIME (Flink's ``ContinuousEventTimeTrigger``).
+
+    Fires at epoch-aligned boundaries ``ts - ts % interval + interval`` (Java
+    remainder), re-arming at ``time + interval`` capped at the window's max
+    timestamp, and at the max timestamp itself. State ``fire``: the next fire
+    time, merged by ``min``.
+    """
+
+    interval: int
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0:
+            raise ValueError("EVERY needs a positive interval")
+
+    def on_element(self, timestamp, values, window, ctx):
+        max_ts = window.max_timestamp
+        if max_ts <= ctx.watermark:
+            return FIRE
+        ctx.register_event_time_timer(max_ts)
+        if ctx.get_state("fire") is None and timestamp is not None:
+            self._register_next(timestamp - _java_remainder(timestamp, self.interval), window, ctx)
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        if time == window.max_timestamp:
+            return FIRE
+        fire = ctx.get_state("fire")
+        if fire is not None and fire == time:
+            ctx.clear_state("fire")
+            self._register_next(time, window, ctx)
+            return FIRE
+        return CONTINUE
+
+    def _register_next(self, time: int, window: Window, ctx: TriggerContext) -> None:
+        fire = min(time + self.interval, window.max_timestamp)
+        ctx.set_state("fire", fire)
+        ctx.register_event_time_timer(fire)
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        ctx.merge_state("fire", min)
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            ctx.register_event_time_timer(fire)
+
+    def clear(self, window, ctx) -> None:
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            ctx.delete_event_time_timer(fire)
+            ctx.clear_state("fire")
+        # Flink leaves the max-timestamp timer behind (it later fires into a
+        # window with no contents and emits nothing); removing it changes no
+        # result and keeps "clear removes every timer" true.
+        ctx.delete_event_time_timer(window.max_timestamp)
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("fire",)
+
+
+@dataclass(frozen=True)
+class ContinuousProcessingTimeTrigger(Trigger):
+    """EVERY <interval> OF PROCESSING TIME (Flink's ``ContinuousProcessingTimeTrigger``).
+
+    The first row of a window arms ``now - now % interval + interval``; each
+    firing re-arms ``time + interval``; both capped at the window's max
+    timestamp (compared with processing time, as Flink does).
+    """
+
+    interval: int
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0:
+            raise ValueError("EVERY needs a positive interval")
+
+    def on_element(self, timestamp, values, window, ctx):
+        if ctx.get_state("fire") is None:
+            now = ctx.processing_time
+            self._register_next(now - _java_remainder(now, self.interval), window, ctx)
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        fire = ctx.get_state("fire")
+        if fire is not None and fire == time:
+            ctx.clear_state("fire")
+            self._register_next(time, window, ctx)
+            return FIRE
+        return CONTINUE
+
+    def _register_next(self, time: int, window: Window, ctx: TriggerContext) -> None:
+        fire = min(time + self.interval, window.max_timestamp)
+        ctx.set_state("fire", fire)
+        ctx.register_processing_time_timer(fire)
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        ctx.merge_state("fire", min)
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            ctx.register_processing_time_timer(fire)
+
+    def clear(self, window, ctx) -> None:
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            ctx.delete_processing_time_timer(fire)
+            ctx.clear_state("fire")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("fire",)
+
+
+@dataclass(frozen=True)
+class DeltaTrigger(Trigger):
+    """DELTA(expr, threshold): FIRE when |v - v_last_fired| > threshold.
+
+    ``value_index`` names the pre-evaluated ``expr`` in the row's values. The
+    first non-null value of a window is stored without firing (Flink). A null
+    value neither fires nor replaces the stored one. Cannot merge.
+    """
+
+    value_index: int
+    threshold: float
+
+    def on_element(self, timestamp, values, window, ctx):
+        value = values[self.value_index]
+        if value is None:
+            return CONTINUE
+        last = ctx.get_state("last")
+        if last is None:
+            ctx.set_state("last", value)
+            return CONTINUE
+        if abs(value - last) > self.threshold:
+            ctx.set_state("last", value)
+            return FIRE
+        return CONTINUE
+
+    def clear(self, window, ctx) -> None:
+        ctx.clear_state("last")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("last",)
+
+
+@dataclass(frozen=True)
+class PurgingTrigger(Trigger):
+    """PURGING <t>: every FIRE of ``nested`` becomes FIRE_AND_PURGE."""
+
+    nested: Trigger
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
+        return FIRE_AND_PURGE if r & 1 else r
+
+    def on_event_time(self, time, window, ctx):
+        r = self.nested.on_event_time(time, window, ctx.child(0))
+        return FIRE_AND_PURGE if r & 1 else r
+
+    def on_processing_time(self, time, window, ctx):
+        r = self.nested.on_processing_time(time, window, ctx.child(0))
+        return FIRE_AND_PURGE if r & 1 else r
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window, ctx) -> None:
+        self.nested.on_merge(window, ctx.child(0))
+
+    def clear(self, window, ctx) -> None:
+        self.nested.clear(window, ctx.child(0))
+
+
+@dataclass(frozen=True)
+class ProcessingTimeoutTrigger(Trigger):
+    """TIMEOUT(t, interval): Flink's ``ProcessingTimeoutTrigger.of(t, interval)``.
+
+    ``resetTimerOnNewRecord = false``, ``shouldClearOnTimeout = true``. The
+    first row arms a processing-time timer at now + interval. When the nested
+    trigger fires on a row, the timeout is cleared (nested state too). On ANY
+    timer of the window (event or processing time) it FIREs (FIRE_AND_PURGE
+    when the nested result purges) and clears itself and the nested trigger —
+    exactly as Flink does, even when the timer was not its own. Cannot merge.
+    """
+
+    nested: Trigger
+    timeout: int
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ValueError("TIMEOUT needs a positive interval")
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
+        if r & 1:
+            self.clear(window, ctx)
+            return r
+        if ctx.get_state("timeout") is None:
+            t = ctx.processing_time + self.timeout
+            ctx.set_state("timeout", t)
+            ctx.register_processing_time_timer(t)
+        return r
+
+    def on_event_time(self, time, window, ctx):
+        r = self.nested.on_event_time(time, window, ctx.child(0))
+        self.clear(window, ctx)
+        return FIRE_AND_PURGE if r & 2 else FIRE
+
+    def on_processing_time(self, time, window, ctx):
+        r = self.nested.on_processing_time(time, window, ctx.child(0))
+        self.clear(window, ctx)
+        return FIRE_AND_PURGE if r & 2 else FIRE
+
+    def clear(self, window, ctx) -> None:
+        t = ctx.get_state("timeout")
+        if t is not None:
+            ctx.delete_processing_time_timer(t)
+            ctx.clear_state("timeout")
+        self.nested.clear(window, ctx.child(0))
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("timeout",)
+
+
+@dataclass(frozen=True)
+class AnyTrigger(Trigger):
+    """ANY(t1, t2, …): every child sees every event (so their state stays right).
+
+    The result is the bitwise OR of the children's results: FIRE when any
+    child fires, PURGE when any child purges. Mergeable when all children are.
+    """
+
+    children: tuple[Trigger, ...]
+
+    def __post_init__(self) -> None:
+        if not self.children:
+            raise ValueError("ANY needs at least one trigger")
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = 0
+        for i, t in enumerate(self.children):
+            r |= t.on_element(timestamp, values, window, ctx.child(i))
+        return TriggerResult(r)
+
+    def on_event_time(self, time, window, ctx):
+        r = 0
+        for i, t in enumerate(self.children):
+            r |= t.on_event_time(time, window, ctx.child(i))
+        return TriggerResult(r)
+
+    def on_processing_time(self, time, window, ctx):
+        r = 0
+        for i, t in enumerate(self.children):
+            r |= t.on_processing_time(time, window, ctx.child(i))
+        return TriggerResult(r)
+
+    def can_merge(self) -> bool:
+        return all(t.can_merge() for t in self.children)
+
+    def on_merge(self, window, ctx) -> None:
+        for i, t in enumerate(self.children):
+            t.on_merge(window, ctx.child(i))
+
+    def clear(self, window, ctx) -> None:
+        for i, t in enumerate(self.children):
+            t.clear(window, ctx.child(i))
+
+
+def _bit_or(a: int, b: int) -> int:
+    return a | b
+
+
+@dataclass(frozen=True)
+class AllTrigger(Trigger):
+    """ALL(t1, t2, …): FIRE once every child has fired since ALL last fired.
+
+    State ``fired``: bit ``i`` set when child ``i`` fired, bit ``n`` (n = number
+    of children) set when one of those firings also purged. When all child
+    bits are set, the state is reset and ALL returns FIRE, or FIRE_AND_PURGE
+    if the purge bit is set. A child's PURGE without FIRE is ignored (no WQL
+    trigger produces one). On merge the masks are OR-ed (a child that fired
+    in any merged window has fired for the merged one).
+    """
+
+    children: tuple[Trigger, ...]
+
+    def __post_init__(self) -> None:
+        if not self.children:
+            raise ValueError("ALL needs at least one trigger")
+
+    def _record(self, results: list[int], ctx: TriggerContext) -> TriggerResult:
+        mask = ctx.get_state("fired") or 0
+        n = len(self.children)
+        for i, r in enumerate(results):
+            if r & 1:
+                mask |= 1 << i
+                if r & 2:
+                    mask |= 1 << n
+        full = (1 << n) - 1
+        if mask & full == full:
+            ctx.clear_state("fired")
+            return FIRE_AND_PURGE if mask >> n else FIRE
+        if mask:
+            ctx.set_state("fired", mask)
+        return CONTINUE
+
+    def on_element(self, timestamp, values, window, ctx):
+        return self._record(
+            [
+                t.on_element(timestamp, values, window, ctx.child(i))
+                for i, t in enumerate(self.children)
+            ],
+            ctx,
+        )
+
+    def on_event_time(self, time, window, ctx):
+        return self._record(
+            [t.on_event_time(time, window, ctx.child(i)) for i, t in enumerate(self.children)], ctx
+        )
+
+    def on_processing_time(self, time, window, ctx):
+        return self._record(
+            [t.on_processing_time(time, window, ctx.child(i)) for i, t in enumerate(self.children)],
+            ctx,
+        )
+
+    def can_merge(self) -> bool:
+        return all(t.can_merge() for t in self.children)
+
+    def on_merge(self, window, ctx) -> None:
+        for i, t in enumerate(self.children):
+            t.on_merge(window, ctx.child(i))
+        ctx.merge_state("fired", _bit_or)
+
+    def clear(self, window, ctx) -> None:
+        for i, t in enumerate(self.children):
+            t.clear(window, ctx.child(i))
+        ctx.clear_state("fired")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("fired",)
+
+
+@dataclass(frozen=True)
+class EveryElementTrigger(Trigger):
+    """Fires on every row (Flink SQL ``ElementTriggers.every()``); the default LATE trigger."""
+
+    def on_element(self, timestamp, values, window, ctx):
+        return FIRE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class EarlyLateTrigger(Trigger):
+    """WATERMARK WITH EARLY <e> [LATE <l>] (Flink table-runtime ``AfterEndOfWindowEarlyAndLate``).
+
+    Before the on-time firing, rows and timers go to ``early`` and a timer at
+    the window's max timestamp is kept; that timer fires ON_TIME and flips the
+    state ``on_time_fired``. After it, rows and timers go to ``late`` — when
+    no LATE trigger is given, every late row (within allowed lateness) fires,
+    as the plain WATERMARK trigger and Flink SQL's late-fire default do. A
+    window whose first row arrives after the watermark passed it (possible
+    with allowed lateness) is in the late phase at once.
+
+    On merge both children merge; the merged window is in the early phase
+    with a timer at its max timestamp when that is still ahead of the
+    watermark, otherwise in the late phase (no second on-time firing; the
+    same reasoning as FLINK-9201 for the plain event-time trigger).
+    """
+
+    early: Trigger | None
+    late: Trigger | None = None
+
+    def _late(self) -> Trigger:
+        return self.late if self.late is not None else _EVERY_ELEMENT
+
+    def on_element(self, timestamp, values, window, ctx):
+        if ctx.get_state("on_time_fired"):
+            return self._late().on_element(timestamp, values, window, ctx.child(1))
+        max_ts = window.max_timestamp
+        if max_ts <= ctx.watermark:
+            ctx.set_state("on_time_fired", True)
+            return self._late().on_element(timestamp, values, window, ctx.child(1))
+        ctx.register_event_time_timer(max_ts)
+        if self.early is None:
+            return CONTINUE
+        return self.early.on_element(timestamp, values, window, ctx.child(0))
+
+    def on_event_time(self, time, window, ctx):
+        if ctx.get_state("on_time_fired"):
+            return self._late().on_event_time(time, window, ctx.child(1))
+        if time == window.max_timestamp:
+            ctx.set_state("on_time_fired", True)
+            return FIRE
+        if self.early is None:
+            return CONTINUE
+        return self.early.on_event_time(time, window, ctx.child(0))
+
+    def on_processing_time(self, time, window, ctx):
+        if ctx.get_state("on_time_fired"):
+            return self._late().on_processing_time(time, window, ctx.child(1))
+        if self.early is None:
+            return CONTINUE
+        return self.early.on_processing_time(time, window, ctx.child(0))
+
+    def can_merge(self) -> bool:
+        return (self.early is None or self.early.can_merge()) and self._late().can_merge()
+
+    def on_merge(self, window, ctx) -> None:
+        if self.early is not None:
+            self.early.on_merge(window, ctx.child(0))
+        self._late().on_merge(window, ctx.child(1))
+        max_ts = window.max_timestamp
+        if max_ts > ctx.watermark:
+            ctx.clear_state("on_time_fired")
+            ctx.register_event_time_timer(max_ts)
+        else:
+            ctx.set_state("on_time_fired", True)
+
+    def clear(self, window, ctx) -> None:
+        if self.early is not None:
+            self.early.clear(window, ctx.child(0))
+        self._late().clear(window, ctx.child(1))
+        ctx.delete_event_time_timer(window.max_timestamp)
+        ctx.clear_state("on_time_fired")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("on_time_fired",)
+
+
+_EVERY_ELEMENT = EveryElementTrigger()
+
+
+def walk(trigger: Trigger) -> list[Trigger]:
+    """The trigger and all its descendants, depth first (for validation and reports)."""
+    out = [trigger]
+    for child in _children(trigger):
+        out.extend(walk(child))
+    return out
+
+
+def _children(trigger: Trigger) -> Sequence[Trigger]:
+    if isinstance(trigger, PurgingTrigger | ProcessingTimeoutTrigger):
+        return (trigger.nested,)
+    if isinstance(trigger, AnyTrigger | AllTrigger):
+        return trigger.children
+    if isinstance(trigger, EarlyLateTrigger):
+        return tuple(t for t in (trigger.early, trigger.late) if t is not None)
+    return ()
