@@ -109,9 +109,12 @@ class Comment(Node):
 
     Comments carry no meaning; they are kept on :class:`Script` so that
     ``wql fmt`` can put them back (see ``formatter.py`` for where they go).
+    ``follows_code`` is true when code precedes the comment on its line (a
+    trailing comment); it is layout, so it does not take part in equality.
     """
 
     text: str
+    follows_code: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

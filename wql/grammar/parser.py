@@ -321,6 +321,9 @@ def _parse_whole(text: str) -> ast.Script:
     found = tuple(
         ast.Comment(
             str(tok).rstrip(),
+            follows_code=bool(
+                text[text.rfind("\n", 0, tok.start_pos or 0) + 1 : tok.start_pos].strip()
+            ),
             span=Span.from_offsets(text, tok.start_pos or 0, tok.end_pos or 0),
         )
         for tok in comments

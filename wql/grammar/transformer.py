@@ -129,7 +129,11 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         name = children[0].upper()
         if name == "INTEGER":
             name = "INT"
-        args = tuple(self._int(tok) for tok in children if tok.type == "INT")
+        args = tuple(
+            ast.Integer(self._int(tok), span=token_span(tok))
+            for tok in children
+            if tok.type == "INT"
+        )
         return ast.TypeName(name, args, span=span_of(meta))
 
     def watermark(self, meta: Meta, children: list[Any]) -> ast.Watermark:

@@ -1,0 +1,334 @@
+"""AST -> canonical WQL text (``wql fmt``).
+
+Canonical form: upper-case keywords, one clause per line, the SELECT list
+one item per line indented by four spaces, ``CREATE SOURCE`` one column per
+line, intervals spelled ``INTERVAL '5' SECOND`` (compound ones
+``INTERVAL '1 MINUTE 30 SECONDS'``), scalar expressions in their canonical
+token spelling (:attr:`ast.Expr.canonical`), every statement ended by ``;``
+and statements separated by a blank line.
+
+Comments survive. A comment alone on its line is printed on its own line
+before the output line that holds the code following it; a comment after
+code on the same line is appended to the output line that holds that code.
+Comments inside an expression that spans several lines therefore move to the
+end of the clause's line -- their text is never dropped.
+
+The formatter is idempotent: ``format_script(parse(format_script(s)))``
+equals ``format_script(s)``, and ``parse(format_script(s)) == s``.
+
+>>> from wql.grammar.parser import parse
+>>> print(format_script(parse("select a as x from t group by tumble(ts, interval '5 seconds')")))
+SELECT
+    a AS x
+FROM t
+GROUP BY TUMBLE(ts, INTERVAL '5' SECOND);
+<BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from wql.grammar import ast
+from wql.grammar.ast import _decimal_text
+
+__all__ = ["format_script", "format_statement", "format_trigger", "format_ident"]
+
+INDENT = "    "
+_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_SIMPLE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+@dataclass
+class _Line:
+    """One output line and the source offset of the node it starts with."""
+
+    text: str
+    anchor: int | None
+
+
+def format_script(script: ast.Script) -> str:
+    """The canonical text of a whole script (ends with a newline unless empty)."""
+    statements = list(script.statements)
+    spans = [(st.span.start, st.span.end) if st.span else None for st in statements]
+    leading: list[list[str]] = [[] for _ in statements]
+    inside: list[list[ast.Comment]] = [[] for _ in statements]
+    trailing: list[list[str]] = [[] for _ in statements]
+    tail: list[str] = []
+    for comment in sorted(script.comments, key=lambda c: c.span.start if c.span else -1):
+        where = comment.span.start if comment.span else None
+        placed = False
+        if where is not None:
+            for i, span in enumerate(spans):
+                if span is None:
+                    continue
+                start, end = span
+                if start <= where < end:
+                    inside[i].append(comment)
+                elif where < start:
+                    # Between statements: after the previous `;` on its line,
+                    # or leading for the next statement.
+                    if comment.follows_code and i > 0:
+                        trailing[i - 1].append(comment.text)
+                    else:
+                        leading[i].append(comment.text)
+                else:
+                    continue
+                placed = True
+                break
+        if not placed:
+            if comment.follows_code and statements:
+                trailing[-1].append(comment.text)
+            else:
+                tail.append(comment.text)
+    blocks: list[str] = []
+    for i, statement in enumerate(statements):
+        lines = _statement_lines(statement)
+        lines[-1].text += ";"
+        for text in trailing[i]:
+            lines[-1].text += "  " + text
+        blocks.append("\n".join(leading[i] + _attach(lines, inside[i])))
+    if tail:
+        blocks.append("\n".join(tail))
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def format_statement(statement: ast.Statement) -> str:
+    """One statement without comments or the trailing ``;``."""
+    return "\n".join(line.text for line in _statement_lines(statement))
+
+
+def _attach(lines: list[_Line], comments: list[ast.Comment]) -> list[str]:
+    """Put the comments found inside a statement next to the output lines."""
+    before: dict[int, list[str]] = {}
+    after: dict[int, list[str]] = {}
+    anchored = [(i, line.anchor) for i, line in enumerate(lines) if line.anchor is not None]
+    for comment in comments:
+        assert comment.span is not None
+        if comment.follows_code:
+            # Trailing comment: the line holding the code just before it.
+            target = 0
+            for i, anchor in anchored:
+                if anchor <= comment.span.start:
+                    target = i
+            after.setdefault(target, []).append(comment.text)
+        else:
+            target = len(lines)
+            for i, anchor in anchored:
+                if anchor >= comment.span.end:
+                    target = i
+                    break
+            before.setdefault(target, []).append(comment.text)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        indent = line.text[: len(line.text) - len(line.text.lstrip(" "))]
+        out.extend(indent + c for c in before.get(i, ()))
+        text = line.text
+        for c in after.get(i, ()):
+            text += "  " + c
+        out.append(text)
+    out.extend(before.get(len(lines), ()))
+    return out
+
+
+# --------------------------------------------------------------------------- statements
+
+
+def _anchor(node: ast.Node | None) -> int | None:
+    return node.span.start if node is not None and node.span is not None else None
+
+
+def _statement_lines(statement: ast.Statement) -> list[_Line]:
+    if isinstance(statement, ast.CreateSource):
+        return _source_lines(statement)
+    if isinstance(statement, ast.CreateView):
+        head = _Line(f"CREATE VIEW {format_ident(statement.name)} AS", _anchor(statement))
+        return [head, *_query_lines(statement.query, anchor_first=False)]
+    return _query_lines(statement, anchor_first=True)
+
+
+def _source_lines(source: ast.CreateSource) -> list[_Line]:
+    lines = [_Line(f"CREATE SOURCE {format_ident(source.name)} (", _anchor(source))]
+    entries: list[tuple[str, int | None]] = [
+        (f"{format_ident(c.name)} {_type(c.type)}", _anchor(c)) for c in source.columns
+    ]
+    if source.watermark is not None:
+        entries.append((_watermark(source.watermark), _anchor(source.watermark)))
+    for i, (text, anchor) in enumerate(entries):
+        comma = "," if i < len(entries) - 1 else ""
+        lines.append(_Line(f"{INDENT}{text}{comma}", anchor))
+    if not source.options:
+        lines.append(_Line(")", None))
+        return lines
+    options = [f"{_option_key(o.key)} = {quote_string(o.value)}" for o in source.options]
+    one_line = ") WITH (" + ", ".join(options) + ")"
+    if len(one_line) <= 100:
+        lines.append(_Line(one_line, _anchor(source.options[0])))
+        return lines
+    lines.append(_Line(") WITH (", None))
+    for i, (text, option) in enumerate(zip(options, source.options, strict=True)):
+        comma = "," if i < len(options) - 1 else ""
+        lines.append(_Line(f"{INDENT}{text}{comma}", _anchor(option)))
+    lines.append(_Line(")", None))
+    return lines
+
+
+def _query_lines(query: ast.Query, *, anchor_first: bool) -> list[_Line]:
+    lines = [_Line("SELECT", _anchor(query) if anchor_first else None)]
+    for i, item in enumerate(query.select):
+        text = item.expr.canonical
+        if item.alias is not None:
+            text += f" AS {format_ident(item.alias)}"
+        comma = "," if i < len(query.select) - 1 else ""
+        lines.append(_Line(f"{INDENT}{text}{comma}", _anchor(item)))
+    source = f"FROM {format_ident(query.source.name)}"
+    if query.source.watermark is not None:
+        source += " " + _watermark(query.source.watermark)
+    lines.append(_Line(source, _anchor(query.source)))
+    if query.where is not None:
+        lines.append(_Line(f"WHERE {query.where.canonical}", _anchor(query.where)))
+    group = [k.canonical for k in query.group_by.keys] + [format_window(query.group_by.window)]
+    lines.append(_Line("GROUP BY " + ", ".join(group), _anchor(query.group_by)))
+    if query.having is not None:
+        lines.append(_Line(f"HAVING {query.having.canonical}", _anchor(query.having)))
+    if query.lateness is not None:
+        text = f"ALLOWED LATENESS {format_interval(query.lateness.interval)}"
+        lines.append(_Line(text, _anchor(query.lateness)))
+    if query.trigger is not None:
+        text = f"TRIGGER {format_trigger(query.trigger.trigger)}"
+        lines.append(_Line(text, _anchor(query.trigger)))
+    if query.evict is not None:
+        text = f"EVICT {format_evictor(query.evict.evictor)}"
+        if query.evict.position is not None:
+            text += f" {query.evict.position.value}"
+        lines.append(_Line(text, _anchor(query.evict)))
+    if query.late_data is not None:
+        text = f"LATE DATA TO {format_ident(query.late_data.name)}"
+        lines.append(_Line(text, _anchor(query.late_data)))
+    return lines
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def format_ident(ident: ast.Ident) -> str:
+    """An identifier, backquoted when it was (or must be)."""
+    if ident.quoted or not _SIMPLE_NAME.match(ident.name):
+        return "`" + ident.name.replace("`", "``") + "`"
+    return ident.name
+
+
+def quote_string(value: str) -> str:
+    """A SQL string literal whose value is ``value`` (backslash escapes, as Spark reads them)."""
+    escaped = (
+        value.replace("\\", "\\\\")
+        .replace("'", "\\'")
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+        .replace("\0", "\\0")
+    )
+    return f"'{escaped}'"
+
+
+def _option_key(key: str) -> str:
+    from wql.grammar.parser import RESERVED_WORDS
+
+    parts = key.split(".")
+    if _SIMPLE_KEY.match(key) and not any(p.upper() in RESERVED_WORDS for p in parts):
+        return key
+    return quote_string(key)
+
+
+def _type(type_name: ast.TypeName) -> str:
+    if type_name.args:
+        return f"{type_name.name}({', '.join(str(a.value) for a in type_name.args)})"
+    return type_name.name
+
+
+def _watermark(watermark: ast.Watermark) -> str:
+    text = (
+        f"WATERMARK FOR {format_ident(watermark.column)} AS {format_ident(watermark.expr_column)}"
+    )
+    if watermark.delay is not None:
+        text += f" - {format_interval(watermark.delay)}"
+    return text
+
+
+def format_interval(interval: ast.Interval) -> str:
+    """``INTERVAL '5' SECOND`` / ``INTERVAL '1 MINUTE 30 SECONDS'``."""
+    return interval.describe()
+
+
+def _time_attr(attr: ast.TimeAttr) -> str:
+    return "PROCTIME()" if isinstance(attr, ast.ProcTime) else format_ident(attr)
+
+
+def _args(*parts: object) -> str:
+    return "(" + ", ".join(str(p) for p in parts if p is not None) + ")"
+
+
+def format_window(window: ast.Window) -> str:
+    """One window call, e.g. ``HOP(ts, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE)``."""
+    fi = format_interval
+    match window:
+        case ast.Tumble(time, size, offset):
+            return "TUMBLE" + _args(_time_attr(time), fi(size), offset and fi(offset))
+        case ast.Hop(time, slide, size, offset):
+            return "HOP" + _args(_time_attr(time), fi(slide), fi(size), offset and fi(offset))
+        case ast.Cumulate(time, step, size, offset):
+            return "CUMULATE" + _args(_time_attr(time), fi(step), fi(size), offset and fi(offset))
+        case ast.Session(time, gap):
+            return "SESSION" + _args(_time_attr(time), fi(gap))
+        case ast.DynamicSession(time, gap):
+            return "SESSION" + _args(_time_attr(time), "GAP " + gap.canonical)
+        case ast.CountWindow(size, slide):
+            return "COUNT_WINDOW" + _args(size.value, slide.value if slide else None)
+        case ast.GlobalWindow():
+            return "GLOBAL()"
+    raise TypeError(f"not a window: {window!r}")
+
+
+def format_trigger(trigger: ast.Trigger) -> str:
+    """One trigger expression, e.g. ``PURGING COUNT(10)``."""
+    match trigger:
+        case ast.WatermarkTrigger():
+            return "WATERMARK"
+        case ast.ProcessingTimeTrigger():
+            return "PROCESSING TIME"
+        case ast.CountTrigger(count):
+            return f"COUNT({count.value})"
+        case ast.EveryTrigger(interval, domain):
+            text = f"EVERY {format_interval(interval)}"
+            return text + (f" OF {domain.value} TIME" if domain is not None else "")
+        case ast.DeltaTrigger(expr, threshold):
+            return f"DELTA({expr.canonical}, {_decimal_text(threshold.value)})"
+        case ast.TimeoutTrigger(inner, timeout):
+            return f"TIMEOUT({format_trigger(inner)}, {format_interval(timeout)})"
+        case ast.PurgingTrigger(inner):
+            return f"PURGING {format_trigger(inner)}"
+        case ast.AnyTrigger(children):
+            return "ANY(" + ", ".join(format_trigger(t) for t in children) + ")"
+        case ast.AllTrigger(children):
+            return "ALL(" + ", ".join(format_trigger(t) for t in children) + ")"
+        case ast.EarlyLateTrigger(early, late):
+            text = "WATERMARK WITH"
+            if early is not None:
+                text += f" EARLY {format_trigger(early)}"
+            if late is not None:
+                text += f" LATE {format_trigger(late)}"
+            return text
+    raise TypeError(f"not a trigger: {trigger!r}")
+
+
+def format_evictor(evictor: ast.Evictor) -> str:
+    """One evictor, e.g. ``TIME(INTERVAL '5' SECOND)``."""
+    match evictor:
+        case ast.CountEvictor(count):
+            return f"COUNT({count.value})"
+        case ast.TimeEvictor(interval):
+            return f"TIME({format_interval(interval)})"
+        case ast.DeltaEvictor(expr, threshold):
+            return f"DELTA({expr.canonical}, {_decimal_text(threshold.value)})"
+    raise TypeError(f"not an evictor: {evictor!r}")
