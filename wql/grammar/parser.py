@@ -273,8 +273,10 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
         hint = None
-        if token.type == "$END" and "';'" not in expected and text.count("(") > text.count(")"):
-            hint = "a parenthesis is not closed"
+        before = text[: span.start]
+        if "')'" in expected and token.type in ("$END", "_SEMI"):
+            if before.count("(") > before.count(")"):
+                hint = "a parenthesis is not closed"
         return WqlSyntaxError(f"unexpected {found}", span, expected=expected, hint=hint)
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream
@@ -376,8 +378,10 @@ def _errors_per_statement(text: str) -> list[WqlError]:
         piece = text[start:end]
         if not piece.strip():
             continue
+        # Keep the `;` in the piece, so that a statement cut short is
+        # reported at its `;` rather than at an "end of input".
         try:
-            _parse_whole(_masked(text, start, end))
+            _parse_whole(_masked(text, start, min(end + 1, len(text))))
         except WqlErrors as err:
             errors.extend(err.errors)
         except WqlError as err:

@@ -1,0 +1,47 @@
+"""``wql check FILE...``: compile every file and report every error, or ``ok``.
+
+Exit status 0 when every file compiles, 1 when any file has an error (all
+errors of all files are printed, on standard error).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from wql.commands import display_name, print_error, read_source
+from wql.errors import WqlError
+
+ENGINES = ("auto", "native", "operator")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="parse and validate .wql files",
+        description="Parse, bind and plan each file; print every error found, or 'ok'.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file ('-' for stdin)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="check that every query can run on this engine (default: auto)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from wql.compiler import compile_source
+
+    failed = False
+    for path in args.files:
+        name = display_name(path)
+        try:
+            text = read_source(path)
+            compile_source(text, filename=name, engine=args.engine)
+        except WqlError as err:
+            failed = True
+            print_error(err)
+            continue
+        print(f"{name}: ok")
+    return 1 if failed else 0

@@ -1,0 +1,35 @@
+"""``wql explain FILE``: print the compiled plan of every query and the engine chosen."""
+
+from __future__ import annotations
+
+import argparse
+
+from wql.commands import display_name, read_source
+from wql.commands.check import ENGINES
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "explain",
+        help="show the plan and engine choice of each query",
+        description="Compile a .wql file; print each query's plan and why its engine was chosen.",
+    )
+    parser.add_argument("file", metavar="FILE", help="a .wql file ('-' for stdin)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="force an engine (default: auto, the compiler chooses per query)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from wql.compiler import compile_source
+    from wql.compiler.explain import explain
+
+    text = read_source(args.file)
+    program = compile_source(text, filename=display_name(args.file), engine=args.engine)
+    output = explain(program)
+    print(output, end="" if output.endswith("\n") else "\n")
+    return 0

@@ -1,0 +1,67 @@
+"""``wql fmt FILE... [--check | --write]``: canonical formatting of .wql files.
+
+Without options the formatted text is printed (one file), or each file's
+text under a ``==> FILE <==`` header (several files). ``--check`` prints the
+files that would change and exits 1 if there are any; ``--write`` rewrites
+them in place. Formatting only parses: a file with semantic errors can still
+be formatted; a file with syntax errors is reported and left alone (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wql.commands import display_name, print_error, read_source
+from wql.errors import WqlError
+from wql.grammar.formatter import format_script
+from wql.grammar.parser import parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fmt",
+        help="format .wql files canonically",
+        description="Reformat .wql files: upper-case keywords, one clause per line, comments kept.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file ('-' for stdin)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--check", action="store_true", help="list files that would change; exit 1 if any"
+    )
+    mode.add_argument("--write", action="store_true", help="rewrite files in place")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    failed = False
+    changed: list[str] = []
+    for path in args.files:
+        name = display_name(path)
+        try:
+            text = read_source(path)
+            formatted = format_script(parse(text, filename=name))
+        except WqlError as err:
+            failed = True
+            print_error(err)
+            continue
+        if args.check:
+            if formatted != text:
+                changed.append(name)
+                print(f"would reformat {name}")
+        elif args.write:
+            if path == "-":
+                sys.stdout.write(formatted)
+            elif formatted != text:
+                Path(path).write_text(formatted, encoding="utf-8")
+                changed.append(name)
+                print(f"reformatted {name}")
+        else:
+            if len(args.files) > 1:
+                print(f"==> {name} <==")
+            sys.stdout.write(formatted)
+    if args.check and not failed and not changed:
+        count = len(args.files)
+        print(f"{count} file{'s' if count != 1 else ''} already formatted")
+    return 1 if failed or (args.check and changed) else 0
