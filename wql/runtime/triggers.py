@@ -325,7 +325,12 @@ class ContinuousProcessingTimeTrigger(Trigger):
         fire = ctx.get_state("fire")
         if fire is not None and fire == time:
             ctx.clear_state("fire")
-            self._register_next(time, window, ctx)
+            if min(time + self.interval, window.max_timestamp) > time:
+                self._register_next(time, window, ctx)
+            # else: the cap put the next firing at (or before) this one. Flink
+            # re-registers it and, on an event-time window whose max timestamp
+            # is behind processing time, fires again and again; WQL stops the
+            # schedule here and the window's next row arms a new one.
             return FIRE
         return CONTINUE
 
