@@ -1,0 +1,512 @@
+"""The native backend: a plan query as Spark's own operators.
+
+A query runs natively only when Spark's result is provably the operator
+engine's result (spec §4): an event-time TUMBLE/HOP/CUMULATE/SESSION window
+with the default watermark trigger, no evictor, no lateness options, replay
+in event-time order, and aggregates Spark computes the same way.
+:func:`native_blockers` says why a query is not such a query;
+``docs/native.md`` has the measurements behind every rule.
+
+Why the result is the operator's: replayed in event-time order (spec §3)
+no row is ever late (its watermark is below its own timestamp), so every
+window the operator creates fires exactly once, ON_TIME, at end of input at
+the latest, holding every row assigned to it. Spark's batch aggregation
+computes exactly those windows, provided it assigns the same windows:
+
+* event time is the event-time column floored to milliseconds
+  (``__wql_ts``, BIGINT ms, as :func:`wql.spark.replay.event_time_millis`),
+  and windows are computed on ``TIMESTAMP_MILLIS(__wql_ts)`` — Spark would
+  otherwise keep microseconds and start a session at ``.999999``;
+* rows whose event time is NULL are not windowed (Spark's ``window`` drops
+  them silently; here they are filtered explicitly and counted by
+  :func:`dropped_rows`, reason ``null event time`` as in batch replay);
+* dynamic session gaps that are NULL or <= 0 are filtered explicitly and
+  counted (reason ``invalid session gap``), never left to Spark's silent drop;
+* touching sessions merge in both engines (Spark's MergingSessionsIterator
+  merges when ``next.start <= current.end``, Flink when
+  ``a.start <= b.end && a.end >= b.start``);
+* ``window_time`` is ``window_end - 1 ms`` (Spark's ``window_time`` is
+  ``end - 1 µs``), ``pane_index`` is 0 and ``pane_timing`` ``'ON_TIME'``;
+* CUMULATE has no Spark function: each row's cumulative windows are
+  generated with ``EXPLODE(SEQUENCE(...))`` and grouped.
+
+The lowering is one list of relational steps (:class:`NativeProgram`): the
+DataFrame builder (:func:`build_native`), the Spark SQL printer
+(:func:`to_spark_sql`) and the PySpark script printer
+(``wql.compiler.backends.pyspark_script``) all read the same steps, so the
+three targets cannot drift apart.
+
+Streaming: the steps contain no batch-only operation (no sort, no limit, no
+collect). On a streaming DataFrame, :func:`build_native` puts
+``withWatermark`` on the millisecond event-time column ``__wql_et`` right
+after it is computed (Spark's watermark ``max - delay`` emits a window when
+``end <= max - delay``, which is Flink's ``end - 1 <= max - delay - 1``).
+What Spark cannot stream (COUNT(DISTINCT), CUMULATE, SESSION without keys)
+is listed in ``docs/native.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from wql.compiler import plan as P
+from wql.compiler import types as T
+from wql.compiler.capabilities import NATIVE, Capabilities
+from wql.compiler.types import WqlType
+from wql.errors import Span, WqlUnsupportedError
+
+DIALECT = "spark"
+
+#: Columns the native lowering adds; the prefix keeps them apart from source columns.
+TS = "__wql_ts"  # event time, BIGINT ms, floored
+ET = "__wql_et"  # the same as TIMESTAMP (what Spark windows on)
+GAP = "__wql_gap"  # dynamic session gap, BIGINT ms
+CUM_START = "__wql_cs"  # CUMULATE: the size-aligned start, BIGINT ms
+CUM_STEP = "__wql_ck"  # CUMULATE: the window's number of steps (1..size/step)
+WIN = "__wql_w"  # the window struct (start, end)
+RESERVED_PREFIX = "__wql_"
+
+REASON_NULL_EVENT_TIME = "null event time"  # same text as wql.spark.replay
+REASON_INVALID_GAP = "invalid session gap"  # same text as plan.DynamicSession
+
+
+# ---------------------------------------------------------------------------
+# Capabilities (declared in wql.compiler.capabilities.NATIVE; checked here)
+
+
+def native_blockers(query: P.Query, caps: Capabilities = NATIVE) -> tuple[P.Reason, ...]:
+    """Every reason ``query`` cannot run natively, each pointing at its clause.
+
+    Reads the declaration :data:`wql.compiler.capabilities.NATIVE`, so the
+    planner's choice and this backend agree. Empty when the native result is
+    provably the operator engine's.
+    """
+    reasons: list[P.Reason] = []
+    w = query.window
+    qspan = query.span
+
+    def block(construct: str, message: str, span: Span | None) -> None:
+        why = caps.reason(construct)
+        reasons.append(P.Reason(f"{message}: {why}" if why else message, span or qspan))
+
+    if w.kind not in caps.windows:
+        block(w.kind, f"{w.kind} windows need the operator engine", w.span)
+    elif w.domain is not P.TimeDomain.EVENT and not caps.processing_time:
+        block("processing_time", f"processing-time {w.kind} needs the operator engine", w.span)
+    if isinstance(w, P.DynamicSession) and not caps.dynamic_session_gap:
+        block("dynamic_session_gap", "a dynamic SESSION gap needs the operator engine", w.span)
+    trigger = query.effective_trigger
+    if type(trigger).__name__ not in caps.triggers:
+        span = query.trigger.span if query.trigger is not None else None
+        block("trigger", "this TRIGGER needs the operator engine", span)
+    evictor = query.evictor or query.effective_evictor
+    if evictor is not None and not caps.evictors:
+        block("evictor", "EVICT needs the operator engine", evictor.span)
+    if query.allowed_lateness_ms and not caps.allowed_lateness:
+        block("allowed_lateness", "ALLOWED LATENESS needs the operator engine", qspan)
+    if query.late_output is not None and not caps.late_output:
+        block("late_output", "LATE DATA TO needs the operator engine", qspan)
+    if query.source.arrival_order is not None and not caps.arrival_order:
+        block(
+            "arrival_order",
+            f"source {query.source.name!r} declares arrival_order",
+            query.source.span,
+        )
+    for agg in query.aggregates:
+        if agg.kind not in caps.aggregates:
+            block(agg.kind.value, f"{agg.kind.value} needs the operator engine", agg.span)
+    et = query.source.event_time
+    if isinstance(w, P.Session | P.DynamicSession) and query.keys and et and not et.delay_ms:
+        # With delay 0 a row at exactly a session's end can see that session
+        # already fired and cleaned (another key's row at the same time raised
+        # the global watermark to end - 1 first): the operator starts a new
+        # session where Spark merges the touching windows. docs/native.md.
+        reasons.append(
+            P.Reason(
+                "SESSION with a zero watermark delay and grouping keys: a row at exactly "
+                "a session's end can start a new session in the operator (the global "
+                "watermark fired the session first), while Spark merges touching sessions",
+                et.span or w.span or qspan,
+            )
+        )
+    for c in query.source.columns:
+        if c.name.lower().startswith(RESERVED_PREFIX):
+            reasons.append(
+                P.Reason(
+                    f"column {c.name!r} uses the prefix {RESERVED_PREFIX!r} the native "
+                    "backend reserves for its own columns",
+                    c.span or qspan,
+                )
+            )
+    return tuple(reasons)
+
+
+def check_native(query: P.Query, caps: Capabilities = NATIVE) -> None:
+    """Raise a positioned WqlUnsupportedError when ``query`` cannot run natively."""
+    reasons = native_blockers(query, caps)
+    if reasons:
+        first = reasons[0]
+        more = [r.message for r in reasons[1:]]
+        raise WqlUnsupportedError(
+            f"query {query.name!r} cannot run on the native engine: {first.message}",
+            first.span,
+            hint=("also: " + "; ".join(more)) if more else "use --engine operator",
+        )
+
+
+# ---------------------------------------------------------------------------
+# The lowering: relational steps shared by every native target
+
+
+@dataclass(frozen=True)
+class Item:
+    """One projected, grouped or aggregated expression: Spark SQL text and its alias."""
+
+    sql: str
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Project:
+    """``SELECT [*,] items``; ``keep`` keeps every input column."""
+
+    items: tuple[Item, ...]
+    keep: bool = True
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``WHERE condition`` (rows where it is NULL are dropped, as in SQL)."""
+
+    condition: str
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Streaming only: ``withWatermark(column, delay)``; batch ignores it."""
+
+    column: str
+    delay_ms: int
+
+
+@dataclass(frozen=True)
+class GroupAggregate:
+    """``SELECT keys, aggregates GROUP BY keys`` (keys are aliased on output)."""
+
+    keys: tuple[Item, ...]
+    aggregates: tuple[Item, ...]
+
+
+Step = Project | Filter | Watermark | GroupAggregate
+
+
+@dataclass(frozen=True)
+class NativeProgram:
+    """A native query as steps over its source relation (named ``source``)."""
+
+    query: str
+    source: str
+    steps: tuple[Step, ...]
+    #: the output columns with their WQL types, in SELECT order
+    schema: tuple[P.Column, ...]
+
+
+def _q(name: str) -> str:
+    """A column name as Spark SQL, always back-quoted (no reserved word can bite)."""
+    return exp.column(name, quoted=True).sql(dialect=DIALECT)
+
+
+def _ms(value: int) -> str:
+    """A duration literal Spark's window functions accept, exact to the millisecond."""
+    return f"'{value} milliseconds'"
+
+
+def _cast(sql: str, t: WqlType) -> str:
+    """``CAST(sql AS t)`` unless ``t`` is not known precisely enough to cast to."""
+    if t.is_unknown or t.kind == "INTERVAL":
+        return sql
+    return f"CAST({sql} AS {t.ddl})"
+
+
+def event_time_sql(column: str, column_type: WqlType | None) -> str:
+    """Spark SQL giving the event time as BIGINT ms, floored (``UNIX_MILLIS`` floors).
+
+    Mirrors :func:`wql.spark.replay.event_time_millis`: DATE and
+    TIMESTAMP_NTZ are read as UTC, text is parsed and unparseable text is
+    NULL (so the row is counted as dropped, not failed).
+    """
+    col = _q(column)
+    if column_type is None or column_type == T.TIMESTAMP:
+        return f"UNIX_MILLIS({col})"
+    if column_type == T.DATE:
+        return f"UNIX_MILLIS(CAST({col} AS TIMESTAMP))"
+    if column_type == T.STRING:
+        return f"UNIX_MILLIS(TRY_TO_TIMESTAMP({col}))"
+    raise WqlUnsupportedError(
+        f"event-time column {column!r} has type {column_type.ddl}; it must be a TIMESTAMP"
+    )
+
+
+def lower(
+    query: P.Query, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+) -> NativeProgram:
+    """The native steps of ``query``; raises WqlUnsupportedError when it cannot run natively.
+
+    ``event_time_type`` is the actual type of the event-time column in the
+    input (a caller's DataFrame may hold TIMESTAMP_NTZ, DATE or text); None
+    means the declared TIMESTAMP.
+    """
+    check_native(query, caps)
+    w = query.window
+    assert query.source.event_time is not None  # guaranteed by the plan for event-time windows
+    et = query.source.event_time
+    steps: list[Step] = []
+
+    first = [Item(event_time_sql(et.column, event_time_type), TS)]
+    if isinstance(w, P.DynamicSession):
+        first.append(Item(f"CAST({w.gap_ms.sql} AS BIGINT)", GAP))
+    steps.append(Project(tuple(first)))
+    if query.filter is not None:
+        # WHERE reads the source row as written (not the floored event time),
+        # exactly what the operator host evaluates before the operator
+        steps.append(Filter(f"({query.filter.sql})"))
+    valid = f"{TS} IS NOT NULL"
+    if isinstance(w, P.DynamicSession):
+        valid += f" AND {GAP} IS NOT NULL AND {GAP} > 0"
+    steps.append(Filter(valid))
+    steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
+    steps.append(Watermark(ET, et.delay_ms))
+    steps.extend(_assign_windows(w))
+
+    keys = tuple(Item(k.expr.sql, k.name) for k in query.keys)
+    aggs = tuple(Item(_cast(a.call_sql, a.type), a.name) for a in query.aggregates)
+    steps.append(GroupAggregate((*keys, Item(WIN, WIN)), aggs))
+
+    post = [Item(_q(k.name), k.name) for k in query.keys]
+    post += [
+        Item(f"{WIN}.start", "window_start"),
+        Item(f"{WIN}.`end`", "window_end"),
+        # WQL's window_time is Flink's maxTimestamp, end - 1 ms (Spark's is end - 1 µs)
+        Item(f"TIMESTAMP_MILLIS(UNIX_MILLIS({WIN}.`end`) - 1)", "window_time"),
+        Item("CAST(0 AS BIGINT)", "pane_index"),
+        Item("'ON_TIME'", "pane_timing"),
+    ]
+    post += [Item(_q(a.name), a.name) for a in query.aggregates]
+    steps.append(Project(tuple(post), keep=False))
+    if query.having is not None:
+        steps.append(Filter(f"({query.having.sql})"))
+    out = tuple(Item(_cast(c.expr.sql, c.type), c.name) for c in query.output)
+    steps.append(Project(out, keep=False))
+    return NativeProgram(query.name, query.source.name, tuple(steps), query.output_schema)
+
+
+def _assign_windows(w: P.Window) -> list[Step]:
+    """Steps that give every row its window(s) as the struct column ``__wql_w``."""
+    if isinstance(w, P.Tumble):
+        args = [ET, _ms(w.size_ms)]
+        if w.offset_ms:
+            args += [_ms(w.size_ms), _ms(w.offset_ms)]
+        return [Project((Item(f"WINDOW({', '.join(args)})", WIN),))]
+    if isinstance(w, P.Hop):
+        # Spark's sliding window is Flink's for any size/slide ratio and for
+        # negative times (floor modulo): measured in docs/native.md
+        args = [ET, _ms(w.size_ms), _ms(w.slide_ms)]
+        if w.offset_ms:
+            args.append(_ms(w.offset_ms))
+        return [Project((Item(f"WINDOW({', '.join(args)})", WIN),))]
+    if isinstance(w, P.Session):
+        return [Project((Item(f"SESSION_WINDOW({ET}, {_ms(w.gap_ms)})", WIN),))]
+    if isinstance(w, P.DynamicSession):
+        # session_window wants a calendar interval; text converts exactly
+        gap = f"CONCAT(CAST({GAP} AS STRING), ' milliseconds')"
+        return [Project((Item(f"SESSION_WINDOW({ET}, {gap})", WIN),))]
+    if isinstance(w, P.Cumulate):
+        n = w.size_ms // w.step_ms
+        # s = ts - ((ts - offset) mod size) with floor modulo, as Flink's assigners
+        start = f"{TS} - PMOD({TS} - CAST({w.offset_ms} AS BIGINT), CAST({w.size_ms} AS BIGINT))"
+        # the row is in [s, s + k*step) for k = floor((ts - s) / step) + 1 .. size/step
+        first_k = f"({TS} - {CUM_START}) DIV CAST({w.step_ms} AS BIGINT) + 1"
+        struct = (
+            f"NAMED_STRUCT('start', TIMESTAMP_MILLIS({CUM_START}), 'end', "
+            f"TIMESTAMP_MILLIS({CUM_START} + {CUM_STEP} * CAST({w.step_ms} AS BIGINT)))"
+        )
+        return [
+            Project((Item(start, CUM_START),)),
+            Project((Item(f"EXPLODE(SEQUENCE({first_k}, CAST({n} AS BIGINT)))", CUM_STEP),)),
+            Project((Item(struct, WIN),)),
+        ]
+    raise AssertionError(f"not a native window: {w!r}")  # native_blockers excludes it
+
+
+# ---------------------------------------------------------------------------
+# Target 1: DataFrame
+
+
+def build_native(query: P.Query, df):
+    """``query`` over the source DataFrame ``df`` as Spark DataFrame operations.
+
+    Works on batch and streaming DataFrames (``withWatermark`` is applied
+    only when ``df.isStreaming``). Output columns and types are
+    ``query.output_schema``. Rows that are not windowed (NULL event time,
+    invalid dynamic gap) are counted by :func:`dropped_rows`.
+    """
+    program = lower(query, _column_type(df, query))
+    return run_steps(program.steps, df)
+
+
+def run_steps(steps: Sequence[Step], df):
+    """Apply native steps to ``df`` (one DataFrame operation per step)."""
+    from pyspark.sql import functions as F
+
+    for step in steps:
+        if isinstance(step, Project):
+            cols = [F.expr(i.sql).alias(i.alias) if i.alias else F.expr(i.sql) for i in step.items]
+            df = df.select("*", *cols) if step.keep else df.select(*cols)
+        elif isinstance(step, Filter):
+            df = df.where(F.expr(step.condition))
+        elif isinstance(step, Watermark):
+            if df.isStreaming:
+                df = df.withWatermark(step.column, f"{step.delay_ms} milliseconds")
+        elif isinstance(step, GroupAggregate):
+            keys = [F.expr(i.sql).alias(i.alias or i.sql) for i in step.keys]
+            aggs = [F.expr(i.sql).alias(i.alias or i.sql) for i in step.aggregates]
+            df = df.groupBy(*keys).agg(*aggs) if aggs else df.groupBy(*keys).count().drop("count")
+        else:  # pragma: no cover - the Step union is closed
+            raise AssertionError(step)
+    return df
+
+
+def _column_type(df, query: P.Query) -> WqlType | None:
+    from wql.compiler.types import from_spark
+
+    et = query.source.event_time
+    if et is None:
+        return None
+    low = et.column.lower()
+    for f in df.schema.fields:
+        if f.name.lower() == low:
+            return from_spark(f.dataType, column=f.name)
+    raise WqlUnsupportedError(
+        f"the DataFrame for source {query.source.name!r} has no event-time column "
+        f"{et.column!r} (columns: {', '.join(df.columns)})",
+        query.source.event_time.span if query.source.event_time else query.span,
+    )
+
+
+def dropped_rows(query: P.Query, df, caps: Capabilities = NATIVE):
+    """The rows of ``df`` the native query does not window, with a ``reason`` column.
+
+    ``null event time`` is decided on every input row (batch replay drops
+    them before WHERE); ``invalid session gap`` on the rows that pass WHERE.
+    """
+    from pyspark.sql import functions as F
+
+    program = lower(query, _column_type(df, query), caps)
+    source_cols = [F.col(_q(c)) for c in df.columns]
+    staged = df.select("*", F.expr(program.steps[0].items[0].sql).alias(TS))  # type: ignore[union-attr]
+    null_ts = staged.where(F.col(TS).isNull()).select(
+        *source_cols, F.lit(REASON_NULL_EVENT_TIME).alias("reason")
+    )
+    w = query.window
+    if not isinstance(w, P.DynamicSession):
+        return null_ts
+    passed = staged.where(F.col(TS).isNotNull())
+    if query.filter is not None:
+        passed = passed.where(F.expr(f"({query.filter.sql})"))
+    gap = F.expr(f"CAST({w.gap_ms.sql} AS BIGINT)")
+    bad_gap = passed.where(gap.isNull() | (gap <= 0)).select(
+        *source_cols, F.lit(REASON_INVALID_GAP).alias("reason")
+    )
+    return null_ts.unionByName(bad_gap)
+
+
+def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, int]:
+    """``{reason: rows}`` for the rows the native query does not window (one Spark job)."""
+    rows = dropped_rows(query, df, caps).groupBy("reason").count().collect()
+    return {r["reason"]: int(r["count"]) for r in rows}
+
+
+# ---------------------------------------------------------------------------
+# Target 2: one Spark SQL statement
+
+
+def to_spark_sql(
+    query: P.Query, event_time_type: WqlType | None = None, pretty: bool = True
+) -> str:
+    """One Spark SQL statement computing ``query`` natively.
+
+    It runs unchanged in ``spark.sql`` given a temp view named like the
+    source. Built as sqlglot AST nodes and printed with the Spark dialect.
+    """
+    program = lower(query, event_time_type)
+    return program_to_sql(program, pretty=pretty)
+
+
+def program_to_sql(program: NativeProgram, pretty: bool = True) -> str:
+    """The steps as nested SELECTs, innermost first (batch semantics: Watermark is dropped)."""
+    relation: exp.Expression = exp.to_table(_q(program.source), dialect=DIALECT)
+    depth = 0
+
+    def wrap(rel: exp.Expression) -> exp.Expression:
+        nonlocal depth
+        if isinstance(rel, exp.Table):
+            return rel
+        depth += 1
+        return exp.Subquery(
+            this=rel, alias=exp.TableAlias(this=exp.to_identifier(f"__wql_r{depth}"))
+        )
+
+    for step in program.steps:
+        if isinstance(step, Watermark):
+            continue
+        if isinstance(step, Filter):
+            cond = _parse(step.condition)
+            if isinstance(relation, exp.Select) and _filterable(relation, cond):
+                relation = relation.where(cond, copy=False)
+            elif isinstance(relation, exp.Table):
+                relation = exp.select(exp.Star()).from_(relation).where(cond, copy=False)
+            else:
+                relation = exp.select(exp.Star()).from_(wrap(relation)).where(cond, copy=False)
+            continue
+        if isinstance(step, Project):
+            items = [_aliased(i) for i in step.items]
+            if step.keep:
+                items.insert(0, exp.Star())
+            relation = exp.select(*items).from_(wrap(relation))
+            continue
+        if isinstance(step, GroupAggregate):
+            out = [_aliased(i) for i in (*step.keys, *step.aggregates)]
+            groups = [_parse(i.sql) for i in step.keys]
+            relation = exp.select(*out).from_(wrap(relation)).group_by(*groups, copy=False)
+            continue
+        raise AssertionError(step)  # pragma: no cover
+    return relation.sql(dialect=DIALECT, pretty=pretty)
+
+
+def _filterable(select: exp.Select, cond: exp.Expression) -> bool:
+    """Whether ``cond`` can go into ``select``'s own WHERE without changing its meaning.
+
+    True when ``select`` does not group and ``cond`` reads none of the
+    aliases ``select`` defines (a WHERE sees only the input's columns).
+    """
+    if select.args.get("group") or select.args.get("where"):
+        return False
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    return not any(c.name.lower() in aliases for c in cond.find_all(exp.Column))
+
+
+def _parse(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, read=DIALECT)
+
+
+def _aliased(item: Item) -> exp.Expression:
+    node = _parse(item.sql)
+    if item.alias is None:
+        return node
+    if isinstance(node, exp.Column) and node.name == item.alias:
+        return node
+    return exp.alias_(node, exp.to_identifier(item.alias, quoted=True))
