@@ -209,7 +209,10 @@ class _Binder:
             value = dict(options).get(key)
             if value is not None:
                 opt_span = next(o.span for o in st.options if o.key.lower() == key)
-                self.attempt(self._option_column, key, value, name, relation, opt_span)
+                ok = self.attempt(self._option_column, key, value, name, relation, opt_span)
+                if not ok:
+                    # reported; dropped so the source stays usable for the queries' checks
+                    options = [(k, v) for k, v in options if k != key]
         # Registered even when a column had an error, so that queries reading
         # the source do not also report it as unknown.
         decl = P.SourceDecl(name, relation, tuple(options), event_time, True, st.span)
@@ -223,7 +226,7 @@ class _Binder:
 
     def _option_column(
         self, key: str, value: str, source: str, columns: tuple[P.Column, ...], span: Span | None
-    ) -> None:
+    ) -> bool:
         col = _lookup(columns, value)
         if col is None:
             raise self.error(
@@ -237,6 +240,7 @@ class _Binder:
                 f"not {col.type}",
                 span,
             )
+        return True
 
     def _watermark(
         self, wm: ast.Watermark, source: str, columns: tuple[P.Column, ...]
@@ -327,7 +331,9 @@ class _Binder:
             lateness = self.attempt(self._lateness, q.lateness, window) or 0
 
         trigger = None
-        if q.trigger is not None and window is not None:
+        if q.trigger is not None:
+            # Checked even when the window had an error (window None): the
+            # trigger's own mistakes are independent of it.
             trigger = self.attempt(
                 self._trigger_clause, q.trigger, window, source, relation, tables
             )
@@ -603,13 +609,13 @@ class _Binder:
     def _trigger_clause(
         self,
         clause: ast.TriggerClause,
-        window: P.Window,
+        window: P.Window | None,
         source: P.SourceRef,
         relation: Relation,
         tables: Iterable[str],
     ) -> P.Trigger:
         t = self._trigger(clause.trigger, window, source, relation, tables)
-        if window.merging and not t.mergeable:
+        if window is not None and window.merging and not t.mergeable:
             culprit = P.first_non_mergeable(t)
             culprit_span = culprit.span if culprit is not None else clause.span
             raise self.error(
@@ -624,7 +630,7 @@ class _Binder:
     def _trigger(
         self,
         t: ast.Trigger,
-        window: P.Window,
+        window: P.Window | None,
         source: P.SourceRef,
         relation: Relation,
         tables: Iterable[str],
@@ -645,6 +651,8 @@ class _Binder:
             interval = self._positive(t.interval, "EVERY interval")
             if t.domain is not None:
                 domain = P.TimeDomain(t.domain.value)
+            elif window is None:  # the window's own error is reported; any domain will do
+                domain = P.TimeDomain.EVENT if source.event_time else P.TimeDomain.PROCESSING
             elif window.domain is not None:
                 domain = window.domain
             else:
@@ -681,7 +689,7 @@ class _Binder:
             return cls(tuple(children), t.span)
         if isinstance(t, ast.EarlyLateTrigger):
             self._need_event_time(source, "WATERMARK WITH EARLY/LATE", t.span)
-            if not P.has_bounds(window):
+            if window is not None and not P.has_bounds(window):
                 raise self.error(
                     f"WATERMARK WITH EARLY/LATE needs a time window; a {window.kind} window has "
                     "no end for the watermark to pass",
