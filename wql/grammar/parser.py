@@ -208,8 +208,12 @@ def describe_terminal(name: str) -> str:
 
 def _expected(names: Iterable[str]) -> tuple[str, ...]:
     shown = {describe_terminal(n) for n in names if n not in _IGNORED}
-    if {"CASE", "NOT", "an identifier"} <= shown:
+    if {"CASE", "an identifier"} <= shown:
         shown = (shown - _EXPRESSION_STARTS) | {"an expression"}
+    if "OR" in shown and "an operator" not in shown and len(shown) > 1:
+        # LALR reduced the expression before seeing the bad token, so only
+        # OR (not AND, +, ...) is left as a continuation: noise, not advice.
+        shown -= {"OR", "AND"}
     operators = shown & _OPERATORS
     if len(operators) >= 3:
         shown = (shown - operators) | {"an operator"}
@@ -249,6 +253,14 @@ def _accepted(err: UnexpectedInput, fallback: Iterable[str]) -> Iterable[str]:
         return fallback
 
 
+def before_digits(text: str, pos: int) -> int:
+    """How many digits end ``text[:pos]``."""
+    count = 0
+    while pos - count > 0 and text[pos - count - 1].isdigit():
+        count += 1
+    return count
+
+
 def _end_span(text: str) -> Span:
     """A zero-width span just after the last non-blank character."""
     end = len(text.rstrip())
@@ -272,11 +284,25 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
             span = Span.from_offsets(text, start, start + max(len(token), 1))
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
+        if token.type == "DECIMAL" and token.startswith(".") and before_digits(text, span.start):
+            # `COUNT(1.5)`: the integer-only state lexed `1`, then `.5`.
+            start = span.start - before_digits(text, span.start)
+            number = text[start : span.end]
+            return WqlSyntaxError(
+                f"{number} is not an integer",
+                Span.from_offsets(text, start, span.end),
+                expected=("an integer",),
+            )
         hint = None
         before = text[: span.start]
-        if "')'" in expected and token.type in ("$END", "_SEMI"):
-            if before.count("(") > before.count(")"):
-                hint = "a parenthesis is not closed"
+        if (
+            "')'" in expected
+            and token.type in ("$END", "_SEMI")
+            and before.count("(") > before.count(")")
+        ):
+            hint = "a parenthesis is not closed"
+        elif found in ("SELECT", "CREATE") and "';'" in expected:
+            hint = "end the previous statement with ';'"
         return WqlSyntaxError(f"unexpected {found}", span, expected=expected, hint=hint)
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream

@@ -259,6 +259,13 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                         hint=f"write e.g. INTERVAL '5' {unit.name}",
                     )
                 parts = (ast.IntervalPart(number, unit, span=token_span(value)),)
+            elif _parse_decimal(body.strip()) is not None:
+                raise WqlSyntaxError(
+                    f"interval {value} needs a unit",
+                    span,
+                    expected=("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"),
+                    hint=f"write e.g. INTERVAL {value} SECOND or INTERVAL '{body.strip()} seconds'",
+                )
             else:
                 parts = self._interval_string(value, body)
         else:
