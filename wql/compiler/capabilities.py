@@ -40,6 +40,10 @@ class Capabilities:
     """Pane columns it can produce (constant per window when only final output exists)."""
     arrival_order: bool
     """Whether a replay order other than event-time order can run."""
+    zero_delay_keyed_sessions: bool = True
+    """Whether keyed SESSION windows with a watermark delay of 0 run exactly."""
+    reserved_prefix: str = ""
+    """Source columns may not start with this prefix (the backend's own columns)."""
     why_not: tuple[tuple[str, str], ...] = ()
 
     def reason(self, construct: str) -> str:
@@ -68,6 +72,8 @@ NATIVE = Capabilities(
     late_output=False,
     pane_columns=frozenset({"pane_index", "pane_timing"}),
     arrival_order=False,
+    zero_delay_keyed_sessions=False,
+    reserved_prefix="__wql_",
     why_not=(
         (
             "processing_time",
@@ -97,6 +103,16 @@ NATIVE = Capabilities(
         (
             "COLLECT_LIST",
             "Spark's collect_list order depends on partitioning, not event time then arrival",
+        ),
+        (
+            "zero_delay_keyed_sessions",
+            "with a zero watermark delay a row at exactly a session's end can find that session "
+            "already fired by another key's row (the watermark is global) and start a new one, "
+            "while Spark merges touching sessions (docs/native.md)",
+        ),
+        (
+            "reserved_prefix",
+            "the native backend reserves the column prefix __wql_ for its own columns",
         ),
         ("trigger", "Spark emits each window once, at the watermark; it has no triggers"),
         ("evictor", "Spark aggregates have no evictors"),

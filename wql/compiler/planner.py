@@ -99,6 +99,23 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
         need(f"{w.kind}(PROCTIME(), ...)", w.span, "processing_time")
     elif isinstance(w, P.DynamicSession) and not caps.dynamic_session_gap:
         need("SESSION with GAP <expr>", w.span, "dynamic_session_gap")
+    et = q.source.event_time
+    if (
+        isinstance(w, (P.Session, P.DynamicSession))
+        and q.keys
+        and et is not None
+        and et.delay_ms == 0
+        and not caps.zero_delay_keyed_sessions
+    ):
+        need(
+            "keyed SESSION with a zero watermark delay",
+            et.span or w.span,
+            "zero_delay_keyed_sessions",
+        )
+    if caps.reserved_prefix:
+        for c in q.source.columns:
+            if c.name.lower().startswith(caps.reserved_prefix):
+                need(f"source column {c.name!r}", c.span or q.source.span, "reserved_prefix")
     if q.trigger is not None and not _default_like(q):
         need(f"TRIGGER {_trigger_text(q.trigger)}", q.trigger.span, "trigger")
     if q.evictor is not None and not caps.evictors:

@@ -1,0 +1,183 @@
+"""Engine choice: native only when provably exact, every reason names its clause and line."""
+
+from __future__ import annotations
+
+import pytest
+
+from wql.compiler import compile_source
+from wql.compiler.capabilities import NATIVE
+from wql.compiler.planner import native_blockers
+from wql.errors import WqlErrors, WqlUnsupportedError
+
+SRC = (
+    "CREATE SOURCE c (k STRING, v DOUBLE, ts TIMESTAMP, "
+    "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);\n"
+)
+
+
+def only(query: str, engine: str = "auto"):
+    (q,) = compile_source(SRC + query, engine=engine).queries
+    return q
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        "TUMBLE(ts, INTERVAL '1' MINUTE)",
+        "TUMBLE(ts, INTERVAL '1' MINUTE, INTERVAL '10' SECOND)",
+        "HOP(ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE)",
+        "CUMULATE(ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE)",
+        "SESSION(ts, INTERVAL '30' SECOND)",
+    ],
+)
+def test_default_trigger_event_time_windows_are_native(window):
+    q = only(f"SELECT k, window_start, COUNT(*) AS n, AVG(v) AS a FROM c GROUP BY k, {window};")
+    assert q.engine.engine == "native" and not q.engine.forced
+    assert q.engine.reasons and "identical rows" in q.engine.reasons[0].text
+
+
+def test_explicit_watermark_trigger_and_constant_pane_columns_stay_native():
+    q = only(
+        "SELECT k, pane_index, pane_timing, MIN(v) AS lo, COUNT(DISTINCT v) AS d FROM c "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE) TRIGGER WATERMARK;"
+    )
+    assert q.engine.engine == "native"
+
+
+@pytest.mark.parametrize(
+    "clauses,clause_text,line",
+    [
+        ("TRIGGER COUNT(100)", "TRIGGER COUNT(100) at line 3", 3),
+        ("TRIGGER PURGING WATERMARK", "TRIGGER PURGING WATERMARK at line 3", 3),
+        ("EVICT COUNT(10)", "EVICT COUNT(10) at line 3", 3),
+        ("ALLOWED LATENESS INTERVAL '1' MINUTE", "ALLOWED LATENESS 1 min at line 3", 3),
+        ("LATE DATA TO late", "LATE DATA TO late at line 3", 3),
+    ],
+)
+def test_clause_needing_operator_is_named_with_its_line(clauses, clause_text, line):
+    q = only(
+        f"SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)\n{clauses};"
+    )
+    assert q.engine.engine == "operator"
+    (reason,) = q.engine.reasons
+    assert reason.text.startswith(clause_text + " needs the operator engine: ")
+    assert reason.span is not None and reason.span.line == line
+
+
+@pytest.mark.parametrize(
+    "select,window,fragment",
+    [
+        ("FIRST_VALUE(v)", "TUMBLE(ts, INTERVAL '1' MINUTE)", "FIRST_VALUE at line 2"),
+        ("LAST_VALUE(v)", "TUMBLE(ts, INTERVAL '1' MINUTE)", "LAST_VALUE at line 2"),
+        ("COLLECT_LIST(v)", "TUMBLE(ts, INTERVAL '1' MINUTE)", "COLLECT_LIST at line 2"),
+        ("COUNT(*)", "COUNT_WINDOW(10)", "COUNT_WINDOW window at line 2"),
+        ("COUNT(*)", "TUMBLE(PROCTIME(), INTERVAL '1' MINUTE)", "TUMBLE(PROCTIME(), ...)"),
+        ("COUNT(*)", "SESSION(ts, GAP CAST(v AS BIGINT) * 1000)", "SESSION with GAP <expr>"),
+    ],
+)
+def test_windows_and_aggregates_needing_operator(select, window, fragment):
+    extra = " TRIGGER COUNT(1)" if "GLOBAL" in window else ""
+    q = only(f"SELECT k, {select} AS x FROM c GROUP BY k, {window}{extra};")
+    assert q.engine.engine == "operator"
+    assert any(fragment in r.text for r in q.engine.reasons), [r.text for r in q.engine.reasons]
+
+
+def test_dynamic_gap_reason_says_spark_drops_rows():
+    q = only(
+        "SELECT k, COUNT(*) AS n FROM c GROUP BY k, SESSION(ts, GAP CAST(v AS BIGINT) * 1000);"
+    )
+    assert "silently drops rows whose gap is <= 0" in q.engine.reasons[0].text
+
+
+def test_arrival_order_needs_operator():
+    text = (
+        "CREATE SOURCE a (k STRING, seq BIGINT, ts TIMESTAMP, "
+        "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (arrival_order = 'seq');\n"
+        "SELECT k, COUNT(*) AS n FROM a GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);"
+    )
+    (q,) = compile_source(text).queries
+    assert q.engine.engine == "operator"
+    assert "arrival_order = 'seq'" in q.engine.reasons[0].text
+
+
+def test_keyed_session_with_zero_delay_needs_operator_but_unkeyed_does_not():
+    text = (
+        "CREATE SOURCE z (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts);\n"
+        "SELECT k, COUNT(*) AS n FROM z GROUP BY k, SESSION(ts, INTERVAL '3' SECOND);\n"
+        "SELECT COUNT(*) AS n FROM z GROUP BY SESSION(ts, INTERVAL '3' SECOND);"
+    )
+    keyed, unkeyed = compile_source(text).queries
+    assert keyed.engine.engine == "operator"
+    assert "zero watermark delay" in keyed.engine.reasons[0].text
+    assert unkeyed.engine.engine == "native"
+
+
+def test_all_blockers_are_listed_in_clause_order():
+    q = only(
+        "SELECT k, FIRST_VALUE(v) AS f FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)\n"
+        "ALLOWED LATENESS INTERVAL '1' SECOND\nTRIGGER COUNT(3)\nEVICT COUNT(2)\nLATE DATA TO l;"
+    )
+    texts = [r.text for r in q.engine.reasons]
+    assert [t.split(" at line")[0] for t in texts] == [
+        "TRIGGER COUNT(3)",
+        "EVICT COUNT(2)",
+        "ALLOWED LATENESS 1 s",
+        "LATE DATA TO l",
+        "FIRST_VALUE",
+    ]
+
+
+def test_forcing_native_on_an_operator_query_names_the_clause():
+    with pytest.raises(WqlUnsupportedError) as info:
+        compile_source(
+            SRC + "SELECT k, COUNT(*) AS n\nFROM c\nGROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)\n"
+            "TRIGGER COUNT(100);",
+            "f.wql",
+            engine="native",
+        )
+    err = info.value
+    assert "TRIGGER COUNT(100) at line 5 needs the operator engine" in err.message
+    assert (err.line, err.column) == (5, 9)
+    assert err.filename == "f.wql"
+    assert "f.wql:5:9: unsupported: " in err.render()
+
+
+def test_forcing_native_reports_every_failing_query():
+    with pytest.raises(WqlErrors) as info:
+        compile_source(
+            SRC + "SELECT k, COUNT(*) AS n FROM c GROUP BY k, COUNT_WINDOW(5);\n"
+            "SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);\n"
+            "SELECT k, COLLECT_LIST(v) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);\n",
+            engine="native",
+        )
+    assert [e.line for e in info.value.errors] == [2, 4]
+
+
+def test_forcing_native_on_a_native_query_and_forcing_operator():
+    text = "SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);"
+    native = only(text, engine="native")
+    assert native.engine.engine == "native" and native.engine.forced
+    forced = only(text, engine="operator")
+    assert forced.engine.engine == "operator" and forced.engine.forced
+    assert forced.engine.reasons[0].text == "engine forced to operator"
+
+
+def test_unknown_engine_is_an_error():
+    with pytest.raises(WqlUnsupportedError) as info:
+        compile_source(
+            SRC + "SELECT COUNT(*) FROM c GROUP BY TUMBLE(ts, INTERVAL '1' SECOND);", engine="spark"
+        )
+    assert "unknown engine 'spark'" in info.value.message
+
+
+def test_planner_reads_declared_capabilities():
+    from dataclasses import replace
+
+    q = only("SELECT k, COUNT(*) AS n FROM c GROUP BY k, COUNT_WINDOW(5);")
+    assert native_blockers(q)
+    more = replace(
+        NATIVE,
+        windows=NATIVE.windows | {"COUNT_WINDOW"},
+        triggers=NATIVE.triggers | {"PurgingTrigger"},
+    )
+    assert native_blockers(q, more) == []
