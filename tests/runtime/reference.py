@@ -136,11 +136,22 @@ class RefQuery:
     late_output: bool = True
 
 
+#: Drop reasons, as the runtime counts them (``counters.dropped``).
+DROP_LATE = "late"
+DROP_INVALID_GAP = "invalid session gap"
+#: A row that no window accepted although it is not late: only a HOP whose
+#: size is below its slide leaves such gaps (Flink silently loses the row).
+DROP_LATE_WINDOW = "late window"
+
+
 @dataclass
 class RefResult:
     emitted: list[tuple[Any, ...]] = field(default_factory=list)
     late: list[Row] = field(default_factory=list)
-    dropped: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -188,12 +199,13 @@ def _cleanup_time(window_time: int, lateness: int) -> int:
     return min(MAX_TIME, window_time + lateness)
 
 
-def _gap(window: Session | DynamicSession, values: tuple[Any, ...]) -> int:
+def _gap(window: Session | DynamicSession, values: tuple[Any, ...]) -> int | None:
+    """The row's session gap, or ``None`` when it is missing or not > 0 (row dropped)."""
     if isinstance(window, Session):
         return window.gap
     gap = values[window.gap_index]
-    if gap is None or gap <= 0:
-        raise ValueError(f"dynamic gap must be > 0, got {gap!r}")
+    if gap is None or isinstance(gap, bool) or int(gap) <= 0:
+        return None
     return int(gap)
 
 
@@ -209,8 +221,10 @@ def aggregate(aggs: Sequence[Agg], rows: Sequence[tuple[int, int, tuple[Any, ...
 
     SQL null handling: ``NULL`` arguments are ignored; an aggregate with no
     non-null input is ``NULL`` except the counts (0) and ``collect_list``
-    (empty list).  ``first_value``/``last_value`` order by event time, then
-    arrival, over non-null arguments; ``collect_list`` keeps arrival order.
+    (empty list).  ``first_value``/``last_value`` pick by event time, then
+    arrival, over non-null arguments; ``collect_list`` lists the non-null
+    arguments in (event time, arrival) order, the order the runtime
+    documents (``wql.runtime.aggregates``), so it survives session merges.
     """
     out: list[Any] = []
     for agg in aggs:
@@ -225,7 +239,7 @@ def aggregate(aggs: Sequence[Agg], rows: Sequence[tuple[int, int, tuple[Any, ...
         elif agg.kind == "count_distinct":
             out.append(len(set(present_in_arrival)))
         elif agg.kind == "collect_list":
-            out.append(present_in_arrival)
+            out.append([x for _, _, x in sorted(present, key=lambda r: (r[0], r[1]))])
         elif not present:
             out.append(None)
         elif agg.kind == "sum":
@@ -314,7 +328,10 @@ def in_order_reference(query: RefQuery, rows: Sequence[Row], delay: int) -> RefR
     if isinstance(window, Tumble | Hop | Cumulate):
         groups: dict[tuple[Hashable, int, int], list] = defaultdict(list)
         for seq, (key, ts, values) in enumerate(rows):
-            for start, end in time_windows(window, ts):
+            assigned = time_windows(window, ts)
+            if not assigned:
+                result.drop(DROP_LATE_WINDOW)
+            for start, end in assigned:
                 groups[(key, start, end)].append((ts, seq, values))
         for (key, start, end), contents in groups.items():
             result.emitted.append(_time_row(query, key, start, end, 0, "ON_TIME", contents))
@@ -328,6 +345,9 @@ def in_order_reference(query: RefQuery, rows: Sequence[Row], delay: int) -> RefR
     for seq, (key, ts, values) in enumerate(rows):
         wm = wms[seq]
         gap = _gap(window, values)
+        if gap is None:
+            result.drop(DROP_INVALID_GAP)
+            continue
         current = open_sessions.get(key)
         if current is not None:
             start, end, contents, panes = current
@@ -420,7 +440,11 @@ def simulate_reference(
         wins = live[key]
         if merging:
             assert isinstance(window, Session | DynamicSession)
-            start, end = ts, ts + _gap(window, values)
+            gap = _gap(window, values)
+            if gap is None:
+                result.drop(DROP_INVALID_GAP)
+                continue
+            start, end = ts, ts + gap
             touching = [w for w in wins if w.start <= end and w.end >= start]
             if not touching and _cleanup_time(end - 1, lateness) <= wm:
                 targets: list[_Win] = []
@@ -459,10 +483,12 @@ def simulate_reference(
             else:
                 w.pending = True
         if not accepted:
-            if query.late_output:
+            if ts + lateness > wm:
+                result.drop(DROP_LATE_WINDOW)
+            elif query.late_output:
                 result.late.append((key, ts, values))
             else:
-                result.dropped += 1
+                result.drop(DROP_LATE)
     if current_wm < MAX_TIME:
         advance(MAX_TIME)
     return result
