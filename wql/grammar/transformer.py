@@ -456,6 +456,8 @@ def _parse_decimal(text: str) -> Decimal | None:
 
 # --------------------------------------------------------------------------- canonical SQL text
 
+_UPPER_NAME_RULES = frozenset({"sql_type", "sql_typed_literal", "sql_extract"})
+
 # Rules printed with no space between their first child and the second
 # (a call's name and its parenthesis, a unary operator and its operand).
 _TIGHT_RULES = frozenset(
@@ -485,6 +487,20 @@ def render_sql(node: Any) -> str:
         head = node.children[0]
         name = str(head).upper() if head.type == "NAME" else str(head)
         return name + "(*)"
+    if node.data in _UPPER_NAME_RULES:
+        # Type names, typed-literal prefixes and EXTRACT fields are words of
+        # the SQL language, not column names: upper-case, like keywords.
+        node = Tree(
+            node.data,
+            [
+                Token("KEYWORD", c.upper()) if isinstance(c, Token) and c.type == "NAME" else c
+                for c in node.children
+            ],
+        )
+    if node.data == "sql_type":
+        # Only names, integers, parentheses, commas and <>: print tight.
+        text = render_sql(node.children[0]) + _join(node.children[1:])
+        return text.replace(" <", "<").replace("< ", "<").replace(" >", ">")
     if node.data in _TIGHT_RULES:
         first = render_sql(node.children[0])
         rest = _join(node.children[1:])
