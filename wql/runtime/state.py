@@ -49,13 +49,19 @@ class KeyState:
         name: str,
         reduce: Callable[[Any, Any], Any],
     ) -> None:
-        """Flink's ``mergeNamespaces`` for one reducing state: fold sources into target."""
+        """Flink's ``mergeNamespaces`` for one reducing state: fold sources into target.
+
+        Unlike Flink, the sources keep their values: the operator clears every
+        merged window's trigger right after ``on_merge``, and a trigger's
+        ``clear`` needs them to find the timers it registered for that window
+        (Flink leaves those timers behind; they fire into nothing).
+        """
         state = self.trigger
         acc = state.get((target, name))
         for w in sources:
             if w == target:
                 continue
-            v = state.pop((w, name), None)
+            v = state.get((w, name))
             if v is not None:
                 acc = v if acc is None else reduce(acc, v)
         if acc is not None:

@@ -25,7 +25,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from wql.runtime.config import OperatorConfig
-from wql.runtime.operator import WindowOperator
+from wql.runtime.operator import WindowOperator, _Context
+from wql.runtime.state import KeyState
+from wql.runtime.timers import TimerService
+from wql.runtime.triggers import TriggerResult
+from wql.runtime.windows import MIN_TIME
 
 _ROW = re.compile(r"^(?P<key>[^:@\s]+)(?::(?P<value>[^@]+))?@(?P<ts>-?\d+)$")
 _CLOCK = re.compile(r"^(?P<kind>WM|PT)\s+(?P<t>-?\d+)$", re.IGNORECASE)
@@ -133,3 +137,56 @@ class Harness:
 def sums(fired: list[Fired]) -> list[tuple[Any, Any, int | None, int | None]]:
     """(key, value, start, end) of each firing, sorted: the usual comparison in tests."""
     return sorted((f.key, f.value, f.start, f.end) for f in fired)
+
+
+class TriggerProbe:
+    """Call one trigger's methods directly, against the operator's real context and state.
+
+    For contract tests: after driving a trigger through ``element`` /
+    ``event_time`` / ``processing_time_timer`` / ``merge``, ``state(window)``
+    and ``timers(window)`` show exactly what it left behind.
+    """
+
+    def __init__(self, trigger: Any, watermark: int = MIN_TIME, processing_time: int = MIN_TIME):
+        self.trigger = trigger
+        self.watermark = watermark
+        self.processing_time = processing_time
+        self._timers = TimerService()
+        self.ks = KeyState()
+        self.ctx = _Context(self)  # type: ignore[arg-type]  # duck-typed operator
+
+    def _bind(self, window: Any) -> _Context:
+        ctx = self.ctx
+        ctx.key, ctx.ks, ctx.window = "k", self.ks, window
+        return ctx
+
+    def element(self, window: Any, timestamp: int | None, values: tuple = (1,)) -> TriggerResult:
+        return self.trigger.on_element(timestamp, values, window, self._bind(window))
+
+    def event_time(self, window: Any, time: int) -> TriggerResult:
+        """As if the event-time timer (window, time) fired (it is consumed first)."""
+        self._timers.delete_event_time_timer("k", window, time)
+        return self.trigger.on_event_time(time, window, self._bind(window))
+
+    def processing_time_timer(self, window: Any, time: int) -> TriggerResult:
+        """As if the processing-time timer (window, time) fired (it is consumed first)."""
+        self._timers.delete_processing_time_timer("k", window, time)
+        return self.trigger.on_processing_time(time, window, self._bind(window))
+
+    def merge(self, target: Any, merged: list) -> None:
+        ctx = self._bind(target)
+        ctx.merged = merged
+        try:
+            self.trigger.on_merge(target, ctx)
+        finally:
+            ctx.merged = ()
+
+    def clear(self, window: Any) -> None:
+        self.trigger.clear(window, self._bind(window))
+
+    def state(self, window: Any) -> dict[str, Any]:
+        return {name: v for (w, name), v in self.ks.trigger.items() if w == window}
+
+    def timers(self, window: Any) -> tuple[set[int], set[int]]:
+        ev, pt = self._timers.key_timers("k")
+        return {t for (w, t) in ev if w == window}, {t for (w, t) in pt if w == window}
