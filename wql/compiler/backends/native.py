@@ -57,7 +57,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.capabilities import NATIVE, Capabilities
 from wql.compiler.types import WqlType
-from wql.errors import Span, WqlUnsupportedError
+from wql.errors import WqlUnsupportedError
 
 DIALECT = "spark"
 
@@ -81,68 +81,14 @@ REASON_INVALID_GAP = "invalid session gap"  # same text as plan.DynamicSession
 def native_blockers(query: P.Query, caps: Capabilities = NATIVE) -> tuple[P.Reason, ...]:
     """Every reason ``query`` cannot run natively, each pointing at its clause.
 
-    Reads the declaration :data:`wql.compiler.capabilities.NATIVE`, so the
-    planner's choice and this backend agree. Empty when the native result is
-    provably the operator engine's.
+    The planner's blockers, read from the declaration
+    :data:`wql.compiler.capabilities.NATIVE` (every Spark difference this
+    backend does not handle is declared there). Empty when the native result
+    is provably the operator engine's.
     """
-    reasons: list[P.Reason] = []
-    w = query.window
-    qspan = query.span
+    from wql.compiler.planner import native_blockers as declared_blockers
 
-    def block(construct: str, message: str, span: Span | None) -> None:
-        why = caps.reason(construct)
-        reasons.append(P.Reason(f"{message}: {why}" if why else message, span or qspan))
-
-    if w.kind not in caps.windows:
-        block(w.kind, f"{w.kind} windows need the operator engine", w.span)
-    elif w.domain is not P.TimeDomain.EVENT and not caps.processing_time:
-        block("processing_time", f"processing-time {w.kind} needs the operator engine", w.span)
-    if isinstance(w, P.DynamicSession) and not caps.dynamic_session_gap:
-        block("dynamic_session_gap", "a dynamic SESSION gap needs the operator engine", w.span)
-    trigger = query.effective_trigger
-    if type(trigger).__name__ not in caps.triggers:
-        span = query.trigger.span if query.trigger is not None else None
-        block("trigger", "this TRIGGER needs the operator engine", span)
-    evictor = query.evictor or query.effective_evictor
-    if evictor is not None and not caps.evictors:
-        block("evictor", "EVICT needs the operator engine", evictor.span)
-    if query.allowed_lateness_ms and not caps.allowed_lateness:
-        block("allowed_lateness", "ALLOWED LATENESS needs the operator engine", qspan)
-    if query.late_output is not None and not caps.late_output:
-        block("late_output", "LATE DATA TO needs the operator engine", qspan)
-    if query.source.arrival_order is not None and not caps.arrival_order:
-        block(
-            "arrival_order",
-            f"source {query.source.name!r} declares arrival_order",
-            query.source.span,
-        )
-    for agg in query.aggregates:
-        if agg.kind not in caps.aggregates:
-            block(agg.kind.value, f"{agg.kind.value} needs the operator engine", agg.span)
-    et = query.source.event_time
-    if isinstance(w, P.Session | P.DynamicSession) and query.keys and et and not et.delay_ms:
-        # With delay 0 a row at exactly a session's end can see that session
-        # already fired and cleaned (another key's row at the same time raised
-        # the global watermark to end - 1 first): the operator starts a new
-        # session where Spark merges the touching windows. docs/native.md.
-        reasons.append(
-            P.Reason(
-                "SESSION with a zero watermark delay and grouping keys: a row at exactly "
-                "a session's end can start a new session in the operator (the global "
-                "watermark fired the session first), while Spark merges touching sessions",
-                et.span or w.span or qspan,
-            )
-        )
-    for c in query.source.columns:
-        if c.name.lower().startswith(RESERVED_PREFIX):
-            reasons.append(
-                P.Reason(
-                    f"column {c.name!r} uses the prefix {RESERVED_PREFIX!r} the native "
-                    "backend reserves for its own columns",
-                    c.span or qspan,
-                )
-            )
-    return tuple(reasons)
+    return tuple(declared_blockers(query, caps))
 
 
 def check_native(query: P.Query, caps: Capabilities = NATIVE) -> None:
@@ -150,9 +96,9 @@ def check_native(query: P.Query, caps: Capabilities = NATIVE) -> None:
     reasons = native_blockers(query, caps)
     if reasons:
         first = reasons[0]
-        more = [r.message for r in reasons[1:]]
+        more = [r.text for r in reasons[1:]]
         raise WqlUnsupportedError(
-            f"query {query.name!r} cannot run on the native engine: {first.message}",
+            f"query {query.name!r} cannot run on the native engine: {first.text}",
             first.span,
             hint=("also: " + "; ".join(more)) if more else "use --engine operator",
         )
