@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
+from sqlglot import exp
+
 from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.expressions import (
@@ -824,10 +826,9 @@ class _Binder:
                 continue
             if item.alias is not None:
                 name, name_span = item.alias.name, item.alias.span
-            elif bound.sql == quote_name(bound.columns[0]) if bound.columns else False:
+            elif isinstance(pe.node, exp.Column) and bound.columns:
+                # A bare column keeps its (resolved) name, as in Spark.
                 name, name_span = bound.columns[0], item.span
-                if name.startswith("__key_"):
-                    name = f"_c{i}"
             else:
                 # Spark-style names like `count(1)` are not valid Parquet column names.
                 name, name_span = f"_c{i}", item.span
