@@ -517,16 +517,18 @@ class _Binder:
             return None
 
         if isinstance(w, ast.CountWindow):
-            size = w.size.value
-            if size <= 0:
-                errors.append(self.error(f"COUNT_WINDOW size must be > 0, got {size}", w.size.span))
-            slide = w.slide.value if w.slide is not None else None
-            if slide is not None and slide <= 0:
+            count = w.size.value
+            if count <= 0:
                 errors.append(
-                    self.error(f"COUNT_WINDOW slide must be > 0, got {slide}", w.slide.span)
+                    self.error(f"COUNT_WINDOW size must be > 0, got {count}", w.size.span)
+                )
+            every = w.slide.value if w.slide is not None else None
+            if w.slide is not None and w.slide.value <= 0:
+                errors.append(
+                    self.error(f"COUNT_WINDOW slide must be > 0, got {every}", w.slide.span)
                 )
             _raise(errors)
-            return P.CountWindow(size, slide, w.span)
+            return P.CountWindow(count, every, w.span)
         if isinstance(w, ast.GlobalWindow):
             return P.GlobalWindow(w.span)
 

@@ -27,6 +27,7 @@ import difflib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import sqlglot
 from sqlglot import exp
@@ -282,7 +283,7 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
     """
     offset = span.start
     try:
-        node = sqlglot.parse_one(text, read=DIALECT)
+        node = cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
     except ParseError as e:
         info = e.errors[0] if e.errors else {}
         rel = _offset_of(text, info.get("line"), info.get("col"))
@@ -391,8 +392,8 @@ def _to_wql_type(dt: exp.DataType | None) -> WqlType:
     if t == D.DECIMAL:
         params = [p.this.this if isinstance(p.this, exp.Literal) else None for p in dt.expressions]
         try:
-            precision = int(params[0]) if params else 10
-            scale = int(params[1]) if len(params) > 1 else 0
+            precision = int(str(params[0])) if params else 10
+            scale = int(str(params[1])) if len(params) > 1 else 0
             return T.DECIMAL(precision, scale)
         except (TypeError, ValueError):
             return T.UNKNOWN
@@ -422,7 +423,7 @@ def infer_type(node: exp.Expression, relation: Relation) -> WqlType:
     copy = node.copy()
     for c in copy.find_all(exp.Column):
         c.set("table", exp.to_identifier(_REL))
-    schema = {_REL: {c.name: _sqlglot_type(c.type) for c in relation.columns}}
+    schema: dict[str, object] = {_REL: {c.name: _sqlglot_type(c.type) for c in relation.columns}}
     try:
         annotated = annotate_types(exp.select(copy).from_(_REL), schema=schema, dialect=DIALECT)
     except Exception:  # sqlglot's inference is best-effort: Spark checks at run time

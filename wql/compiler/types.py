@@ -192,6 +192,7 @@ def to_spark(t: WqlType):
     if t.kind in simple:
         return simple[t.kind]()
     if t.kind == "DECIMAL":
+        assert t.precision is not None and t.scale is not None
         return T.DecimalType(t.precision, t.scale)
     if t.kind == "ARRAY":
         assert t.element is not None
