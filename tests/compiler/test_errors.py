@@ -108,6 +108,13 @@ CASES = [
         "cannot merge",
     ),
     (
+        "timeout_on_session",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) "
+        "TRIGGER TIMEOUT(COUNT(5), INTERVAL '1' MINUTE);",
+        "TIMEOUT(",
+        "the TIMEOUT trigger cannot merge",
+    ),
+    (
         "pane_timing_on_count_window",
         "SELECT k, pane_timing, COUNT(*) FROM c GROUP BY k, COUNT_WINDOW(3);",
         "pane_timing",

@@ -60,6 +60,8 @@ def test_mergeability_propagates_through_composite_triggers():
     delta = P.DeltaTrigger(P.Expr("v", T.DOUBLE), 1.0)
     assert not P.PurgingTrigger(delta).mergeable
     assert not P.TimeoutTrigger(delta, 5).mergeable
+    # Flink's ProcessingTimeoutTrigger has no onMerge: never mergeable.
+    assert not P.TimeoutTrigger(P.CountTrigger(2), 5).mergeable
     assert not P.AllTrigger((P.CountTrigger(2), delta)).mergeable
     assert not P.EarlyLateTrigger(delta, None).mergeable
     assert P.AnyTrigger((P.CountTrigger(2), P.WatermarkTrigger())).mergeable

@@ -627,7 +627,7 @@ class _Binder:
                 "windows (sessions merge when rows bridge them)",
                 culprit_span,
                 hint="use a mergeable trigger: WATERMARK, PROCESSING TIME, COUNT, EVERY, "
-                "or PURGING/ANY/ALL/TIMEOUT of those",
+                "or PURGING/ANY/ALL of those (TIMEOUT cannot merge, as in Flink)",
             )
         return t
 

@@ -483,7 +483,12 @@ class DeltaTrigger:
 
 @dataclass(frozen=True)
 class TimeoutTrigger:
-    """ProcessingTimeoutTrigger.of(child, timeout) (no reset on new rows, clear on timeout)."""
+    """ProcessingTimeoutTrigger.of(child, timeout) (no reset on new rows, clear on timeout).
+
+    Not mergeable, whatever the child: Flink's ProcessingTimeoutTrigger does
+    not override ``canMerge``/``onMerge`` (its timeout state has no merge
+    rule), and the runtime follows Flink.
+    """
 
     child: Trigger
     timeout_ms: int
@@ -494,7 +499,7 @@ class TimeoutTrigger:
 
     @property
     def mergeable(self) -> bool:
-        return self.child.mergeable
+        return False
 
     @property
     def children(self) -> tuple[Trigger, ...]:
