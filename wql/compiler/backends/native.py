@@ -343,31 +343,42 @@ def _column_type(df, query: P.Query) -> WqlType | None:
     )
 
 
-def dropped_rows(query: P.Query, df, caps: Capabilities = NATIVE):
-    """The rows of ``df`` the native query does not window, with a ``reason`` column.
+def drop_conditions(
+    query: P.Query, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+) -> tuple[tuple[str, str], ...]:
+    """``(reason, condition)`` pairs: Spark SQL over the source row, true for the rows
+    the native query does not window.
 
     ``null event time`` is decided on every input row (batch replay drops
-    them before WHERE); ``invalid session gap`` on the rows that pass WHERE.
+    them before WHERE); ``invalid session gap`` on the rows that pass WHERE
+    (a WHERE that is NULL filters the row, so it is not counted).
     """
+    check_native(query, caps)
+    et = query.source.event_time
+    assert et is not None
+    ts = event_time_sql(et.column, event_time_type)
+    out = [(REASON_NULL_EVENT_TIME, f"{ts} IS NULL")]
+    w = query.window
+    if isinstance(w, P.DynamicSession):
+        gap = f"CAST({w.gap_ms.sql} AS BIGINT)"
+        cond = f"{ts} IS NOT NULL AND ({gap} IS NULL OR {gap} <= 0)"
+        if query.filter is not None:
+            cond += f" AND ({query.filter.sql})"
+        out.append((REASON_INVALID_GAP, cond))
+    return tuple(out)
+
+
+def dropped_rows(query: P.Query, df, caps: Capabilities = NATIVE):
+    """The rows of ``df`` the native query does not window, with a ``reason`` column."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    program = lower(query, _column_type(df, query), caps)
-    source_cols = [F.col(_q(c)) for c in df.columns]
-    staged = df.select("*", F.expr(program.steps[0].items[0].sql).alias(TS))  # type: ignore[union-attr]
-    null_ts = staged.where(F.col(TS).isNull()).select(
-        *source_cols, F.lit(REASON_NULL_EVENT_TIME).alias("reason")
-    )
-    w = query.window
-    if not isinstance(w, P.DynamicSession):
-        return null_ts
-    passed = staged.where(F.col(TS).isNotNull())
-    if query.filter is not None:
-        passed = passed.where(F.expr(f"({query.filter.sql})"))
-    gap = F.expr(f"CAST({w.gap_ms.sql} AS BIGINT)")
-    bad_gap = passed.where(gap.isNull() | (gap <= 0)).select(
-        *source_cols, F.lit(REASON_INVALID_GAP).alias("reason")
-    )
-    return null_ts.unionByName(bad_gap)
+    parts = [
+        df.where(F.expr(cond)).select("*", F.lit(reason).alias("reason"))
+        for reason, cond in drop_conditions(query, _column_type(df, query), caps)
+    ]
+    return reduce(lambda a, b: a.unionByName(b), parts)
 
 
 def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, int]:
