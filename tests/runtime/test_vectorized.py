@@ -127,3 +127,243 @@ def test_range_table_min_max(values, data):
     maxs = RangeTable(arr, np.maximum).query(lo, hi)
     for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
         assert mins[i] == min(values[a:b]) and maxs[i] == max(values[a:b])
+
+
+# --------------------------------------------------------------------------- the fast path
+
+from collections import Counter  # noqa: E402
+from typing import Any  # noqa: E402
+
+from wql.runtime import (  # noqa: E402
+    MIN_TIME,
+    AggregateSpec,
+    CountTrigger,
+    CumulateWindows,
+    DynamicSessionWindows,
+    OperatorConfig,
+    RowBatch,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    WindowOperator,
+)
+from wql.runtime.vectorized import try_process_batch  # noqa: E402
+
+FAST_AGGS = ["COUNT_STAR", "COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE"]
+
+
+@st.composite
+def fast_configs(draw, lateness=None):
+    kind = draw(st.sampled_from(["tumble", "hop", "cumulate", "session", "dynamic"]))
+    if kind == "tumble":
+        size = draw(st.integers(1, 30))
+        assigner: Any = TumblingWindows(size, draw(st.integers(-(size - 1), size - 1)))
+    elif kind == "hop":
+        slide = draw(st.integers(1, 8))
+        size = draw(st.one_of(st.integers(1, 6).map(lambda k: k * slide), st.integers(1, 40)))
+        assigner = SlidingWindows(size=size, slide=slide, offset=draw(st.integers(0, slide - 1)))
+    elif kind == "cumulate":
+        step = draw(st.integers(1, 8))
+        size = step * draw(st.integers(1, 6))
+        assigner = CumulateWindows(step=step, size=size, offset=draw(st.integers(0, size - 1)))
+    elif kind == "session":
+        assigner = SessionWindows(draw(st.integers(1, 20)))
+    else:
+        assigner = DynamicSessionWindows(1)
+    specs = draw(
+        st.lists(
+            st.sampled_from(FAST_AGGS).map(
+                lambda k: AggregateSpec(k, None if k == "COUNT_STAR" else 0)
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    return OperatorConfig(
+        assigner,
+        tuple(specs),
+        allowed_lateness=draw(st.integers(0, 12) if lateness is None else lateness),
+        late_output=draw(st.booleans()),
+    )
+
+
+def replay(rows: list[tuple], delay: int) -> list[int]:
+    out, high = [], None
+    for _, ts, _ in rows:
+        out.append(MIN_TIME if high is None else high - delay - 1)
+        high = ts if high is None else max(high, ts)
+    return out
+
+
+def batch_of(rows: list[tuple], wms: list[int], float_values: bool, as_lists: bool) -> RowBatch:
+    values = [v for _, _, v in rows]
+    vcol = np.array([v[0] for v in values], np.float64 if float_values else np.int64)
+    gcol = np.array([v[1] for v in values], np.int64)
+    columns: tuple = (vcol.tolist(), gcol.tolist()) if as_lists else (vcol, gcol)
+    return RowBatch(
+        keys=[k for k, _, _ in rows],
+        timestamps=np.array([t for _, t, _ in rows], np.int64),
+        columns=columns,
+        watermark_before=np.array(wms, np.int64),
+    )
+
+
+def loop(op: WindowOperator, batch: RowBatch) -> None:
+    """The per-row loop of the architecture contract, written independently of the runtime."""
+    columns = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in batch.columns]
+    for i in range(len(batch)):
+        op.advance_watermark(int(batch.watermark_before[i]))
+        op.process_element(batch.keys[i], int(batch.timestamps[i]), tuple(c[i] for c in columns))
+
+
+def state_view(op: WindowOperator) -> dict:
+    """Window contents, pane counts and timers per key, independent of state-window names."""
+    view = {}
+    for key, ks in op._keys.items():
+        if ks.merging is not None:
+            windows = {
+                w: (_norm(ks.contents.get(sw)), ks.panes.get(sw))
+                for w, sw in ks.merging.mapping.items()
+            }
+        else:
+            windows = {w: (_norm(acc), ks.panes.get(w)) for w, acc in ks.contents.items()}
+            windows.update({w: (_norm(ks.contents.get(w)), p) for w, p in ks.panes.items()})
+        view[key] = (windows, op.timers(key))
+    return view
+
+
+def _norm(acc: Any) -> Any:
+    if isinstance(acc, float):
+        return acc.hex()  # bit for bit: NaN equals NaN, -0.0 differs from 0.0
+    if isinstance(acc, list | tuple):
+        return tuple(_norm(x) for x in acc)
+    return acc
+
+
+def _bits(row: tuple) -> tuple:
+    # floats compared bit for bit (so -0.0 != 0.0 and NaN == NaN), also inside values
+    return _norm(row)
+
+
+def observed(op: WindowOperator, emitted: list[tuple]) -> tuple:
+    c = op.counters
+    return (
+        Counter(_bits(r) for r in emitted),
+        Counter(_bits(r) for r in op.drain_late()),
+        (c.rows_in, c.rows_emitted, c.late_rows, dict(c.dropped)),
+        op.watermark,
+        op._seq,
+    )
+
+
+@st.composite
+def streams(draw, in_order: bool | None = None, float_values: bool | None = None):
+    n = draw(st.integers(1, 60))
+    keys = [("a",), ("b",), ("c",)]
+    floats = draw(st.booleans()) if float_values is None else float_values
+    value = (
+        st.one_of(
+            st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+            st.sampled_from([1e16, -1e16, 0.1, 0.0, -0.0, 2.5]),
+            st.just(float("nan")),
+        )
+        if floats
+        else st.integers(-(10**6), 10**6)
+    )
+    rows = [
+        (
+            draw(st.sampled_from(keys)),
+            draw(st.integers(-40, 160)),
+            (draw(value), draw(st.integers(1, 25))),
+        )
+        for _ in range(n)
+    ]
+    ordered = draw(st.booleans()) if in_order is None else in_order
+    if ordered:
+        rows.sort(key=lambda r: r[1])
+    return rows, floats
+
+
+def run_both(config: OperatorConfig, rows, delay, cuts, floats, as_lists):
+    wms = replay(rows, delay)
+    bounds = [0, *sorted(set(cuts)), len(rows)]
+    fast, slow = WindowOperator(config), WindowOperator(config)
+    fast_out, slow_out, taken = [], [], []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        if a == b:
+            continue
+        batch = batch_of(rows[a:b], wms[a:b], floats, as_lists)
+        took = try_process_batch(fast, batch)
+        if not took:
+            loop(fast, batch)
+        taken.append(took)
+        loop(slow, batch)
+        fast_out += fast.drain()
+        slow_out += slow.drain()
+        # after every batch: same state, so later batches, timers and snapshots continue alike
+        assert state_view(fast) == state_view(slow)
+    return fast, slow, fast_out, slow_out, taken
+
+
+@settings(max_examples=250, deadline=None)
+@given(fast_configs(), streams(), st.integers(0, 6), st.data())
+def test_fast_path_equals_the_per_row_loop(config, stream, delay, data):
+    rows, floats = stream
+    cuts = data.draw(st.lists(st.integers(0, len(rows)), max_size=3))
+    as_lists = data.draw(st.booleans())
+    fast, slow, fast_out, slow_out, _ = run_both(config, rows, delay, cuts, floats, as_lists)
+    fast.end_of_input()
+    slow.end_of_input()
+    assert observed(fast, fast_out + fast.drain()) == observed(slow, slow_out + slow.drain())
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    fast_configs(lateness=st.just(0)),
+    streams(in_order=True, float_values=False),
+    st.integers(1, 6),
+    st.data(),
+)
+def test_fast_path_is_taken_for_in_order_batches(config, stream, delay, data):
+    rows, floats = stream
+    cuts = data.draw(st.lists(st.integers(0, len(rows)), max_size=3))
+    fast, slow, fast_out, slow_out, taken = run_both(config, rows, delay, cuts, floats, False)
+    # in order with delay >= 1: no row can be late or touch a fired window
+    assert all(taken)
+    fast.end_of_input()
+    slow.end_of_input()
+    assert observed(fast, fast_out + fast.drain()) == observed(slow, slow_out + slow.drain())
+
+
+def test_hop_shares_panes_and_stays_exact_for_integral_float_sums():
+    config = OperatorConfig(
+        SlidingWindows(size=60_000, slide=1_000),
+        (AggregateSpec("SUM", 0), AggregateSpec("MAX", 0), AggregateSpec("COUNT_STAR")),
+    )
+    rng = np.random.default_rng(7)
+    n = 5_000
+    ts = np.sort(rng.integers(0, 300_000, n))
+    rows = [
+        ((int(k),), int(t), (float(v), 1))
+        for k, t, v in zip(rng.integers(0, 20, n), ts, rng.integers(-500, 500, n), strict=True)
+    ]
+    fast, slow, fast_out, slow_out, taken = run_both(config, rows, 100, [2_000], True, False)
+    assert all(taken)
+    fast.end_of_input()
+    slow.end_of_input()
+    assert observed(fast, fast_out + fast.drain()) == observed(slow, slow_out + slow.drain())
+
+
+def test_declines_what_it_cannot_prove_and_changes_nothing():
+    late_fire = OperatorConfig(TumblingWindows(10), (AggregateSpec("SUM", 0),), allowed_lateness=50)
+    op = WindowOperator(late_fire)
+    op.advance_watermark(25)
+    before = state_view(op)
+    # ts 5: window [0, 10) fired at watermark 25 but is kept until 59: a late firing
+    batch = RowBatch([("a",)], np.array([5]), (np.array([1]),), np.array([25]))
+    assert try_process_batch(op, batch) is False
+    assert state_view(op) == before and op.counters.rows_in == 0
+    counting = OperatorConfig(TumblingWindows(10), (), trigger=CountTrigger(2))
+    assert try_process_batch(WindowOperator(counting), batch) is False
+    nulls = RowBatch([("a",)], np.array([5]), ([None],), np.array([MIN_TIME]))
+    assert try_process_batch(WindowOperator(late_fire), nulls) is False

@@ -1,17 +1,87 @@
-"""NumPy kernels for the vectorized path (exact group-by building blocks).
+"""The NumPy fast path of ``WindowOperator.process_batch``.
 
-Every kernel here is exact: it returns bit-for-bit what the per-row loop
-would compute.  Floating-point sums are the trap: NumPy's ``reduce`` and
-``reduceat`` use pairwise summation, which rounds differently from the
-per-row ``acc = acc + x``.  Sums therefore go through
-:func:`sequential_sums`, which adds in arrival order exactly as the loop does
-(``np.add.accumulate`` and element-wise ``+`` are sequential).
+``try_process_batch(operator, batch)`` either processes the whole batch and
+returns ``True``, leaving the operator exactly as the per-row loop
+
+    for i: advance_watermark(wm_before[i]); process_element(key[i], ts[i], values[i])
+
+would (same emitted rows with pane index/timing and timestamps, same late
+rows, same counters, same window contents, pane counts, merging sets and
+timers), or it changes nothing and returns ``False`` so that the loop runs.
+It only says ``True`` when it can *prove* the equivalence for this batch.
+
+Ordering contract (agreed with the runtime): emitted rows are compared as
+a multiset keyed by (key, window, pane_index).  Rows fired inside the batch
+are emitted in window-time order, rows fired by the final watermark advance
+in the runtime's timer order; the interleaving may differ from the loop's.
+
+When it applies (everything else falls back):
+
+- an event-time TUMBLE / HOP / CUMULATE / SESSION (static or integer dynamic
+  gap) assigner with the default ``WATERMARK`` trigger and no evictor;
+- aggregates ``COUNT(*)``, ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG``,
+  ``FIRST_VALUE``, ``LAST_VALUE`` over numeric columns without nulls
+  (int64-exact or float64, no NaN or negative zero where MIN/MAX look);
+- no processing-time column;
+- every (row, window) pair is either *pending* (the window's end is ahead
+  of the watermark the row sees, so the row only adds to it) or *dropped*
+  (the window's cleanup time has passed).  A pair whose window already
+  fired but is still within the allowed lateness would fire at once with
+  the contents of that moment, which the batch form does not reproduce;
+- sessions: no row can touch a session that already fired (see
+  ``_plan_sessions``), and no batch bridges two sessions that existed
+  before it.
+
+Why "add everything, then advance the watermark once" is exact under those
+conditions: a pending pair only ever adds to a window that has not fired,
+and a window fires at the first watermark >= its end - 1, after which every
+later pair for it is dropped (lateness 0) or would be a late firing
+(declined).  So each window fires once within the batch, with all of its
+accepted rows, and its pane timing depends only on the timer's time.
+Windows created and completed inside the batch (fired and cleaned up before
+its end) are emitted directly without touching operator state; all others
+are merged into the window state with their timers registered, and the
+operator's own ``advance_watermark`` fires what is due.
+
+Exact arithmetic: NumPy's ``reduce``/``reduceat`` sum floats pairwise,
+which rounds differently from the per-row ``acc = acc + x``.  Float sums
+therefore go through :func:`sequential_sums` (left to right, starting from
+the window's existing accumulator).  Integer sums are computed in int64
+only when no overflow is possible.  HOP and CUMULATE share panes (slices of
+``gcd(size, slide)`` / ``step``): rows are aggregated once per pane and panes
+are combined per window with prefix sums and range-min/max tables, which is
+exact for counts, integer sums (and integer-valued float sums below 2**53),
+min/max and first/last; float sums that are not provably exact use one
+(row, window) pair per membership instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from math import gcd
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import numpy.typing as npt
+
+from wql.runtime.assigners import (
+    DROP_INVALID_GAP,
+    DROP_LATE,
+    DROP_LATE_WINDOW,
+    DROP_MISSING_TIMESTAMP,
+    CumulateWindows,
+    DynamicSessionWindows,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+)
+from wql.runtime.config import ON_TIME, RowBatch
+from wql.runtime.triggers import EventTimeTrigger
+from wql.runtime.windows import MAX_TIME, TimeWindow
+
+if TYPE_CHECKING:
+    from wql.runtime.operator import WindowOperator
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -182,3 +252,889 @@ class RangeTable:
             b = table[hi[sel] - (1 << int(lv))]
             out[sel] = self.op(a, b)
         return out
+
+
+# --------------------------------------------------------------------------- the fast path
+
+# Times and window bounds stay well inside int64, so no expression overflows.
+_TIME_LIMIT = 2**60
+_INT_EXACT = 2**62
+_FLOAT_EXACT = 2**53
+# Above this many (row, window) pairs the batch is left to the loop rather
+# than materialised (HOP/CUMULATE with non-shareable aggregates).
+_MAX_PAIRS = 4_000_000
+
+_SUPPORTED_AGGS = frozenset(
+    {"COUNT_STAR", "COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE"}
+)
+_ASSIGNERS = (
+    TumblingWindows,
+    SlidingWindows,
+    CumulateWindows,
+    SessionWindows,
+    DynamicSessionWindows,
+)
+
+
+def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
+    """Process ``batch`` with NumPy when provably equal to the per-row loop.
+
+    Returns ``False`` without touching the operator when it cannot prove it
+    (see the module docstring for the conditions); ``process_batch`` then
+    runs the loop.
+    """
+    prepared = _prepare(operator, batch)
+    if prepared is None:
+        return False
+    if prepared.merging:
+        plan = _plan_sessions(operator, prepared)
+    else:
+        plan = _plan_time_windows(operator, prepared)
+    if plan is None:
+        return False
+    found = _lookup(operator, prepared, plan)
+    if found is None:
+        return False
+    _apply(operator, prepared, plan, found)
+    return True
+
+
+@dataclass
+class _Prepared:
+    """The batch as validated NumPy columns (nothing of the operator changed yet)."""
+
+    n: int
+    keys: Sequence[Hashable]
+    key_codes: IntArray
+    uniques: list[Hashable]
+    ts: IntArray
+    wm: IntArray  # effective watermark each row sees, clipped to +-2**62
+    wm_raw: IntArray  # the same, not clipped (late-row tests use exact ints)
+    wm_last: int  # the operator's watermark after the batch (not clipped)
+    valid: BoolArray
+    columns: dict[int, np.ndarray]  # numeric argument columns by values index
+    merging: bool
+    lateness: int
+    batch: RowBatch
+
+
+def _int64(column: Any) -> IntArray | None:
+    if isinstance(column, np.ndarray):
+        if column.dtype.kind == "i":
+            return column.astype(np.int64, copy=False)
+        if column.dtype.kind == "u":
+            if column.size and int(column.max()) > MAX_TIME:
+                return None
+            return column.astype(np.int64)
+        return None
+    try:
+        types = set(map(type, column))
+    except TypeError:
+        return None
+    if types != {int}:
+        return None
+    try:
+        return np.array(column, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def _numeric(column: Any) -> np.ndarray | None:
+    """An int64 or float64 array with the values the loop would see, or None.
+
+    Lists qualify only when every element has the same Python type (int or
+    float): the loop's arithmetic differs for mixed ints and floats.
+    """
+    if isinstance(column, np.ndarray):
+        kind = column.dtype.kind
+        if kind in "iu":
+            return _int64(column)
+        if kind == "f":
+            return column.astype(np.float64, copy=False)
+        return None
+    try:
+        types = set(map(type, column))
+    except TypeError:
+        return None
+    try:
+        if types == {int}:
+            return np.array(column, dtype=np.int64)
+        if types == {float}:
+            return np.array(column, dtype=np.float64)
+    except OverflowError:
+        return None
+    return None
+
+
+def _prepare(op: WindowOperator, batch: RowBatch) -> _Prepared | None:
+    n = len(batch)
+    if n == 0:
+        return None
+    cfg = op.config
+    assigner = cfg.assigner
+    if type(assigner) not in _ASSIGNERS or not assigner.is_event_time:
+        return None
+    if cfg.evictor is not None:
+        return None
+    if cfg.trigger is not None and type(cfg.trigger) is not EventTimeTrigger:
+        return None
+    if batch.timestamps is None or batch.processing_time is not None:
+        return None
+    if any(spec.kind not in _SUPPORTED_AGGS for spec in cfg.aggregates):
+        return None
+    for size in _assigner_lengths(assigner):
+        if size >= _TIME_LIMIT:
+            return None
+    ts = _int64(batch.timestamps)
+    wm = _int64(batch.watermark_before)
+    if ts is None or wm is None or len(ts) != n or len(wm) != n:
+        return None
+    if batch.timestamp_valid is None:
+        valid = np.ones(n, dtype=bool)
+    else:
+        valid = np.asarray(batch.timestamp_valid)
+        if valid.dtype != np.bool_ or len(valid) != n:
+            return None
+    if valid.any():
+        tv = ts[valid]
+        if int(tv.min()) < -_TIME_LIMIT or int(tv.max()) > _TIME_LIMIT:
+            return None
+    needed = {spec.arg for spec in cfg.aggregates if spec.arg is not None}
+    if isinstance(assigner, DynamicSessionWindows):
+        needed.add(assigner.gap_index)
+    columns: dict[int, np.ndarray] = {}
+    for index in needed:
+        if index >= len(batch.columns):
+            return None
+        arr = _numeric(batch.columns[index])
+        if arr is None or len(arr) != n:
+            return None
+        columns[index] = arr
+    gap_index = getattr(assigner, "gap_index", None)
+    if gap_index is not None and columns[gap_index].dtype.kind != "i":
+        return None  # the loop truncates float gaps with int(); not worth mirroring
+    codes = _factorize(batch.keys, n)
+    if codes is None:
+        return None
+    key_codes, uniques = codes
+    wm_eff = np.maximum.accumulate(np.maximum(wm, np.int64(op.watermark)))
+    wm_last = max(op.watermark, int(wm_eff[-1]))
+    return _Prepared(
+        n=n,
+        keys=batch.keys,
+        key_codes=key_codes,
+        uniques=uniques,
+        ts=ts,
+        wm=np.clip(wm_eff, -(2**62), 2**62),
+        wm_raw=wm_eff,
+        wm_last=wm_last,
+        valid=valid,
+        columns=columns,
+        merging=isinstance(assigner, SessionWindows | DynamicSessionWindows),
+        lateness=cfg.allowed_lateness,
+        batch=batch,
+    )
+
+
+def _assigner_lengths(assigner: Any) -> list[int]:
+    return [
+        getattr(assigner, name)
+        for name in ("size", "slide", "step", "gap")
+        if isinstance(getattr(assigner, name, None), int)
+    ] + ([abs(assigner.offset)] if isinstance(getattr(assigner, "offset", None), int) else [])
+
+
+def _factorize(keys: Sequence[Hashable], n: int) -> tuple[IntArray, list[Hashable]] | None:
+    if len(keys) != n:
+        return None
+    index: dict[Hashable, int] = {}
+    try:
+        codes = np.fromiter(
+            (index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=n
+        )
+    except TypeError:  # an unhashable key: let the loop raise its own error
+        return None
+    return codes, list(index)
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass
+class _Groups:
+    """Windows (or sessions) that receive rows in this batch, with their partials.
+
+    ``rows``/``group``/``starts`` list the contributing batch rows in grouped
+    order (arrival order inside a group) for the row-level partials; the
+    pane path fills ``pane`` instead.
+    """
+
+    key: IntArray
+    start: IntArray
+    end: IntArray
+    rows: IntArray | None = None
+    group: IntArray | None = None
+    starts: IntArray | None = None
+    pane: _PanePartials | None = None
+    existing: list[TimeWindow | None] | None = None  # sessions: the pre-batch window
+
+
+@dataclass
+class _PanePartials:
+    count: IntArray
+    sums: dict[int, IntArray]  # values index -> exact int64 window sums
+    mins: dict[int, np.ndarray]
+    maxs: dict[int, np.ndarray]
+    first_row: IntArray
+    last_row: IntArray
+
+
+@dataclass
+class _Plan:
+    groups: _Groups
+    rejected: IntArray  # valid rows no window accepted (late / no window)
+    invalid_gap: IntArray  # rows dropped for an invalid dynamic gap
+    float_sums_exact: bool  # float sums combined as exact integers (pane path)
+
+
+def _ceil_div(a: IntArray, b: int) -> IntArray:
+    return -((-a) // b)
+
+
+def _sum_columns(op: WindowOperator) -> set[int]:
+    return {s.arg for s in op.config.aggregates if s.kind in ("SUM", "AVG") and s.arg is not None}
+
+
+def _minmax_columns(op: WindowOperator) -> set[int]:
+    return {s.arg for s in op.config.aggregates if s.kind in ("MIN", "MAX") and s.arg is not None}
+
+
+def _columns_ok(op: WindowOperator, p: _Prepared, rows: IntArray) -> bool:
+    """Value checks every path needs: int sums cannot overflow, MIN/MAX see no NaN/-0.0."""
+    if len(rows) == 0:
+        return True
+    for index in _sum_columns(op):
+        col = p.columns[index]
+        if col.dtype.kind == "i":
+            v = col[rows]
+            biggest = max(abs(int(v.min())), abs(int(v.max())))
+            if biggest * len(rows) >= _INT_EXACT:
+                return False
+    for index in _minmax_columns(op):
+        col = p.columns[index]
+        if col.dtype.kind == "f":
+            v = col[rows]
+            # The loop keeps the first of equal values (-0.0 vs 0.0) and a NaN
+            # only when it comes first; reductions do neither.
+            if np.isnan(v).any() or (np.signbit(v) & (v == 0)).any():
+                return False
+    return True
+
+
+def _float_sums_integral(op: WindowOperator, p: _Prepared, rows: IntArray) -> bool:
+    """Float sums are order-independent when every partial sum is an exact integer."""
+    for index in _sum_columns(op):
+        col = p.columns[index]
+        if col.dtype.kind == "f":
+            v = col[rows]
+            if not np.isfinite(v).all() or (np.floor(v) != v).any():
+                return False
+            if (np.signbit(v) & (v == 0)).any():
+                return False  # an all -0.0 sum stays -0.0 in the loop, 0 as an integer
+            if float(np.abs(v).sum()) >= _FLOAT_EXACT / 2:
+                return False
+    return True
+
+
+def _plan_time_windows(op: WindowOperator, p: _Prepared) -> _Plan | None:
+    a = op.config.assigner
+    L = p.lateness
+    rows = np.flatnonzero(p.valid)
+    ts, wm = p.ts[rows], p.wm[rows]
+    if isinstance(a, TumblingWindows):
+        first_start = floor_start(ts, a.offset, a.size)
+        count = np.ones(len(rows), np.int64)
+        step_start, step_end = 0, 0
+        min_end = max_end = first_start + a.size
+        end_step = a.size
+    elif isinstance(a, SlidingWindows):
+        last = floor_start(ts, a.offset, a.slide)
+        count = np.maximum(0, _ceil_div(last - ts + a.size, a.slide))
+        first_start = last  # pairs go backwards from the latest start
+        step_start, step_end = -a.slide, -a.slide
+        max_end = last + a.size
+        min_end = last - (np.maximum(count, 1) - 1) * a.slide + a.size
+        end_step = a.slide
+    else:
+        assert isinstance(a, CumulateWindows)
+        first_start = floor_start(ts, a.offset, a.size)
+        first_end = floor_start(ts, a.offset, a.step) + a.step
+        max_end = first_start + a.size
+        count = (max_end - first_end) // a.step + 1
+        step_start, step_end = 0, a.step
+        min_end = first_end
+        end_step = a.step
+    # A pair fires late at once when end - 1 <= wm < end - 1 + L: decline if
+    # any window end of a row falls in (wm + 1 - L, wm + 1].
+    has_windows = count > 0
+    if L > 0:
+        lo = np.maximum(min_end, wm - L + 2)
+        hi = np.minimum(max_end, wm + 1)
+        first_in = min_end + _ceil_div(lo - min_end, end_step) * end_step
+        if (has_windows & (lo <= hi) & (first_in <= hi)).any():
+            return None
+    fully_pending = has_windows & (min_end - 1 > wm)
+    fully_dropped = ~has_windows | (max_end - 1 + L <= wm)
+    mixed = ~(fully_pending | fully_dropped)
+    keep = ~fully_dropped
+    if not _columns_ok(op, p, rows[keep]):
+        return None
+    shareable = (
+        isinstance(a, SlidingWindows | CumulateWindows)
+        and keep.any()
+        and not mixed.any()
+        and _float_sums_integral(op, p, rows[keep])
+    )
+    if shareable:
+        groups = _pane_groups(op, p, rows[keep])
+        if groups is None:
+            return None
+        return _Plan(groups, rows[fully_dropped], np.zeros(0, np.int64), True)
+
+    # One (row, window) pair per membership.
+    kept = rows[keep]
+    counts = count[keep]
+    total = int(counts.sum())
+    if total > _MAX_PAIRS:
+        return None
+    pair_row = np.repeat(kept, counts)
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    if isinstance(a, CumulateWindows):
+        pair_start = np.repeat(first_start[keep], counts)
+        pair_end = np.repeat(first_end[keep], counts) + within * step_end
+    else:
+        pair_start = np.repeat(first_start[keep], counts) + within * step_start
+        pair_end = pair_start + (a.size)
+    pair_wm = p.wm[pair_row]
+    accepted = pair_end - 1 + L > pair_wm  # pending, since late firings were declined
+    pair_row, pair_start, pair_end = pair_row[accepted], pair_start[accepted], pair_end[accepted]
+    rejected = rows[fully_dropped]
+    if mixed.any():
+        hit = np.zeros(p.n, dtype=bool)
+        hit[pair_row] = True
+        rejected = rows[~hit[rows]]
+    order, group, starts = group_rows(p.key_codes[pair_row], pair_start, pair_end)
+    srt_rows = pair_row[order]
+    groups = _Groups(
+        key=p.key_codes[srt_rows[starts]],
+        start=pair_start[order][starts],
+        end=pair_end[order][starts],
+        rows=srt_rows,
+        group=group,
+        starts=starts,
+    )
+    return _Plan(groups, rejected, np.zeros(0, np.int64), False)
+
+
+def _pane_groups(op: WindowOperator, p: _Prepared, rows: IntArray) -> _Groups | None:
+    """HOP/CUMULATE windows from per-pane partials (each row aggregated once)."""
+    a = op.config.assigner
+    if isinstance(a, SlidingWindows):
+        pane = gcd(a.size, a.slide)
+        per_slide, per_size = a.slide // pane, a.size // pane
+    else:
+        assert isinstance(a, CumulateWindows)
+        pane = a.step
+        per_slide, per_size = 0, a.size // a.step
+    offset = a.offset
+    q = (p.ts[rows] - offset) // pane
+    order, group, starts = group_rows(p.key_codes[rows], q)
+    srt = rows[order]
+    n_panes = len(starts)
+    pane_key = p.key_codes[srt[starts]]
+    pane_q = q[order][starts]
+    lengths = np.diff(np.append(starts, len(srt)))
+    # windows per pane, in pane units: [w_lo, w_hi)
+    if isinstance(a, SlidingWindows):
+        j_hi = pane_q // per_slide
+        j_lo = (pane_q - per_size) // per_slide + 1
+        per_pane = j_hi - j_lo + 1
+        rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
+        within = np.arange(len(rep), dtype=np.int64) - np.repeat(
+            np.cumsum(per_pane) - per_pane, per_pane
+        )
+        j = j_lo[rep] + within
+        w_lo = j * per_slide
+        w_hi = w_lo + per_size
+    else:
+        base = (pane_q // per_size) * per_size
+        k_lo = pane_q - base + 1
+        per_pane = per_size - k_lo + 1
+        rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
+        within = np.arange(len(rep), dtype=np.int64) - np.repeat(
+            np.cumsum(per_pane) - per_pane, per_pane
+        )
+        w_lo = base[rep]
+        w_hi = w_lo + k_lo[rep] + within
+    w_key = pane_key[rep]
+    w_order, _, w_starts = group_rows(w_key, w_lo, w_hi)
+    w_key = w_key[w_order][w_starts]
+    w_lo = w_lo[w_order][w_starts]
+    w_hi = w_hi[w_order][w_starts]
+    # locate each window's pane range in the (key, q)-sorted pane list
+    q0 = int(pane_q.min()) - per_size - 1
+    span = int(pane_q.max()) - q0 + per_size + 2
+    if (int(pane_key.max()) + 1) * span >= _INT_EXACT:
+        return None
+    enc = pane_key * span + (pane_q - q0)
+    lo_idx = np.searchsorted(enc, w_key * span + (np.clip(w_lo, q0, q0 + span - 1) - q0))
+    hi_idx = np.searchsorted(enc, w_key * span + (np.clip(w_hi, q0, q0 + span - 1) - q0))
+    # pane partials
+    cum_count = np.concatenate(([0], np.cumsum(lengths)))
+    sums: dict[int, IntArray] = {}
+    mins: dict[int, np.ndarray] = {}
+    maxs: dict[int, np.ndarray] = {}
+    for index in _sum_columns(op):
+        v = p.columns[index][srt]
+        v = v.astype(np.int64) if v.dtype.kind == "f" else v
+        cum = np.concatenate(([0], np.cumsum(np.add.reduceat(v, starts))))
+        sums[index] = cum[hi_idx] - cum[lo_idx]
+    for spec in op.config.aggregates:
+        if spec.kind in ("MIN", "MAX") and spec.arg is not None:
+            target = mins if spec.kind == "MIN" else maxs
+            if spec.arg not in target:
+                ufunc = np.minimum if spec.kind == "MIN" else np.maximum
+                pane_values = ufunc.reduceat(p.columns[spec.arg][srt], starts)
+                target[spec.arg] = RangeTable(pane_values, ufunc).query(lo_idx, hi_idx)
+    first_row, last_row = _first_last_rows(p, srt, group, starts)
+    partials = _PanePartials(
+        count=cum_count[hi_idx] - cum_count[lo_idx],
+        sums=sums,
+        mins=mins,
+        maxs=maxs,
+        first_row=first_row[lo_idx],
+        last_row=last_row[hi_idx - 1],
+    )
+    return _Groups(
+        key=w_key,
+        start=offset + w_lo * pane,
+        end=offset + w_hi * pane,
+        pane=partials,
+    )
+
+
+def _first_last_rows(
+    p: _Prepared, srt: IntArray, group: IntArray, starts: IntArray
+) -> tuple[IntArray, IntArray]:
+    """Per group the row with the smallest / largest (event time, arrival)."""
+    if len(srt) == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty
+    # srt is arrival order inside each group; a stable sort by time keeps it
+    by_time = np.lexsort((p.ts[srt], group))
+    ends = np.append(starts[1:], len(srt)) - 1
+    return srt[by_time[starts]], srt[by_time[ends]]
+
+
+def _plan_sessions(op: WindowOperator, p: _Prepared) -> _Plan | None:
+    """Sessions formed by the batch, merged with the sessions that existed before it.
+
+    Exactness argument.  A session D that row i touches (intersects
+    ``[ts, ts + gap)``) has ``D.end >= ts``, so it has not fired when
+    ``ts >= wm + 2``; with ``ts == wm + 1`` it has fired exactly when some
+    member interval ends at ``ts`` (then the loop cleans it up and starts a
+    new session, or merges into a fired session): such batches are
+    declined, as are rows with ``ts <= wm``.  Then no session ever fires
+    before its last merge, none is cleaned up while a row could still touch
+    it, and the final sessions are the connected components of the existing
+    sessions and the rows' windows.  Float sums additionally need the merge
+    order of the loop: each key's rows in non-decreasing time with at most
+    one existing session starting before them makes every row extend one
+    chain, so the sum is the left-to-right sum from that session's value.
+    """
+    a = op.config.assigner
+    valid_rows = np.flatnonzero(p.valid)
+    if isinstance(a, DynamicSessionWindows):
+        gap_all = p.columns[a.gap_index]
+        ok_gap = gap_all[valid_rows] > 0
+        invalid_gap = valid_rows[~ok_gap]
+        rows = valid_rows[ok_gap]
+        gaps = gap_all[rows]
+        if len(gaps) and int(gaps.max()) >= _TIME_LIMIT:
+            return None
+    else:
+        assert isinstance(a, SessionWindows)
+        invalid_gap = np.zeros(0, np.int64)
+        rows = valid_rows
+        gaps = np.full(len(rows), a.gap, dtype=np.int64)
+    ts, wm = p.ts[rows], p.wm[rows]
+    if (ts <= wm).any():
+        return None
+    if not _columns_ok(op, p, rows):
+        return None
+    # the sessions of the batch's keys that exist before it
+    ex_key: list[int] = []
+    ex_win: list[TimeWindow] = []
+    keys_state = op._keys
+    for code in np.unique(p.key_codes[rows]).tolist():
+        ks = keys_state.get(p.uniques[code])
+        if ks is not None and ks.merging is not None:
+            for w in ks.merging.mapping:
+                ex_key.append(code)
+                ex_win.append(w)
+    n_ex = len(ex_win)
+    m_key = np.concatenate((np.array(ex_key, np.int64), p.key_codes[rows]))
+    m_start = np.concatenate((np.array([w.start for w in ex_win], np.int64), ts))
+    m_end = np.concatenate((np.array([w.end for w in ex_win], np.int64), ts + gaps))
+    tie = ts == wm + 1
+    if tie.any() and _ends_at(m_key, m_end, p.key_codes[rows][tie], ts[tie]):
+        return None
+    comp, c_key, c_start, c_end = session_components(m_key, m_start, m_end)
+    n_comp = len(c_key)
+    ex_per_comp = np.bincount(comp[:n_ex], minlength=n_comp)
+    if (ex_per_comp > 1).any():
+        return None  # the batch bridges sessions that existed before it
+    row_comp = comp[n_ex:]
+    has_rows = np.bincount(row_comp, minlength=n_comp) > 0
+    if _has_float_sums(op, p) and not _single_chains(p, rows, row_comp, comp[:n_ex], ex_win):
+        return None
+    # renumber the components that got rows: groups of the plan
+    new_id = np.cumsum(has_rows) - 1
+    order, group, starts = group_rows(new_id[row_comp])
+    existing: list[TimeWindow | None] = [None] * int(has_rows.sum())
+    for i, c in enumerate(comp[:n_ex].tolist()):
+        if has_rows[c]:
+            existing[int(new_id[c])] = ex_win[i]
+    groups = _Groups(
+        key=c_key[has_rows],
+        start=c_start[has_rows],
+        end=c_end[has_rows],
+        rows=rows[order],
+        group=group,
+        starts=starts,
+        existing=existing,
+    )
+    return _Plan(groups, np.zeros(0, np.int64), invalid_gap, False)
+
+
+def _ends_at(m_key: IntArray, m_end: IntArray, q_key: IntArray, q_time: IntArray) -> bool:
+    """Does any member interval of the same key end exactly at a queried time?"""
+    lo = min(int(m_end.min()), int(q_time.min()))
+    span = max(int(m_end.max()), int(q_time.max())) - lo + 1
+    if (int(max(m_key.max(), q_key.max())) + 1) * span < _INT_EXACT:
+        return bool(np.isin(q_key * span + (q_time - lo), m_key * span + (m_end - lo)).any())
+    ends = set(zip(m_key.tolist(), m_end.tolist(), strict=True))
+    return any(pair in ends for pair in zip(q_key.tolist(), q_time.tolist(), strict=True))
+
+
+def _has_float_sums(op: WindowOperator, p: _Prepared) -> bool:
+    return any(p.columns[i].dtype.kind == "f" for i in _sum_columns(op))
+
+
+def _single_chains(
+    p: _Prepared,
+    rows: IntArray,
+    row_comp: IntArray,
+    ex_comp: IntArray,
+    ex_win: list[TimeWindow],
+) -> bool:
+    """Each key's rows in non-decreasing time, any existing session starting before them."""
+    key = p.key_codes[rows]
+    ts = p.ts[rows]
+    order = np.argsort(key, kind="stable")
+    k, t = key[order], ts[order]
+    if ((k[1:] == k[:-1]) & (t[1:] < t[:-1])).any():
+        return False
+    if len(ex_win):
+        first_ts = np.full(int(row_comp.max()) + 1 if len(row_comp) else 0, np.iinfo(np.int64).max)
+        np.minimum.at(first_ts, row_comp, ts)
+        for c, w in zip(ex_comp.tolist(), ex_win, strict=True):
+            if c < len(first_ts) and w.start > first_ts[c]:
+                return False
+    return True
+
+
+# --------------------------------------------------------------------------- applying a plan
+
+
+@dataclass
+class _Found:
+    """The operator state each group meets (looked up before anything changes)."""
+
+    keys: list[Hashable]
+    states: list[Any]  # KeyState or None
+    accs: list[list | None]
+    fresh: BoolArray  # no contents, no pane count, no pre-batch session
+
+
+def _lookup(op: WindowOperator, p: _Prepared, plan: _Plan) -> _Found | None:
+    g = plan.groups
+    specs = op.config.aggregates
+    slots = op._agg._slot
+    sum_checks = []
+    for spec, slot in zip(specs, slots, strict=True):
+        if spec.kind in ("SUM", "AVG"):
+            assert spec.arg is not None
+            is_float = p.columns[spec.arg].dtype.kind == "f"
+            sum_checks.append((slot, float if is_float else int))
+    keys_state = op._keys
+    uniques = p.uniques
+    keys: list[Hashable] = []
+    states: list[Any] = []
+    accs: list[list | None] = []
+    fresh = np.ones(len(g.key), dtype=bool)
+    starts, ends = g.start.tolist(), g.end.tolist()
+    existing = g.existing
+    for i, code in enumerate(g.key.tolist()):
+        key = uniques[code]
+        ks = keys_state.get(key)
+        acc = None
+        if ks is not None:
+            if existing is None:
+                w = TimeWindow(starts[i], ends[i])
+                acc = ks.contents.get(w)
+                if acc is not None or w in ks.panes:
+                    fresh[i] = False
+            else:
+                before = existing[i]
+                if before is not None:
+                    assert ks.merging is not None
+                    fresh[i] = False
+                    acc = ks.contents.get(ks.merging.mapping[before])
+        if acc is not None:
+            for slot, kind in sum_checks:
+                value = acc[slot]
+                if value is None:
+                    continue
+                # the loop's left-to-right arithmetic keeps the accumulator's type
+                if type(value) is not kind:
+                    return None
+                if (
+                    plan.float_sums_exact
+                    and kind is float
+                    and not (
+                        float(value).is_integer()
+                        and abs(value) < _FLOAT_EXACT / 2
+                        and not (value == 0 and np.signbit(value))
+                    )
+                ):
+                    return None
+        keys.append(key)
+        states.append(ks)
+        accs.append(acc)
+    return _Found(keys, states, accs, fresh)
+
+
+def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None:
+    g = plan.groups
+    cfg = op.config
+    specs = cfg.aggregates
+    slots = op._agg._slot
+    lateness = p.lateness
+    seq0 = op._seq
+    n_groups = len(g.key)
+
+    # ---- partial aggregates per group, as Python values
+    if g.pane is not None:
+        pp = g.pane
+        counts = pp.count
+        first_row, last_row = pp.first_row, pp.last_row
+    else:
+        assert g.rows is not None and g.group is not None and g.starts is not None
+        counts = np.diff(np.append(g.starts, len(g.rows)))
+        first_row, last_row = _first_last_rows(p, g.rows, g.group, g.starts)
+    count_list = counts.tolist()
+    per_spec: list[list | None] = []
+    int_sums: dict[int, list] = {}
+    extrema: dict[tuple[str, int], list] = {}
+    for spec, slot in zip(specs, slots, strict=True):
+        kind, arg = spec.kind, spec.arg
+        if kind in ("COUNT_STAR", "COUNT"):
+            per_spec.append(None)
+        elif kind in ("SUM", "AVG"):
+            assert arg is not None
+            col = p.columns[arg]
+            if g.pane is not None:
+                values = g.pane.sums[arg].tolist()
+                per_spec.append([float(v) for v in values] if col.dtype.kind == "f" else values)
+            elif col.dtype.kind == "i":
+                if arg not in int_sums:
+                    assert g.rows is not None and g.starts is not None
+                    int_sums[arg] = np.add.reduceat(col[g.rows], g.starts).tolist()
+                per_spec.append(int_sums[arg])
+            else:
+                # left to right from the accumulator's value, as the loop adds
+                init = np.array(
+                    [-0.0 if acc is None or acc[slot] is None else acc[slot] for acc in found.accs],
+                    dtype=np.float64,
+                )
+                assert g.rows is not None and g.group is not None and g.starts is not None
+                per_spec.append(sequential_sums(col[g.rows], g.group, g.starts, init).tolist())
+        elif kind in ("MIN", "MAX"):
+            assert arg is not None
+            if (kind, arg) not in extrema:
+                if g.pane is not None:
+                    table = g.pane.mins if kind == "MIN" else g.pane.maxs
+                    extrema[(kind, arg)] = table[arg].tolist()
+                else:
+                    assert g.rows is not None and g.starts is not None
+                    ufunc = np.minimum if kind == "MIN" else np.maximum
+                    extrema[(kind, arg)] = ufunc.reduceat(p.columns[arg][g.rows], g.starts).tolist()
+            per_spec.append(extrema[(kind, arg)])
+        else:  # FIRST_VALUE / LAST_VALUE: (event time, arrival seq, value)
+            assert arg is not None
+            chosen = first_row if kind == "FIRST_VALUE" else last_row
+            per_spec.append(
+                list(
+                    zip(
+                        p.ts[chosen].tolist(),
+                        (chosen + seq0).tolist(),
+                        p.columns[arg][chosen].tolist(),
+                        strict=True,
+                    )
+                )
+            )
+    float_seq = [
+        spec.kind in ("SUM", "AVG") and g.pane is None and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
+        for spec in specs
+    ]
+
+    # ---- windows created and completed inside the batch: emit directly
+    ends = g.end
+    cleanup = np.minimum(ends - 1 + min(lateness, _INT_EXACT), MAX_TIME)
+    done = found.fresh & (ends - 1 <= p.wm_last) & (cleanup <= p.wm_last)
+    starts_l, ends_l, done_l = g.start.tolist(), ends.tolist(), done.tolist()
+    direct: list[tuple] = []
+    timers = op._timers
+    register = timers.register_event_time_timer
+    new_key_state = op._new_key_state
+    create = op._agg.create
+    merging = g.existing is not None
+    for i in range(n_groups):
+        key = found.keys[i]
+        start, end = starts_l[i], ends_l[i]
+        cnt = count_list[i]
+        if done_l[i]:
+            results: list[Any] = []
+            for spec, part in zip(specs, per_spec, strict=True):
+                kind = spec.kind
+                if part is None:
+                    results.append(cnt)
+                elif kind == "AVG":
+                    results.append(part[i] / cnt)
+                elif kind in ("FIRST_VALUE", "LAST_VALUE"):
+                    results.append(part[i][2])
+                else:
+                    results.append(part[i])
+            direct.append((key, start, end, end - 1, 0, ON_TIME, end - 1, *results))
+            continue
+        acc = found.accs[i]
+        if acc is None:
+            acc = create()
+        for spec, slot, part, seq_sum in zip(specs, slots, per_spec, float_seq, strict=True):
+            kind = spec.kind
+            if part is None:
+                acc[slot] += cnt
+                continue
+            value = part[i]
+            if kind in ("SUM", "AVG"):
+                current = acc[slot]
+                acc[slot] = value if (seq_sum or current is None) else current + value
+                if kind == "AVG":
+                    acc[slot + 1] += cnt
+            elif kind == "MIN":
+                current = acc[slot]
+                if current is None or value < current:
+                    acc[slot] = value
+            elif kind == "MAX":
+                current = acc[slot]
+                if current is None or value > current:
+                    acc[slot] = value
+            elif kind == "FIRST_VALUE":
+                current = acc[slot]
+                if current is None or (value[0], value[1]) < (current[0], current[1]):
+                    acc[slot] = value
+            else:
+                current = acc[slot]
+                if current is None or (value[0], value[1]) > (current[0], current[1]):
+                    acc[slot] = value
+        ks = found.states[i]
+        if ks is None:
+            ks = op._keys.get(key)
+            if ks is None:
+                ks = new_key_state(key)
+        window = TimeWindow(start, end)
+        if not merging:
+            ks.contents[window] = acc
+        else:
+            assert g.existing is not None
+            before = g.existing[i]
+            mapping = ks.merging.mapping
+            if before is None:
+                mapping[window] = window
+                ks.contents[window] = acc
+            else:
+                sw = mapping[before]
+                ks.contents[sw] = acc
+                if before != window:
+                    # the loop's merge callback: the absorbed window's trigger
+                    # timer and cleanup timer go, the cover gets its own
+                    del mapping[before]
+                    mapping[window] = sw
+                    timers.delete_event_time_timer(key, before, before.end - 1)
+                    op._delete_cleanup_timer(key, before)
+        register(key, window, end - 1)
+        op._register_cleanup_timer(key, window)
+
+    # ---- rows that no window took, dropped rows, counters
+    counters = op.counters
+    dropped = counters.dropped
+    invalid_ts = p.n - int(p.valid.sum())
+    if invalid_ts:
+        dropped[DROP_MISSING_TIMESTAMP] = dropped.get(DROP_MISSING_TIMESTAMP, 0) + invalid_ts
+    if len(plan.invalid_gap):
+        dropped[DROP_INVALID_GAP] = dropped.get(DROP_INVALID_GAP, 0) + len(plan.invalid_gap)
+    if len(plan.rejected):
+        _reject(op, p, plan.rejected)
+    counters.rows_in += p.n
+    op._seq = seq0 + p.n
+    if direct:
+        direct.sort(key=_by_window_time)  # timer order: window time first
+        op._out.extend(direct)
+        counters.rows_emitted += len(direct)
+    op.advance_watermark(p.wm_last)
+
+
+def _by_window_time(row: tuple) -> int:
+    return row[3]
+
+
+def _reject(op: WindowOperator, p: _Prepared, rows: IntArray) -> None:
+    """Rows no window accepted: late output, or counted (the loop's rules)."""
+    cfg = op.config
+    counters = op.counters
+    dropped = counters.dropped
+    lateness = p.lateness
+    late_columns = cfg.late_columns
+    columns = p.batch.columns
+    picked = list(range(len(columns))) if late_columns is None else list(late_columns)
+    values_of = {
+        c: (
+            np.asarray(columns[c])[rows].tolist()
+            if isinstance(columns[c], np.ndarray)
+            else [columns[c][r] for r in rows.tolist()]
+        )
+        for c in set(picked)
+    }
+    for j, (r, t, w) in enumerate(
+        zip(rows.tolist(), p.ts[rows].tolist(), p.wm_raw[rows].tolist(), strict=True)
+    ):
+        if t + lateness <= w:
+            if cfg.late_output:
+                values = tuple(values_of[c][j] for c in picked)
+                op._late.append((p.keys[r], t, values))
+                counters.late_rows += 1
+            else:
+                dropped[DROP_LATE] = dropped.get(DROP_LATE, 0) + 1
+        else:
+            dropped[DROP_LATE_WINDOW] = dropped.get(DROP_LATE_WINDOW, 0) + 1
