@@ -24,6 +24,7 @@ and span; this module re-parses that text with sqlglot's Spark dialect and
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -211,6 +212,8 @@ class Relation:
 class ParsedExpr:
     """A sqlglot tree plus what is needed to map its positions to the ``.wql`` file.
 
+    The binding functions rewrite ``node`` in place: bind a ParsedExpr once.
+
     ``text`` is the expression exactly as written; ``offset`` is where it
     starts in ``source``.
     """
@@ -283,7 +286,7 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
     """
     offset = span.start
     try:
-        node = cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
+        node = _parse_cached(text).copy()
     except ParseError as e:
         info = e.errors[0] if e.errors else {}
         rel = _offset_of(text, info.get("line"), info.get("col"))
@@ -305,6 +308,16 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
     if node.find(exp.Star) and not _only_count_star(node):
         raise WqlSemanticError("* is only allowed in COUNT(*)", span)
     return parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> exp.Expression:
+    """sqlglot's tree for ``text``; callers copy it (trees are mutable).
+
+    Compiling the same text again (``wql check`` in an editor, benchmarks,
+    several queries sharing expressions) skips sqlglot's parser.
+    """
+    return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
 
 
 def _only_count_star(node: exp.Expression) -> bool:
@@ -566,7 +579,7 @@ def bind_scalar(
     aggregates.
     """
     errors: list[WqlError] = reject_aggregates(pe, pe.node, clause)
-    node = _resolve_columns(pe, pe.node.copy(), relation, table_names, errors)
+    node = _resolve_columns(pe, pe.node, relation, table_names, errors)
     raise_all(errors)
     return Expr(to_sql(node), infer_type(node, relation), _referenced_columns(node), pe.span)
 
@@ -667,7 +680,7 @@ def bind_post_aggregation(
     errors: list[WqlError] = []
     key_sql = dict(ctx.key_sql)
     forbidden = dict(ctx.forbidden)
-    tree = pe.node.copy()
+    tree = pe.node
 
     for w in tree.find_all(exp.Window):
         errors.append(
@@ -677,10 +690,13 @@ def bind_post_aggregation(
         errors.append(pe.error(f"{f.key.upper()} modifiers on aggregates are not supported", f))
     raise_all(errors)
 
+    # Only keys that are expressions (not bare columns) need sub-tree matching.
+    expression_keys = any(quote_name(name) != sql for sql, name in ctx.key_sql)
+
     def rewrite(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.AggFunc):
             return _bind_aggregate(pe, n, ctx, registry, errors)
-        if not isinstance(n, (exp.Column, exp.Literal, exp.Star)):
+        if expression_keys and not isinstance(n, (exp.Column, exp.Literal, exp.Star)):
             # A whole sub-expression equal to a key expression reads the key column.
             probe = n.copy()
             sub_errors: list[WqlError] = []
