@@ -83,6 +83,8 @@ class Aggregator:
         self.width = n
         self.create: Callable[[], list] = self._compile_create()
         self.add: Callable[[list, int | None, int, tuple], None] = self._compile_add()
+        #: ``result(acc)``: the aggregate values, in spec order.
+        self.result: Callable[[list], tuple] = self._compile_result()
 
     # -- code generation ---------------------------------------------------
 
@@ -182,23 +184,24 @@ class Aggregator:
             elif k == "COLLECT_LIST":
                 a.extend(b)
 
-    def result(self, acc: list) -> tuple:
-        """The aggregate values, in spec order."""
-        out: list[Any] = []
+    def _compile_result(self) -> Callable[[list], tuple]:
+        parts = []
         for spec, s in zip(self.specs, self._slot, strict=True):
             k = spec.kind
-            v = acc[s]
             if k == "AVG":
-                out.append(None if acc[s + 1] == 0 else v / acc[s + 1])
+                parts.append(f"(None if acc[{s + 1}] == 0 else acc[{s}] / acc[{s + 1}])")
             elif k == "COUNT_DISTINCT":
-                out.append(len(v))
+                parts.append(f"len(acc[{s}])")
             elif k in ("FIRST_VALUE", "LAST_VALUE"):
-                out.append(None if v is None else v[2])
+                parts.append(f"(None if acc[{s}] is None else acc[{s}][2])")
             elif k == "COLLECT_LIST":
-                out.append([x[2] for x in sorted(v, key=_order)])
+                parts.append(f"[x[2] for x in sorted(acc[{s}], key=_order)]")
             else:
-                out.append(v)
-        return tuple(out)
+                parts.append(f"acc[{s}]")
+        src = f"def result(acc):\n    return ({''.join(p + ', ' for p in parts)})\n"
+        ns: dict[str, Any] = {"_order": _order}
+        exec(compile(src, "<wql.runtime.aggregates.result>", "exec"), ns)  # noqa: S102
+        return ns["result"]
 
     def result_of_rows(self, rows: Iterable[tuple[int | None, int, tuple]]) -> tuple:
         """The aggregates over buffered rows (evictor windows), same semantics as ``add``."""

@@ -29,7 +29,13 @@ from wql.runtime.triggers import (
     ProcessingTimeTrigger,
     Trigger,
 )
-from wql.runtime.windows import GLOBAL_WINDOW, TimeWindow, Window, window_start_with_offset
+from wql.runtime.windows import (
+    GLOBAL_WINDOW,
+    TimeWindow,
+    Window,
+    make_window,
+    window_start_with_offset,
+)
 
 #: Drop reasons counted by the operator (``counters.dropped``).
 DROP_INVALID_GAP = "invalid session gap"
@@ -93,7 +99,7 @@ class TumblingWindows(WindowAssigner):
 
     def assign_windows(self, timestamp: int, values: tuple) -> Sequence[Window]:
         start = timestamp - (timestamp - self.offset) % self.size
-        return (TimeWindow(start, start + self.size),)
+        return (make_window((start, start + self.size)),)
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,7 @@ class SlidingWindows(WindowAssigner):
         lowest = timestamp - size
         out = []
         while start > lowest:
-            out.append(TimeWindow(start, start + size))
+            out.append(make_window((start, start + size)))
             start -= slide
         return tuple(out)
 
@@ -160,7 +166,7 @@ class CumulateWindows(WindowAssigner):
         end = window_start_with_offset(timestamp, self.offset, step) + step
         out = []
         while end <= last_end:
-            out.append(TimeWindow(start, end))
+            out.append(make_window((start, end)))
             end += step
         return tuple(out)
 
@@ -205,7 +211,7 @@ class SessionWindows(WindowAssigner):
         return True
 
     def assign_windows(self, timestamp: int, values: tuple) -> Sequence[Window]:
-        return (TimeWindow(timestamp, timestamp + self.gap),)
+        return (make_window((timestamp, timestamp + self.gap)),)
 
     def merge_windows(self, windows: Iterable[TimeWindow], callback: MergeCallback) -> None:
         merge_time_windows(windows, callback)
@@ -240,7 +246,7 @@ class DynamicSessionWindows(WindowAssigner):
             raise DropRow(DROP_INVALID_GAP) from None
         if gap <= 0:
             raise DropRow(DROP_INVALID_GAP)
-        return (TimeWindow(timestamp, timestamp + gap),)
+        return (make_window((timestamp, timestamp + gap)),)
 
     def merge_windows(self, windows: Iterable[TimeWindow], callback: MergeCallback) -> None:
         merge_time_windows(windows, callback)

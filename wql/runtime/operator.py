@@ -43,12 +43,14 @@ from wql.runtime.assigners import (
     DROP_LATE_WINDOW,
     DROP_MISSING_TIMESTAMP,
     DropRow,
+    TumblingWindows,
 )
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
-from wql.runtime.windows import MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow, Window
+from wql.runtime.triggers import EventTimeTrigger
+from wql.runtime.windows import MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow, Window, make_window
 
 Key = Hashable
 _by_seq = itemgetter(1)
@@ -154,6 +156,14 @@ class WindowOperator:
         # The key being processed by the merging path (the merge callback's target).
         self._merge_key: Any = None
         self._merge_ks: KeyState | None = None
+        # Dispatch decided once (the per-row path must stay lean).
+        self._agg_create = self._agg.create
+        self._agg_add = self._agg.add
+        self._tumbling = (
+            (assigner.size, assigner.offset) if type(assigner) is TumblingWindows else None
+        )
+        self._last_window: TimeWindow | None = None
+        self._inline_event_trigger = type(self._trigger) is EventTimeTrigger and self._event_time
 
     # ------------------------------------------------------------------ input
 
@@ -170,73 +180,76 @@ class WindowOperator:
             t = timestamp
         else:
             t = self.processing_time
-        try:
-            windows = self._assign(t, values)
-        except DropRow as d:
-            self._drop(d.reason)
-            return
+        tumbling = self._tumbling
+        if tumbling is not None:
+            # Inlined TumblingWindows.assign_windows; consecutive rows mostly
+            # share a window, so the last one is reused.
+            size, offset = tumbling
+            start = t - (t - offset) % size
+            w = self._last_window
+            if w is None or w[0] != start:
+                w = self._last_window = make_window((start, start + size))
+            windows: Sequence[Window] = (w,)
+        else:
+            try:
+                windows = self._assign(t, values)
+            except DropRow as d:
+                self._drop(d.reason)
+                return
         ks = self._keys.get(key)
         if ks is None:
             ks = self._new_key_state(key)
         if self._merging:
-            accepted = self._process_merging(key, ks, timestamp, seq, values, windows)
-        else:
-            accepted = self._process_plain(key, ks, timestamp, seq, values, windows)
-        if not accepted:
-            if self._event_time and timestamp + self._lateness <= self.watermark:  # type: ignore[operator]
-                if self.config.late_output:
-                    cols = self._late_columns
-                    out_values = values if cols is None else tuple(values[i] for i in cols)
-                    self._late.append((key, timestamp, out_values))
-                    counters.late_rows += 1
-                else:
-                    self._drop(DROP_LATE)
-            else:
-                # Unreachable with Flink's assigners (a window holding the row
-                # is late only if the row is), counted so nothing is lost.
-                self._drop(DROP_LATE_WINDOW)
-            if ks.is_empty() and not self._timers.has_timers(key):
-                del self._keys[key]
-
-    def _new_key_state(self, key: Key) -> KeyState:
-        ks = KeyState(MergingWindowSet(self._merge_windows, {}) if self._merging else None)
-        self._keys[key] = ks
-        return ks
-
-    def _process_plain(
-        self,
-        key: Key,
-        ks: KeyState,
-        timestamp: int | None,
-        seq: int,
-        values: tuple,
-        windows: Sequence[Window],
-    ) -> bool:
+            if not self._process_merging(key, ks, timestamp, seq, values, windows):
+                self._not_accepted(key, ks, timestamp, values)
+            return
+        # The non-merging half of processElement, inline: it runs for every
+        # (row, window) pair. The default event-time trigger and the cleanup
+        # timer are inlined too (the same calls EventTimeTrigger.on_element and
+        # _register_cleanup_timer would make).
         accepted = False
         contents = ks.contents
         evictor = self._evictor
-        trigger = self._trigger
         ctx = self._ctx
         event_time = self._event_time
         lateness = self._lateness
+        inline_trigger = self._inline_event_trigger
+        agg_add = self._agg_add
+        wm = self.watermark
         for w in windows:
-            if event_time and w.end - 1 + lateness <= self.watermark:  # type: ignore[union-attr]
-                continue  # the window is late: already cleaned up or never to fire
+            if event_time:
+                max_ts = w[1] - 1  # type: ignore[index]
+                if max_ts + lateness <= wm:
+                    continue  # the window is late: already cleaned up or never to fire
             accepted = True
             acc = contents.get(w)
-            if evictor is not None:
-                if acc is None:
-                    contents[w] = [(timestamp, seq, values)]
-                else:
-                    acc.append((timestamp, seq, values))
+            new = acc is None
+            if evictor is None:
+                if new:
+                    acc = contents[w] = self._agg_create()
+                agg_add(acc, timestamp, seq, values)
+            elif new:
+                contents[w] = [(timestamp, seq, values)]
             else:
-                if acc is None:
-                    acc = contents[w] = self._agg.create()
-                self._agg.add(acc, timestamp, seq, values)
-            ctx.key = key
-            ctx.ks = ks
-            ctx.window = w
-            r = trigger.on_element(timestamp, values, w, ctx)
+                acc.append((timestamp, seq, values))
+            if inline_trigger:
+                # EventTimeTrigger.on_element + the cleanup timer. A window that
+                # already had contents registered both timers with its first
+                # row, and they are still pending while max_ts > watermark.
+                if max_ts <= wm:
+                    r = 1
+                else:
+                    if new:
+                        self._timers.register_event_time_timer(key, w, max_ts)
+                        if lateness and max_ts + lateness < MAX_TIME:
+                            self._timers.register_event_time_timer(key, w, max_ts + lateness)
+                    continue
+            else:
+                ctx.key = key
+                ctx.ks = ks
+                ctx.window = w
+                r = self._trigger.on_element(timestamp, values, w, ctx)
+                wm = self.watermark
             if r:
                 if r & 1:
                     acc = contents.get(w)
@@ -246,7 +259,30 @@ class WindowOperator:
                 if r & 2:
                     contents.pop(w, None)
             self._register_cleanup_timer(key, w)
-        return accepted
+        if not accepted:
+            self._not_accepted(key, ks, timestamp, values)
+
+    def _not_accepted(self, key: Key, ks: KeyState, timestamp: int | None, values: tuple) -> None:
+        """Flink's "skipped element": side output if late, else counted (never lost)."""
+        if self._event_time and timestamp + self._lateness <= self.watermark:  # type: ignore[operator]
+            if self.config.late_output:
+                cols = self._late_columns
+                out_values = values if cols is None else tuple(values[i] for i in cols)
+                self._late.append((key, timestamp, out_values))
+                self.counters.late_rows += 1
+            else:
+                self._drop(DROP_LATE)
+        else:
+            # No window took a row that is not late: a HOP with size < slide
+            # leaves gaps between windows (Flink loses such rows silently).
+            self._drop(DROP_LATE_WINDOW)
+        if ks.is_empty() and not self._timers.has_timers(key):
+            del self._keys[key]
+
+    def _new_key_state(self, key: Key) -> KeyState:
+        ks = KeyState(MergingWindowSet(self._merge_windows, {}) if self._merging else None)
+        self._keys[key] = ks
+        return ks
 
     def _process_merging(
         self,
@@ -348,6 +384,9 @@ class WindowOperator:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
+        heap = self._timers.event.heap
+        if not heap or heap[0][0] > watermark:
+            return
         pop = self._timers.pop_event_time_timer
         while True:
             timer = pop(watermark)
@@ -386,6 +425,27 @@ class WindowOperator:
                 return
         else:
             sw = window
+            if self._inline_event_trigger and event:
+                # EventTimeTrigger inlined: FIRE at max_ts (ON_TIME), and its
+                # clear() deletes the max_ts timer, which has fired by now.
+                max_ts = window[1] - 1  # type: ignore[index]
+                contents = ks.contents
+                if time == max_ts:
+                    acc = contents.get(window)
+                    if acc is not None:
+                        self._emit(key, ks, window, window, acc, ON_TIME)
+                cleanup = max_ts + self._lateness
+                if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
+                    contents.pop(window, None)
+                    ks.panes.pop(window, None)
+                if (
+                    not contents
+                    and not ks.panes
+                    and not ks.trigger
+                    and not self._timers.has_timers(key)
+                ):
+                    del self._keys[key]
+                return
         ctx = self._ctx
         ctx.key, ctx.ks, ctx.window = key, ks, window
         if event:

@@ -81,7 +81,8 @@ class _Queue:
             self.live -= len(timers)
 
     def _compact(self) -> None:
-        self.heap = [
+        # In place: the operator holds a reference to the heap list.
+        self.heap[:] = [
             (t, s, k, w) for k, timers in self.by_key.items() for (w, t), s in timers.items()
         ]
         heapq.heapify(self.heap)

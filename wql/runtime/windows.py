@@ -17,6 +17,7 @@ TimeWindow(start=0, end=5000)
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 #: Long.MIN_VALUE / Long.MAX_VALUE: the watermark starts at MIN_TIME and
@@ -79,6 +80,10 @@ class GlobalWindow:
 
 
 GLOBAL_WINDOW = GlobalWindow()
+
+#: ``make_window((start, end))``: a TimeWindow without the Python-level
+#: ``NamedTuple.__new__`` frame (the per-row path creates many windows).
+make_window = partial(tuple.__new__, TimeWindow)
 
 Window = TimeWindow | GlobalWindow
 
