@@ -283,7 +283,12 @@ class _Binder:
             return known.decl
         if name.lower() in self.schemas:
             given_name, schema = self.schemas[name.lower()]
-            columns = normalize_schema(given_name, schema)
+            try:
+                columns = normalize_schema(given_name, schema)
+            except WqlError as e:
+                if e.span is None:
+                    e.span = ref.name.span
+                raise
             decl = P.SourceDecl(given_name, columns, (), None, False, ref.name.span)
             self.sources[name.lower()] = _Source(decl, used=True)
             return decl

@@ -78,6 +78,15 @@ def explain_query(q: P.Query) -> str:
     else:
         add("  keys: none (all rows share one key)")
     add(f"  window: {_window(q.window)}")
+    clocks = set(P.trigger_domains(q.effective_trigger))
+    if q.window.domain is not None:
+        clocks.add(q.window.domain)
+    if not clocks:
+        add("  clocks: none (fires on rows only)")
+    else:
+        names = " + ".join(str(d) for d in sorted(clocks, key=lambda d: d.value))
+        mixed = " (mixed: the host feeds both clocks globally)" if len(clocks) > 1 else ""
+        add(f"  clocks: {names}{mixed}")
 
     origin = "explicit" if q.trigger is not None else "default"
     add(f"  trigger ({origin}):")
