@@ -70,13 +70,18 @@ _FILE = "__wql_file"
 _ID = "__wql_id"
 _ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
+_BUCKET = "__wql_bucket"
 
 REASON_NULL_EVENT_TIME = "null event time"
 REASON_NULL_PROCESSING_TIME = "null processing time"
 REASON_NULL_ARRIVAL_ORDER = "null arrival order"
 
+STRATEGY_BUCKETED = "bucketed"
 STRATEGY_PARTITIONED = "partitioned"
 STRATEGY_WINDOW = "window"
+
+#: Upper bound on the number of replay buckets (range slices of the replay order).
+MAX_BUCKETS = 64
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,9 @@ class Replay:
     dropped: DataFrame
     rows_in: int
     dropped_counts: dict[str, int]
+    #: Largest event time / processing time among the replayed rows (None: none).
+    max_ts: int | None = None
+    max_pt: int | None = None
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
 
     @property
@@ -212,6 +220,8 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_PARTITIO
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(_quote(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
+    if strategy == STRATEGY_BUCKETED:
+        return _replay_bucketed(staged, source_cols, order, spec, dropped)
     if strategy == STRATEGY_PARTITIONED:
         return _replay_partitioned(staged, source_cols, order, spec, dropped)
     if strategy == STRATEGY_WINDOW:
@@ -372,7 +382,87 @@ def _replay_partitioned(
             yield out.filter(keep_mask)
 
     result = ordered.mapInArrow(number, out_schema)
-    return Replay(result, dropped, rows_in, dropped_counts, [ordered])
+    return Replay(
+        result, dropped, rows_in, dropped_counts, _known(carry_ts), _known(carry_pt), [ordered]
+    )
+
+
+def _replay_bucketed(
+    staged: DataFrame,
+    source_cols: list[str],
+    order: list[str],
+    spec: ReplaySpec,
+    dropped: DataFrame,
+) -> Replay:
+    spark = staged.sparkSession
+    kept = staged.filter(F.col(_DROP).isNull())
+    primary = order[0] if len(order) > 2 else None
+    n_buckets = max(1, min(MAX_BUCKETS, int(spark.conf.get("spark.sql.shuffle.partitions"))))
+    boundaries: list[int] = []
+    if primary is not None and n_buckets > 1:
+        probs = [i / n_buckets for i in range(1, n_buckets)]
+        # approximate quantiles are fine: they only balance the buckets; the
+        # boundaries become literals, so every job below sees the same buckets
+        found = kept.approxQuantile(primary, probs, 0.001)
+        boundaries = sorted({int(b) for b in found})
+    # bucket = number of boundaries strictly below the row's primary order value,
+    # so equal values (ties) always share a bucket and buckets follow replay order
+    bucket: Column = F.lit(0)
+    for i, b in enumerate(boundaries):
+        bucket = F.when(F.col(primary) > F.lit(b), F.lit(i + 1)).otherwise(bucket)
+    bucketed = staged.withColumn(_BUCKET, bucket.cast(T.IntegerType()))
+    stats = (
+        bucketed.groupBy(_BUCKET, _DROP)
+        .agg(F.count(F.lit(1)).alias("rows"), F.max(TS).alias("max_ts"), F.max(PT).alias("max_pt"))
+        .collect()
+    )
+    dropped_counts: dict[str, int] = {}
+    per_bucket: dict[int, tuple[int, int, int]] = {}
+    rows_in = 0
+    for r in stats:
+        rows_in += r["rows"]
+        if r[_DROP] is not None:
+            dropped_counts[r[_DROP]] = dropped_counts.get(r[_DROP], 0) + r["rows"]
+        else:
+            per_bucket[r[_BUCKET]] = (
+                r["rows"],
+                MIN_TIME if r["max_ts"] is None else r["max_ts"],
+                MIN_TIME if r["max_pt"] is None else r["max_pt"],
+            )
+    offsets, carry_ts, carry_pt = [], [], []
+    offset, max_ts, max_pt = 0, MIN_TIME, MIN_TIME
+    for b in range(len(boundaries) + 1):
+        offsets.append(offset)
+        carry_ts.append(max_ts)
+        carry_pt.append(max_pt)
+        rows, bucket_ts, bucket_pt = per_bucket.get(b, (0, MIN_TIME, MIN_TIME))
+        offset += rows
+        max_ts = max(max_ts, bucket_ts)
+        max_pt = max(max_pt, bucket_pt)
+
+    def by_bucket(values: list[int]) -> Column:
+        return F.element_at(F.array(*[F.lit(v) for v in values]), F.col(_BUCKET) + 1)
+
+    w = Window.partitionBy(_BUCKET).orderBy(*[F.col(c).asc_nulls_first() for c in order])
+    before = F.greatest(
+        by_bucket(carry_ts), F.max(TS).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    )
+    floor = MIN_TIME + spec.delay_ms + 1
+    wm = F.when(before < F.lit(floor), F.lit(MIN_TIME)).otherwise(before - F.lit(spec.delay_ms + 1))
+    if spec.processing_time:
+        pt = F.greatest(
+            by_bucket(carry_pt), F.max(PT).over(w.rowsBetween(Window.unboundedPreceding, 0))
+        )
+    else:
+        pt = F.lit(None)
+    out = bucketed.filter(F.col(_DROP).isNull()).select(
+        *[F.col(_quote(c)) for c in source_cols],
+        (by_bucket(offsets) + F.row_number().over(w) - 1).cast(T.LongType()).alias(SEQ),
+        F.col(TS),
+        wm.cast(T.LongType()).alias(WM),
+        pt.cast(T.LongType()).alias(PT),
+    )
+    return Replay(out, dropped, rows_in, dropped_counts, _known(max_ts), _known(max_pt))
 
 
 def _replay_window(
@@ -382,9 +472,16 @@ def _replay_window(
     spec: ReplaySpec,
     dropped: DataFrame,
 ) -> Replay:
-    counts = staged.groupBy(_DROP).count().collect()
+    counts = (
+        staged.groupBy(_DROP)
+        .agg(F.count(F.lit(1)).alias("count"), F.max(TS).alias("ts"), F.max(PT).alias("pt"))
+        .collect()
+    )
     rows_in = sum(r["count"] for r in counts)
     dropped_counts = {r[_DROP]: r["count"] for r in counts if r[_DROP] is not None}
+    kept_stats = [r for r in counts if r[_DROP] is None]
+    max_ts = kept_stats[0]["ts"] if kept_stats else None
+    max_pt = kept_stats[0]["pt"] if kept_stats else None
     # dropped rows do not move the clocks, so they take no part in the windows at all
     kept = staged.filter(F.col(_DROP).isNull())
     w = Window.orderBy(*[F.col(c).asc_nulls_first() for c in order])
@@ -405,7 +502,11 @@ def _replay_window(
             else F.lit(None).cast(T.LongType())
         ).alias(PT),
     )
-    return Replay(out, dropped, rows_in, dropped_counts)
+    return Replay(out, dropped, rows_in, dropped_counts, max_ts, max_pt)
+
+
+def _known(value: int) -> int | None:
+    return None if value == MIN_TIME else value
 
 
 # --------------------------------------------------------------------------- helpers

@@ -1,0 +1,391 @@
+"""The embedding API: WQL inside a PySpark application.
+
+Three lines::
+
+    import wql
+    results = wql.compile(text).apply(spark, clicks=clicks_df)
+    results.df.show()            # the (only) query's result
+
+:func:`compile` parses and plans a WQL text; :meth:`Compiled.apply` runs it
+on Spark and returns :class:`Results`, a read-only mapping from every output
+name — each query's name and each ``LATE DATA TO`` name — to its DataFrame,
+exactly the folders ``wql run --output DIR`` writes. For the common
+one-query file, ``results.df``, ``results.late`` and ``results.counters`` are
+shortcuts; :meth:`Results.query` gives the full :class:`QueryResult` of any
+query (engine, DataFrames, rows dropped and why, counters).
+
+Sources: a DataFrame passed by source name wins; otherwise the source is read
+as its ``CREATE SOURCE ... WITH (format, path, ...)`` declares (a relative
+path resolves against ``base_dir``, the ``.wql`` file's folder for
+:func:`compile_file`). A passed DataFrame is checked against the declaration
+(every declared column present with a compatible type, else a clear error);
+an undeclared source takes its schema from the DataFrame — then the text is
+planned when :meth:`Compiled.apply` sees the DataFrame.
+
+>>> q = compile('''
+... CREATE SOURCE clicks (user_id STRING, ts TIMESTAMP,
+...     WATERMARK FOR ts AS ts - INTERVAL '5' SECOND);
+... CREATE VIEW per_minute AS
+... SELECT user_id, window_start, COUNT(*) AS clicks
+... FROM clicks GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE);
+... ''')
+>>> q.queries, q.engine
+(('per_minute',), {'per_minute': 'native'})
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wql.compiler import plan as P
+from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+
+__all__ = ["Compiled", "QueryResult", "Results", "compile", "compile_file"]
+
+ENGINES = ("auto", "native", "operator")
+
+
+def compile(  # noqa: A001 - the public name the embedding story uses
+    text: str,
+    engine: str = "auto",
+    *,
+    filename: str | None = None,
+    base_dir: str | Path | None = None,
+    schemas: Mapping[str, Any] | None = None,
+) -> Compiled:
+    """Parse and plan a WQL text.
+
+    ``engine`` is ``'auto'`` (the compiler chooses per query), ``'native'``
+    or ``'operator'``. ``schemas`` (source name -> DataFrame, StructType or
+    ``(name, type)`` pairs) lets the text use undeclared sources; without it,
+    planning such a text waits for :meth:`Compiled.apply`. Raises a
+    :class:`~wql.errors.WqlError` for any error in the text.
+    """
+    if engine not in ENGINES:
+        raise WqlSemanticError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    return Compiled(text, engine, filename, Path(base_dir) if base_dir else None, schemas)
+
+
+def compile_file(path: str | Path, engine: str = "auto") -> Compiled:
+    """:func:`compile` the ``.wql`` file at ``path``; relative source paths resolve next to it."""
+    from wql.commands import read_source
+
+    p = Path(path)
+    return compile(read_source(str(p)), engine, filename=str(path), base_dir=p.parent)
+
+
+class Compiled:
+    """A compiled WQL text (see :func:`compile`)."""
+
+    def __init__(
+        self,
+        text: str,
+        engine: str,
+        filename: str | None,
+        base_dir: Path | None,
+        schemas: Mapping[str, Any] | None,
+    ) -> None:
+        self.text = text
+        self.engine_request = engine
+        self.filename = filename
+        self.base_dir = base_dir
+        self._schemas = dict(schemas or {})
+        self._program: P.Program | None = None
+        self._undeclared = _undeclared_sources(text, filename, self._schemas)
+        if not self._undeclared:
+            self._program = self._compile(self._schemas)
+
+    # -- the plan -----------------------------------------------------------
+
+    @property
+    def program(self) -> P.Program:
+        """The typed plan; needs every source declared or given (``schemas=``)."""
+        if self._program is None:
+            names = ", ".join(sorted(self._undeclared))
+            raise WqlSemanticError(
+                f"source(s) {names} are not declared: the plan needs their schema",
+                hint="pass their DataFrames to apply(), or schemas= to wql.compile()",
+            )
+        return self._program
+
+    @property
+    def queries(self) -> tuple[str, ...]:
+        """The query names, in file order."""
+        return tuple(q.name for q in self.program.queries)
+
+    @property
+    def engine(self) -> dict[str, str]:
+        """The engine of each query (``'native'`` or ``'operator'``)."""
+        return {q.name: _engine_of(q) for q in self.program.queries}
+
+    def explain(self) -> str:
+        """What ``wql explain`` prints: the plan of every query and why its engine."""
+        from wql.compiler.explain import explain
+
+        return explain(self.program)
+
+    def to_spark_sql(self, query: str | None = None) -> str:
+        """Spark SQL of one native query, or of the whole file (operator queries as comments)."""
+        from wql.compiler.backends import native
+
+        if query is None:
+            from wql.commands.compile import spark_sql_script
+
+            return spark_sql_script(self.program, self.filename)
+        q = self._query(query)
+        if _engine_of(q) != "native":
+            reasons = "; ".join(r.text for r in (q.engine.reasons if q.engine else ()))
+            raise WqlUnsupportedError(
+                f"query {q.name!r} runs on the operator engine and has no Spark SQL form"
+                + (f" ({reasons})" if reasons else ""),
+                q.span,
+            ).with_source(self.text, self.filename)
+        return native.to_spark_sql(q)
+
+    # -- running ------------------------------------------------------------
+
+    def apply(self, spark: Any = None, /, **dataframes: Any) -> Results:
+        """Run every query; DataFrames are passed by source name.
+
+        ``spark`` defaults to the active session, else
+        :func:`wql.spark.session.default_session`. Operator-engine queries run
+        when this is called (their output is cached; :meth:`Results.release`
+        frees it); native queries stay lazy.
+        """
+        from wql.compiler.backends.native import build_native
+
+        if spark is None:
+            spark = _session()
+        program = self._bound(dataframes)
+        sources: dict[str, Any] = {}
+        results: dict[str, QueryResult] = {}
+        try:
+            for q in program.queries:
+                key = q.source.name.lower()
+                if key not in sources:
+                    sources[key] = self._source_df(spark, program, q.source.name, dataframes)
+                df = sources[key]
+                started = time.perf_counter()
+                engine = _engine_of(q)
+                if engine == "native":
+                    results[q.name] = QueryResult(q, engine, build_native(q, df), None, df)
+                else:
+                    from wql.spark.batch import run_operator
+
+                    run = run_operator(q, df)
+                    results[q.name] = QueryResult(
+                        q, engine, run.result, run.late, df, run.counters, run.dropped, run
+                    )
+                results[q.name].seconds = time.perf_counter() - started
+        except WqlError as e:
+            for r in results.values():
+                r.release()
+            raise e.with_source(self.text, self.filename) from None
+        return Results(results)
+
+    # -- helpers ------------------------------------------------------------
+
+    def _compile(self, schemas: Mapping[str, Any]) -> P.Program:
+        from wql.compiler import compile_source
+
+        return compile_source(
+            self.text, self.filename, engine=self.engine_request, schemas=schemas or None
+        )
+
+    def _bound(self, dataframes: Mapping[str, Any]) -> P.Program:
+        if self._program is not None and not (self._undeclared & {n.lower() for n in dataframes}):
+            return self._program
+        schemas = {**self._schemas, **dataframes}
+        return self._compile(schemas)
+
+    def _query(self, name: str) -> P.Query:
+        try:
+            return self.program.query(name)
+        except KeyError:
+            raise WqlSemanticError(
+                f"no query named {name!r}", hint=f"queries: {', '.join(self.queries)}"
+            ) from None
+
+    def _source_df(
+        self, spark: Any, program: P.Program, name: str, dataframes: Mapping[str, Any]
+    ) -> Any:
+        from wql.spark.sources import conform, read_source
+
+        decl = program.source(name)
+        given = next((df for n, df in dataframes.items() if n.lower() == name.lower()), None)
+        if decl is None:  # pragma: no cover - the binder resolved every source
+            raise WqlSemanticError(f"unknown source {name!r}")
+        if given is None:
+            if not decl.declared:  # pragma: no cover - an undeclared source came from a DataFrame
+                raise WqlSemanticError(f"source {name!r} needs a DataFrame")
+            given = read_source(spark, decl, self.base_dir)
+        return conform(decl, given)
+
+
+def _engine_of(q: P.Query) -> str:
+    return q.engine.engine if q.engine is not None else "operator"
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    from wql.spark.session import default_session
+
+    return default_session()
+
+
+def _undeclared_sources(text: str, filename: str | None, schemas: Mapping[str, Any]) -> set[str]:
+    """Lower-cased names of sources used in FROM but neither declared nor in ``schemas``."""
+    from wql.grammar import ast
+    from wql.grammar.parser import parse
+
+    try:
+        script = parse(text, filename)
+    except WqlError as e:
+        raise e.with_source(text, filename) from None
+    declared = {s.name.name.lower() for s in script.statements if isinstance(s, ast.CreateSource)}
+    declared |= {n.lower() for n in schemas}
+    used = set()
+    for s in script.statements:
+        q = s.query if isinstance(s, ast.CreateView) else s
+        if isinstance(q, ast.Query):
+            used.add(q.source.name.name.lower())
+    return used - declared
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class QueryResult:
+    """One query's outcome.
+
+    ``df`` has the query's output schema; ``late`` is the ``LATE DATA TO``
+    output (``None`` without it); ``dropped`` the source rows not windowed,
+    with a ``reason`` column. :attr:`counters` is computed on first use for
+    native queries (it runs Spark jobs) and known at once for operator ones.
+    """
+
+    plan: P.Query
+    engine: str
+    df: Any
+    late: Any
+    source: Any = field(repr=False)
+    _counters: dict[str, Any] | None = field(default=None, repr=False)
+    _dropped: Any = field(default=None, repr=False)
+    _run: Any = field(default=None, repr=False)
+    seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def late_name(self) -> str | None:
+        return self.plan.late_output
+
+    @property
+    def dropped(self) -> Any:
+        if self._dropped is None:
+            from wql.compiler.backends.native import dropped_rows
+
+            self._dropped = dropped_rows(self.plan, self.source)
+        return self._dropped
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """``rows_in``, ``rows_out``, ``late_rows``, ``dropped`` (reason -> rows), and more.
+
+        Operator queries also report ``rows_filtered`` (WHERE), ``rows_emitted``
+        (firings before HAVING) and the replay's counts.
+        """
+        if self._counters is None:
+            from wql.compiler.backends.native import drop_counts
+
+            self._counters = {
+                "rows_in": self.source.count(),
+                "late_rows": 0,
+                "dropped": drop_counts(self.plan, self.source),
+            }
+        out = dict(self._counters)
+        if "rows_out" not in out:
+            out["rows_out"] = self.df.count()
+            self._counters["rows_out"] = out["rows_out"]
+        out["engine"] = self.engine
+        return out
+
+    def release(self) -> None:
+        """Free what the operator engine cached for this query."""
+        if self._run is not None:
+            self._run.release()
+
+
+class Results(Mapping[str, Any]):
+    """Every output of a run: query names and late-output names -> DataFrames."""
+
+    def __init__(self, queries: Mapping[str, QueryResult]) -> None:
+        self._queries = dict(queries)
+        self._outputs: dict[str, Any] = {}
+        for r in self._queries.values():
+            self._outputs[r.name] = r.df
+            if r.late_name is not None and r.late is not None:
+                self._outputs[r.late_name] = r.late
+
+    def __getitem__(self, name: str) -> Any:
+        for n, df in self._outputs.items():
+            if n.lower() == name.lower():
+                return df
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._outputs)
+
+    def __len__(self) -> int:
+        return len(self._outputs)
+
+    def query(self, name: str) -> QueryResult:
+        """The full result of the query called ``name``."""
+        for n, r in self._queries.items():
+            if n.lower() == name.lower():
+                return r
+        raise KeyError(name)
+
+    @property
+    def queries(self) -> tuple[QueryResult, ...]:
+        return tuple(self._queries.values())
+
+    def _only(self) -> QueryResult:
+        if len(self._queries) != 1:
+            names = ", ".join(self._queries)
+            raise WqlSemanticError(
+                f"the text has {len(self._queries)} queries ({names}); pick one with "
+                "results[name] or results.query(name)"
+            )
+        return next(iter(self._queries.values()))
+
+    @property
+    def df(self) -> Any:
+        """The result of the text's only query."""
+        return self._only().df
+
+    @property
+    def late(self) -> Any:
+        """The late output of the text's only query (``None`` without LATE DATA TO)."""
+        return self._only().late
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """The counters of the text's only query."""
+        return self._only().counters
+
+    def release(self) -> None:
+        """Free every cache the run holds (the DataFrames are then recomputed when used)."""
+        for r in self._queries.values():
+            r.release()

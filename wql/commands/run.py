@@ -1,0 +1,247 @@
+"""``wql run FILE...``: run .wql files on Spark and write or show every output.
+
+::
+
+    wql run FILE... [--engine auto|native|operator] [--output DIR]
+                    [--format parquet|csv|json] [--show N]
+                    [--master URL] [--conf KEY=VALUE]...
+
+Every file is compiled first (all errors of all files are reported before
+Spark starts); then the files run in one Spark session. With ``--output``,
+each query's result goes to ``DIR/<query>/`` and each ``LATE DATA TO``
+output to ``DIR/<late name>/`` (CSV with a header row); with several files,
+to ``DIR/<file stem>/<name>/``. Existing output folders are replaced.
+``--show N`` prints the first N rows of every output, sorted by its columns.
+Without ``--output``, ``--show 20`` is implied.
+
+A run summary goes to standard error: per query the engine, rows in, rows
+out, late rows, rows dropped by reason and the time taken. While Spark
+works, a progress line every few seconds says which stage runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from wql.commands import display_name, read_source
+from wql.commands.check import ENGINES
+from wql.errors import WqlError
+
+FORMATS = ("parquet", "csv", "json")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run .wql files on Spark, writing or showing every output",
+        description="Compile and run .wql files in one Spark session. Results go to "
+        "DIR/<query>/ and late outputs to DIR/<late name>/ (DIR/<file stem>/<name>/ with "
+        "several files).",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file")
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="auto", help="force an engine (default: auto)"
+    )
+    parser.add_argument("--output", metavar="DIR", help="write every output under DIR")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="csv", help="output format (default: csv)"
+    )
+    parser.add_argument(
+        "--show",
+        type=int,
+        metavar="N",
+        help="print N rows of every output (default 20 without --output)",
+    )
+    parser.add_argument("--master", metavar="URL", help="Spark master (default: local[*])")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark configuration entry (repeatable)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import wql
+
+    conf = _parse_conf(args.conf)
+    if args.show is not None and args.show < 0:
+        raise WqlError("--show needs a number of rows >= 0")
+    compiled = []
+    errors: list[WqlError] = []
+    for path in args.files:
+        try:
+            text = read_source(path)
+            compiled.append(
+                wql.compile(
+                    text, args.engine, filename=display_name(path), base_dir=Path(path).parent
+                )
+            )
+        except WqlError as err:
+            errors.append(err)
+    if errors:
+        from wql.commands import print_error
+
+        for err in errors[:-1]:
+            print_error(err)
+        raise errors[-1]
+    stems = [Path(p).stem for p in args.files]
+    if len(set(stems)) != len(stems):
+        raise WqlError("several files have the same name; their outputs would collide")
+    show = args.show if args.show is not None else (None if args.output else 20)
+
+    started = time.perf_counter()
+    _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
+    from wql.spark.session import default_session
+
+    spark = default_session(args.master, "wql run", conf)
+    failed = False
+    with _ProgressReporter(spark):
+        for path, stem, c in zip(args.files, stems, compiled, strict=True):
+            out_dir = None
+            if args.output:
+                out_dir = Path(args.output) / stem if len(args.files) > 1 else Path(args.output)
+            failed |= not _run_file(spark, path, c, out_dir, args.format, show)
+    _progress(f"done in {time.perf_counter() - started:.1f} s")
+    return 1 if failed else 0
+
+
+def _run_file(
+    spark: Any, path: str, compiled: Any, out_dir: Path | None, fmt: str, show: int | None
+) -> bool:
+    name = display_name(path)
+    _progress(f"{name}: {len(compiled.queries)} quer{'y' if len(compiled.queries) == 1 else 'ies'}")
+    try:
+        results = compiled.apply(spark)
+    except WqlError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
+        raise WqlError(
+            f"Spark failed while running {name}: {_first_line(e)}", filename=name
+        ) from None
+    try:
+        for r in results.queries:
+            outputs = [(r.name, r.df)]
+            if r.late is not None and r.late_name:
+                outputs.append((r.late_name, r.late))
+            for out_name, df in outputs:
+                if out_dir is not None:
+                    target = out_dir / out_name
+                    _progress(f"{name}: writing {out_name} -> {target}")
+                    _write(df, target, fmt)
+                if show:
+                    print(f"== {out_name} ({r.engine} engine)")
+                    df.orderBy(*df.columns).show(show, truncate=False)
+            _summary(name, r)
+    except WqlError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise WqlError(
+            f"Spark failed while running {name}: {_first_line(e)}", filename=name
+        ) from None
+    finally:
+        results.release()
+    return True
+
+
+def _write(df: Any, target: Path, fmt: str) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if fmt == "csv":
+        # CSV has no arrays: COLLECT_LIST results are written as JSON text
+        df = df.select(
+            *[
+                F.to_json(F.col(f"`{f.name}`")).alias(f.name)
+                if isinstance(f.dataType, T.ArrayType)
+                else F.col(f"`{f.name}`")
+                for f in df.schema.fields
+            ]
+        )
+    writer = df.write.mode("overwrite").format(fmt)
+    if fmt == "csv":
+        writer = writer.option("header", "true")
+    writer.save(str(target))
+
+
+def _summary(file: str, r: Any) -> None:
+    c = r.counters
+    dropped = c.get("dropped", {})
+    parts = [
+        f"{file}: {r.name} [{r.engine}]",
+        f"rows in {c.get('rows_in', 0)}",
+        f"out {c.get('rows_out', 0)}",
+        f"late {c.get('late_rows', 0)}",
+    ]
+    if c.get("rows_filtered"):
+        parts.append(f"filtered {c['rows_filtered']}")
+    if dropped:
+        parts.append(
+            "dropped " + ", ".join(f"{n} ({reason})" for reason, n in sorted(dropped.items()))
+        )
+    else:
+        parts.append("dropped 0")
+    parts.append(f"{r.seconds:.1f} s")
+    print(" | ".join(parts), file=sys.stderr)
+
+
+def _parse_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise WqlError(f"--conf needs KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def _progress(message: str) -> None:
+    print(f"wql run: {message}", file=sys.stderr, flush=True)
+
+
+def _first_line(e: Exception) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+class _ProgressReporter:
+    """Prints the running Spark stages every few seconds (Spark's console bar is off)."""
+
+    def __init__(self, spark: Any, every: float = 5.0) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="wql-progress", daemon=True)
+        self._last = ""
+
+    def __enter__(self) -> _ProgressReporter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                stages = []
+                for sid in self.tracker.getActiveStageIds():
+                    info = self.tracker.getStageInfo(sid)
+                    if info is not None:
+                        stages.append(
+                            f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks"
+                        )
+            except Exception:  # noqa: BLE001 - progress is best effort
+                return
+            line = "; ".join(stages)
+            if line and line != self._last:
+                _progress(line)
+                self._last = line

@@ -1,0 +1,230 @@
+"""The operator backend: a plan query as the runtime's configuration.
+
+:func:`build_operator` maps every plan construct (window, trigger tree,
+evictor, lateness, late output, aggregates) to the ``wql.runtime`` objects
+one :class:`~wql.runtime.config.OperatorConfig` is made of, and says which
+*scalar expressions* the host must evaluate in Spark before the operator
+(docs/architecture.md: the runtime sees only plain values).
+
+The operator reads each row as ``(key, timestamp, values)``:
+
+* ``key`` — the tuple of :attr:`OperatorPlan.keys` (grouping-key
+  expressions over the source relation, in GROUP BY order);
+* ``values`` — the tuple of :attr:`OperatorPlan.values`, one Spark SQL
+  expression per index. The config refers to these indices: aggregate
+  arguments, the dynamic session gap (BIGINT ms), DELTA trigger/evictor
+  expressions (DOUBLE) and, with ``LATE DATA TO``, every source column
+  (the late output carries them back). Equal expressions share an index.
+
+The host also needs the query's clocks: :attr:`OperatorPlan.domains` is the
+set of time domains the windows and triggers use; a query using both needs
+the global clock sequence on every partition (docs/architecture.md).
+
+>>> from wql.compiler import compile_source
+>>> q = compile_source('''
+... CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP,
+...     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);
+... SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND)
+... TRIGGER PURGING COUNT(4)''', engine="operator").queries[0]
+>>> op = build_operator(q)
+>>> op.config.assigner, op.config.trigger
+(SessionWindows(gap=3000, event_time=True), PurgingTrigger(nested=CountTrigger(count=4)))
+>>> [v.sql for v in op.values], [k.name for k in op.keys]
+(['v'], ['k'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wql.compiler import plan as P
+from wql.compiler import types as T
+from wql.compiler.types import WqlType
+from wql.errors import WqlUnsupportedError
+from wql.runtime import assigners as A
+from wql.runtime import evictors as E
+from wql.runtime import triggers as TR
+from wql.runtime.aggregates import AggregateSpec
+from wql.runtime.config import OperatorConfig
+
+__all__ = ["OperatorPlan", "ValueColumn", "build_operator"]
+
+
+@dataclass(frozen=True)
+class ValueColumn:
+    """One entry of the operator's ``values`` tuple: Spark SQL over the source relation."""
+
+    sql: str
+    type: WqlType
+
+
+@dataclass(frozen=True)
+class OperatorPlan:
+    """What the Spark host needs to run one query on the operator engine.
+
+    Attributes:
+        query: the plan query.
+        config: the runtime configuration.
+        keys: the grouping keys (``KeyColumn.expr`` over the source relation).
+        values: the operator's input values, by index.
+        late_columns: ``(source column, values index)`` for the late output,
+            in source-column order (empty without ``LATE DATA TO``).
+        domains: time domains used by the window and the trigger tree.
+    """
+
+    query: P.Query
+    config: OperatorConfig
+    keys: tuple[P.KeyColumn, ...]
+    values: tuple[ValueColumn, ...]
+    late_columns: tuple[tuple[str, int], ...]
+    domains: frozenset[P.TimeDomain]
+
+    @property
+    def uses_event_time(self) -> bool:
+        return P.TimeDomain.EVENT in self.domains
+
+    @property
+    def uses_processing_time(self) -> bool:
+        return P.TimeDomain.PROCESSING in self.domains
+
+    @property
+    def mixes_time_domains(self) -> bool:
+        return len(self.domains) > 1
+
+
+class _Values:
+    """Interns value expressions so that equal SQL shares one index."""
+
+    def __init__(self) -> None:
+        self.items: list[ValueColumn] = []
+        self._index: dict[str, int] = {}
+
+    def add(self, sql: str, type_: WqlType) -> int:
+        if sql not in self._index:
+            self._index[sql] = len(self.items)
+            self.items.append(ValueColumn(sql, type_))
+        return self._index[sql]
+
+
+def build_operator(query: P.Query) -> OperatorPlan:
+    """The runtime configuration and host inputs of ``query``.
+
+    Raises :class:`WqlUnsupportedError` (pointing at the clause) for a
+    construct the runtime does not offer.
+    """
+    values = _Values()
+    assigner = _assigner(query.window, values)
+    trigger = _trigger(query.effective_trigger, values) if query.effective_trigger else None
+    evictor_node = query.effective_evictor or query.evictor
+    evictor = _evictor(evictor_node, values) if evictor_node is not None else None
+    aggregates = tuple(_aggregate(a, values) for a in query.aggregates)
+    late_columns: tuple[tuple[str, int], ...] = ()
+    if query.late_output is not None:
+        late_columns = tuple(
+            (c.name, values.add(_quote(c.name), c.type)) for c in query.source.columns
+        )
+    config = OperatorConfig(
+        assigner=assigner,
+        aggregates=aggregates,
+        trigger=trigger,
+        evictor=evictor,
+        allowed_lateness=query.allowed_lateness_ms,
+        late_output=query.late_output is not None,
+        late_columns=tuple(i for _, i in late_columns) if late_columns else None,
+    )
+    domains = set(P.trigger_domains(query.effective_trigger)) if query.effective_trigger else set()
+    if query.window.domain is not None:
+        # a time window's cleanup timer runs on its own clock whatever the trigger
+        domains.add(query.window.domain)
+    return OperatorPlan(
+        query=query,
+        config=config,
+        keys=query.keys,
+        values=tuple(values.items),
+        late_columns=late_columns,
+        domains=frozenset(domains),
+    )
+
+
+# --------------------------------------------------------------------------- windows
+
+
+def _assigner(w: P.Window, values: _Values) -> A.WindowAssigner:
+    event = w.domain is P.TimeDomain.EVENT
+    if isinstance(w, P.Tumble):
+        return A.TumblingWindows(w.size_ms, w.offset_ms, event_time=event)
+    if isinstance(w, P.Hop):
+        return A.SlidingWindows(w.size_ms, w.slide_ms, w.offset_ms, event_time=event)
+    if isinstance(w, P.Cumulate):
+        return A.CumulateWindows(w.step_ms, w.size_ms, w.offset_ms, event_time=event)
+    if isinstance(w, P.Session):
+        return A.SessionWindows(w.gap_ms, event_time=event)
+    if isinstance(w, P.DynamicSession):
+        gap = values.add(f"CAST(({w.gap_ms.sql}) AS BIGINT)", T.BIGINT)
+        return A.DynamicSessionWindows(gap, event_time=event)
+    if isinstance(w, (P.CountWindow, P.GlobalWindow)):
+        # COUNT_WINDOW's trigger and evictor come from the binder's effective_* fields
+        return A.GlobalWindows()
+    raise WqlUnsupportedError(f"window {type(w).__name__} has no runtime assigner", w.span)
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+def _trigger(t: P.Trigger, values: _Values) -> TR.Trigger:
+    if isinstance(t, P.WatermarkTrigger):
+        return TR.EventTimeTrigger()
+    if isinstance(t, P.ProcessingTimeTrigger):
+        return TR.ProcessingTimeTrigger()
+    if isinstance(t, P.CountTrigger):
+        return TR.CountTrigger(t.n)
+    if isinstance(t, P.EveryTrigger):
+        if t.domain is P.TimeDomain.EVENT:
+            return TR.ContinuousEventTimeTrigger(t.interval_ms)
+        return TR.ContinuousProcessingTimeTrigger(t.interval_ms)
+    if isinstance(t, P.DeltaTrigger):
+        return TR.DeltaTrigger(_delta_value(t.expr, values), float(t.threshold))
+    if isinstance(t, P.TimeoutTrigger):
+        return TR.ProcessingTimeoutTrigger(_trigger(t.child, values), t.timeout_ms)
+    if isinstance(t, P.PurgingTrigger):
+        return TR.PurgingTrigger(_trigger(t.child, values))
+    if isinstance(t, P.AnyTrigger):
+        return TR.AnyTrigger(tuple(_trigger(c, values) for c in t.triggers))
+    if isinstance(t, P.AllTrigger):
+        return TR.AllTrigger(tuple(_trigger(c, values) for c in t.triggers))
+    if isinstance(t, P.EarlyLateTrigger):
+        early = _trigger(t.early, values) if t.early is not None else None
+        late = _trigger(t.late, values) if t.late is not None else None
+        return TR.EarlyLateTrigger(early, late)
+    raise WqlUnsupportedError(f"trigger {type(t).__name__} has no runtime equivalent", t.span)
+
+
+def _delta_value(expr: P.Expr, values: _Values) -> int:
+    # DELTA compares |a - b| with a float threshold: hand the runtime doubles
+    return values.add(f"CAST(({expr.sql}) AS DOUBLE)", T.DOUBLE)
+
+
+# --------------------------------------------------------------------------- evictors
+
+
+def _evictor(e: P.Evictor, values: _Values) -> E.Evictor:
+    if isinstance(e, P.CountEvictor):
+        return E.CountEvictor(e.n, after=e.after)
+    if isinstance(e, P.TimeEvictor):
+        return E.TimeEvictor(e.interval_ms, after=e.after)
+    if isinstance(e, P.DeltaEvictor):
+        return E.DeltaEvictor(_delta_value(e.expr, values), float(e.threshold), after=e.after)
+    raise WqlUnsupportedError(f"evictor {type(e).__name__} has no runtime equivalent", e.span)
+
+
+# --------------------------------------------------------------------------- aggregates
+
+
+def _aggregate(a: P.Aggregate, values: _Values) -> AggregateSpec:
+    if a.arg is None:
+        return AggregateSpec(a.kind.value)
+    return AggregateSpec(a.kind.value, values.add(a.arg.sql, a.arg.type))
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -1,0 +1,497 @@
+"""The batch host: run a query's ``WindowOperator`` inside Spark over a static source.
+
+Pipeline (docs/architecture.md, "Contract: batch replay on Spark"):
+
+1. :mod:`wql.spark.replay` orders the source rows and attaches to each its
+   replay position and the global clocks it sees (``watermark_before``,
+   processing time). Rows without event time are counted, not replayed.
+2. ``WHERE`` is applied *after* the clocks are computed: the watermark is
+   generated at the source, before any filter, as in Flink SQL (a filtered
+   row still advances the watermark).
+3. Every pre-aggregation expression (keys, aggregate arguments, dynamic
+   gaps, DELTA expressions, late-output columns) is evaluated in Spark, so
+   the operator sees plain values (:mod:`wql.compiler.backends.operator`).
+4. Rows are repartitioned by key and sorted by replay position within each
+   partition; ``mapInArrow`` runs one ``WindowOperator`` per partition over
+   the Arrow batches (``process_batch`` with each row's ``watermark_before``),
+   then advances the clocks to their final global values and calls
+   ``end_of_input()``. It emits ONE stream tagged by kind: result rows
+   (``R``), late rows (``L``) and one counters row per partition (``C``).
+   That stream is cached and split, so the operator runs once (measured in
+   ``docs/running.md``).
+5. The post-aggregation projection (``HAVING`` + ``SELECT``, Spark SQL over
+   the post-aggregation relation) runs in Spark, giving exactly the plan's
+   output schema.
+
+Why the result does not depend on partitioning, core count or Arrow batch
+size: each row carries the global clocks it must see; a key's state changes
+only through its own rows and its own timers, and timers fire in time order
+whenever a clock rises, so firing them in one jump before the key's next row
+(or at end of input) is the same sequence as firing them across smaller rises.
+At end of input each partition first moves the processing clock to its final
+global value (the largest processing time of the replay), because Flink does
+not fire processing-time timers at end of input and a key's last pending
+timer may be due only because of *other* keys' rows.
+
+A query whose window and trigger tree use *both* clocks (e.g. ``EVERY ... OF
+PROCESSING TIME`` on an event-time window, ``TIMEOUT``) depends on how the two
+clocks interleave; for it, every partition replays the global sequence of
+clock changes merged with its own rows (collected to the driver and
+broadcast; per-row path). That needs the declared ``processing_time``
+column: with the wall clock there is no global sequence to replay, and such
+a query is rejected with a :class:`~wql.errors.WqlUnsupportedError`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as ST
+
+from wql.compiler import plan as P
+from wql.compiler import types as T
+from wql.compiler.backends.operator import OperatorPlan, build_operator
+from wql.compiler.types import WqlType
+from wql.errors import WqlUnsupportedError
+from wql.spark import replay as R
+
+__all__ = ["OperatorRun", "REASON_FILTERED", "run_operator"]
+
+KIND = "__wql_kind"
+COUNTERS = "__wql_counters"
+_WS, _WE, _WT, _PI, _PT, _LTS = (
+    "__wql_ws",
+    "__wql_we",
+    "__wql_wt",
+    "__wql_pane",
+    "__wql_timing",
+    "__wql_late_ts",
+)
+
+#: Not a drop: rows the query's WHERE clause rejects (reported separately).
+REASON_FILTERED = "filtered by WHERE"
+
+
+@dataclass
+class OperatorRun:
+    """The outcome of one query on the operator engine.
+
+    ``result`` has the plan's output schema; ``late`` the late-output schema
+    (``None`` without ``LATE DATA TO``); ``dropped`` the source rows that were
+    not replayed, with a ``reason``. ``counters`` are the runtime's counters
+    summed over partitions plus the replay's: ``rows_in`` (source rows),
+    ``rows_replayed``, ``rows_filtered`` (WHERE), ``rows_operator`` (rows the
+    operators saw), ``rows_emitted`` (firings, before HAVING), ``late_rows``
+    and ``dropped`` by reason (replay and runtime reasons together).
+    """
+
+    query: P.Query
+    result: DataFrame
+    late: DataFrame | None
+    dropped: DataFrame
+    counters: dict[str, Any]
+    _cached: list[DataFrame] = field(default_factory=list, repr=False)
+    _replay: R.Replay | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Free the cached operator output and replay."""
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+        if self._replay is not None:
+            self._replay.release()
+
+
+def run_operator(
+    query: P.Query,
+    source: DataFrame,
+    *,
+    operator_plan: OperatorPlan | None = None,
+    replay_strategy: str = R.STRATEGY_BUCKETED,
+) -> OperatorRun:
+    """Run ``query`` on the operator engine over the batch DataFrame ``source``.
+
+    ``source`` must hold the source relation's columns (names as declared).
+    Runs the Spark jobs needed for the replay statistics and the operator
+    (whose output is cached); the returned DataFrames read that cache.
+    """
+    op = operator_plan or build_operator(query)
+    et = query.source.event_time
+    spec = R.ReplaySpec(
+        event_time=et.column if et else None,
+        delay_ms=et.delay_ms if et else 0,
+        arrival_order=query.source.arrival_order,
+        processing_time=query.source.processing_time if op.uses_processing_time else None,
+    )
+    if op.mixes_time_domains and spec.processing_time is None:
+        raise WqlUnsupportedError(
+            f"query {query.name!r} uses both event time and processing time; batch replay "
+            "needs the global sequence of both clocks, which exists only with a declared "
+            "processing-time column",
+            query.trigger.span if query.trigger is not None else query.span,
+            hint="declare WITH (processing_time = '<column>') on the source",
+        )
+    replayed = R.replay(source, spec, strategy=replay_strategy)
+    try:
+        return _run(query, op, spec, replayed)
+    except BaseException:
+        replayed.release()
+        raise
+
+
+def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Replay) -> OperatorRun:
+    spark = replayed.df.sparkSession
+    df = replayed.df
+    if query.filter is not None:
+        df = df.where(F.expr(query.filter.sql))
+    key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
+    value_cols = [f"__wql_v{i}" for i in range(len(op.values))]
+    staged = df.select(
+        *[F.expr(k.expr.sql).alias(c) for k, c in zip(op.keys, key_cols, strict=True)],
+        *[F.expr(v.sql).alias(c) for v, c in zip(op.values, value_cols, strict=True)],
+        R.SEQ,
+        R.TS,
+        R.WM,
+        R.PT,
+    )
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    staged = (
+        staged.repartition(partitions, *key_cols) if key_cols else staged.repartition(1)
+    ).sortWithinPartitions(R.SEQ)
+
+    clock = _final_clocks(replayed, spec)
+    clock_events = _clock_events(replayed) if op.mixes_time_domains else None
+    out_schema, arrow_schema, agg_types, late_types = _output_schema(query, op)
+    task = _PartitionTask(
+        config=op.config,
+        n_keys=len(key_cols),
+        n_values=len(value_cols),
+        agg_types=agg_types,
+        key_types=tuple(k.type for k in op.keys),
+        late_index=tuple(i for _, i in op.late_columns),
+        late_types=late_types,
+        has_event_time=spec.event_time is not None,
+        processing=op.uses_processing_time,
+        wall_clock=op.uses_processing_time and spec.processing_time is None,
+        final_watermark=clock[0],
+        final_processing_time=clock[1],
+        clock_events=clock_events,
+        out_schema=arrow_schema,
+    )
+    tagged = staged.mapInArrow(task, out_schema).persist()
+    counter_rows = tagged.where(F.col(KIND) == "C").select(COUNTERS).collect()
+    counters = _sum_counters([json.loads(r[COUNTERS]) for r in counter_rows])
+    replayed_rows = replayed.rows_replayed
+    filtered = replayed_rows - counters["rows_in"]
+    dropped = dict(replayed.dropped_counts)
+    for reason, n in counters["dropped"].items():
+        dropped[reason] = dropped.get(reason, 0) + n
+    summary = {
+        "rows_in": replayed.rows_in,
+        "rows_replayed": replayed_rows,
+        "rows_filtered": filtered,
+        "rows_operator": counters["rows_in"],
+        "rows_emitted": counters["rows_emitted"],
+        "late_rows": counters["late_rows"],
+        "dropped": dropped,
+    }
+    result = _post_aggregation(query, op, tagged.where(F.col(KIND) == "R"))
+    late = None
+    if query.late_output is not None:
+        late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
+    return OperatorRun(query, result, late, replayed.dropped, summary, [tagged], replayed)
+
+
+# --------------------------------------------------------------------------- clocks
+
+
+def _final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
+    """The watermark and processing time after the last replayed row (global)."""
+    max_ts = replayed.max_ts
+    wm = R.MIN_TIME if max_ts is None else max(R.MIN_TIME, max_ts - spec.delay_ms - 1)
+    pt = R.MIN_TIME if replayed.max_pt is None else replayed.max_pt
+    return wm, pt
+
+
+def _clock_events(replayed: R.Replay) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The global clock sequence: ``(seq, watermark_before, processing_time)`` at each change."""
+    rows = replayed.df.select(R.SEQ, R.WM, R.PT).orderBy(R.SEQ).toArrow()
+    seq = rows.column(R.SEQ).to_numpy()
+    wm = rows.column(R.WM).to_numpy()
+    pt = rows.column(R.PT).fill_null(R.MIN_TIME).to_numpy()
+    if len(seq) == 0:
+        return seq, wm, pt
+    changed = np.ones(len(seq), dtype=bool)
+    changed[1:] = (wm[1:] != wm[:-1]) | (pt[1:] != pt[:-1])
+    return seq[changed], wm[changed], pt[changed]
+
+
+# --------------------------------------------------------------------------- the task
+
+
+@dataclass(frozen=True)
+class _PartitionTask:
+    """The function ``mapInArrow`` runs per partition (pickled to the executors)."""
+
+    config: Any
+    n_keys: int
+    n_values: int
+    agg_types: tuple[WqlType, ...]
+    key_types: tuple[WqlType, ...]
+    late_index: tuple[int, ...]
+    late_types: tuple[WqlType, ...]
+    has_event_time: bool
+    processing: bool
+    wall_clock: bool
+    final_watermark: int
+    final_processing_time: int
+    clock_events: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    out_schema: pa.Schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from wql.runtime.config import RowBatch
+        from wql.runtime.operator import WindowOperator
+
+        op = WindowOperator(self.config)
+        events = _EventCursor(self.clock_events) if self.clock_events is not None else None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            keys = self._keys(batch)
+            columns = tuple(_column(batch.column(f"__wql_v{i}")) for i in range(self.n_values))
+            ts = (
+                batch.column(R.TS).to_numpy(zero_copy_only=False).astype(np.int64)
+                if self.has_event_time
+                else None
+            )
+            wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
+            pt = None
+            if self.wall_clock:
+                pt = np.full(batch.num_rows, time.time_ns() // 1_000_000, dtype=np.int64)
+            elif self.processing:
+                pt = batch.column(R.PT).to_numpy(zero_copy_only=False).astype(np.int64)
+            if events is None:
+                op.process_batch(RowBatch(keys, ts, columns, wm, pt))
+            else:
+                seqs = batch.column(R.SEQ).to_numpy(zero_copy_only=False)
+                rows = list(zip(*columns, strict=True)) if columns else [()] * len(keys)
+                for i in range(len(keys)):
+                    events.advance_before(op, int(seqs[i]))
+                    op.advance_watermark(int(wm[i]))
+                    if pt is not None:
+                        op.advance_processing_time(int(pt[i]))
+                    op.process_element(keys[i], None if ts is None else int(ts[i]), rows[i])
+            yield from self._emit(op)
+        if events is not None:
+            events.advance_before(op, R.MAX_TIME)
+        # the clocks after the last row of the whole replay (other keys' rows included)
+        op.advance_watermark(self.final_watermark)
+        if self.processing:
+            final_pt = (
+                time.time_ns() // 1_000_000 if self.wall_clock else self.final_processing_time
+            )
+            op.advance_processing_time(final_pt)
+        op.end_of_input()
+        yield from self._emit(op)
+        counters = json.dumps(op.counters.as_dict())
+        yield self._batch(
+            {KIND: pa.array(["C"], pa.string()), COUNTERS: pa.array([counters], pa.string())}, 1
+        )
+
+    def _keys(self, batch: pa.RecordBatch) -> list:
+        n = batch.num_rows
+        if self.n_keys == 0:
+            return [()] * n
+        cols = [batch.column(f"__wql_k{i}").to_pylist() for i in range(self.n_keys)]
+        return list(zip(*cols, strict=True))
+
+    def _emit(self, op: Any) -> Iterator[pa.RecordBatch]:
+        results = op.drain()
+        late = op.drain_late()
+        if results:
+            yield self._results_batch(results)
+        if late:
+            yield self._late_batch(late)
+
+    def _results_batch(self, rows: list[tuple]) -> pa.RecordBatch:
+        n = len(rows)
+        cols: dict[str, pa.Array] = {KIND: pa.array(["R"] * n, pa.string())}
+        for i, t in enumerate(self.key_types):
+            cols[f"__wql_k{i}"] = _arrow([r[0][i] for r in rows], t)
+        for name, idx in ((_WS, 1), (_WE, 2), (_WT, 3), (_PI, 4)):
+            cols[name] = pa.array([r[idx] for r in rows], pa.int64())
+        cols[_PT] = pa.array([r[5] for r in rows], pa.string())
+        for i, t in enumerate(self.agg_types):
+            cols[f"__wql_a{i}"] = _arrow([r[7 + i] for r in rows], t)
+        return self._batch(cols, n)
+
+    def _late_batch(self, rows: list[tuple]) -> pa.RecordBatch:
+        n = len(rows)
+        cols: dict[str, pa.Array] = {KIND: pa.array(["L"] * n, pa.string())}
+        for j, t in enumerate(self.late_types):
+            cols[f"__wql_l{j}"] = _arrow([r[2][j] for r in rows], t)
+        cols[_LTS] = pa.array([r[1] for r in rows], pa.int64())
+        return self._batch(cols, n)
+
+    def _batch(self, cols: dict[str, pa.Array], n: int) -> pa.RecordBatch:
+        arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in self.out_schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
+
+
+class _EventCursor:
+    """Walks the global clock sequence, replaying the changes made by other keys' rows."""
+
+    def __init__(self, events: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.seq, self.wm, self.pt = (a.tolist() for a in events)
+        self.pos = 0
+
+    def advance_before(self, op: Any, seq: int) -> None:
+        while self.pos < len(self.seq) and self.seq[self.pos] < seq:
+            op.advance_watermark(self.wm[self.pos])
+            op.advance_processing_time(self.pt[self.pos])
+            self.pos += 1
+
+
+# --------------------------------------------------------------------------- conversions
+
+
+def _column(arr: pa.Array) -> Any:
+    """An Arrow column as the runtime wants it: NumPy when numeric without nulls, else a list."""
+    if arr.null_count == 0 and (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        return arr.to_numpy(zero_copy_only=False)
+    return arr.to_pylist()
+
+
+def arrow_type(t: WqlType) -> pa.DataType:
+    """The Arrow type Spark expects for a column of WQL type ``t`` in ``mapInArrow`` output."""
+    simple = {
+        "STRING": pa.string(),
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+        "DATE": pa.date32(),
+        "BINARY": pa.binary(),
+        "NULL": pa.null(),
+    }
+    if t.kind in simple:
+        return simple[t.kind]
+    if t.kind == "DECIMAL":
+        return pa.decimal128(t.precision, t.scale)
+    if t.kind == "ARRAY":
+        assert t.element is not None
+        return pa.list_(arrow_type(t.element))
+    raise WqlUnsupportedError(f"the operator engine cannot output values of type {t.ddl}")
+
+
+def _arrow(values: list, t: WqlType) -> pa.Array:
+    """Values computed by the runtime as an Arrow array of the plan's type."""
+    return pa.array([_coerce(v, t) for v in values], type=arrow_type(t))
+
+
+def _coerce(v: Any, t: WqlType) -> Any:
+    if v is None:
+        return None
+    kind = t.kind
+    if kind in ("DOUBLE", "FLOAT"):
+        return float(v)
+    if kind in ("BIGINT", "INT", "SMALLINT", "TINYINT"):
+        return int(v)
+    if kind == "DECIMAL":
+        # Spark rounds decimal results HALF_UP to the result scale
+        d = v if isinstance(v, Decimal) else Decimal(str(v))
+        return d.quantize(Decimal(1).scaleb(-(t.scale or 0)), rounding=ROUND_HALF_UP)
+    if kind == "ARRAY":
+        assert t.element is not None
+        return [_coerce(x, t.element) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def _output_schema(
+    query: P.Query, op: OperatorPlan
+) -> tuple[ST.StructType, pa.Schema, tuple[WqlType, ...], tuple[WqlType, ...]]:
+    """The tagged stream's schema, in Spark and in Arrow (every batch must match it)."""
+    columns: list[tuple[str, WqlType]] = [(KIND, T.STRING)]
+    columns += [(f"__wql_k{i}", k.type) for i, k in enumerate(op.keys)]
+    columns += [(n, T.BIGINT) for n in (_WS, _WE, _WT, _PI)]
+    columns.append((_PT, T.STRING))
+    agg_types = tuple(a.type for a in query.aggregates)
+    columns += [(f"__wql_a{i}", t) for i, t in enumerate(agg_types)]
+    late_types = tuple(op.values[i].type for _, i in op.late_columns)
+    columns += [(f"__wql_l{j}", t) for j, t in enumerate(late_types)]
+    columns += [(_LTS, T.BIGINT), (COUNTERS, T.STRING)]
+    spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
+    arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
+    return spark_schema, arrow, agg_types, late_types
+
+
+def _spark_type(t: WqlType) -> ST.DataType:
+    if t.is_unknown:
+        raise WqlUnsupportedError(
+            f"the operator engine needs a known type, got {t.ddl}; add a CAST to the expression"
+        )
+    return T.to_spark(t)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
+    """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema)."""
+    rel = rows.select(
+        *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
+        F.timestamp_millis(F.col(_WS)).alias("window_start"),
+        F.timestamp_millis(F.col(_WE)).alias("window_end"),
+        F.timestamp_millis(F.col(_WT)).alias("window_time"),
+        F.col(_PI).alias("pane_index"),
+        F.col(_PT).alias("pane_timing"),
+        *[F.col(f"__wql_a{i}").alias(a.name) for i, a in enumerate(query.aggregates)],
+    )
+    if query.having is not None:
+        rel = rel.where(F.expr(query.having.sql))
+    out = []
+    for c in query.output:
+        col = F.expr(c.expr.sql)
+        if not c.type.is_unknown:
+            col = col.cast(T.to_spark(c.type))
+        out.append(col.alias(c.name))
+    return rel.select(*out)
+
+
+def _late_output(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
+    cols = [
+        F.col(f"__wql_l{j}").alias(name)
+        for j, (name, _) in enumerate(op.late_columns)
+        if name.lower() != P.LATE_EVENT_TIME_COLUMN
+    ]
+    cols.append(F.timestamp_millis(F.col(_LTS)).alias(P.LATE_EVENT_TIME_COLUMN))
+    return rows.select(*cols)
+
+
+def _sum_counters(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
+    for p in parts:
+        for k in ("rows_in", "rows_emitted", "late_rows"):
+            total[k] += int(p.get(k, 0))
+        for reason, n in p.get("dropped", {}).items():
+            total["dropped"][reason] = total["dropped"].get(reason, 0) + int(n)
+    return total
