@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from wql.commands import print_error
 from wql.errors import WqlError
 
-COMMANDS = ("check", "explain", "fmt", "compile")
+COMMANDS = ("check", "explain", "fmt", "compile", "run")
 
 
 def build_parser() -> argparse.ArgumentParser:
