@@ -177,7 +177,7 @@ def _scenario_ops(trigger, assigner, lateness):
 def test_no_state_or_timer_survives_cleanup_tumbling(trigger, lateness):
     op = _scenario_ops(trigger, TumblingWindows(3000), lateness)
     op.end_of_input()
-    assert op.keys() == []
+    assert op.active_keys() == []
     assert op.timers(("k",)) == ([], []) and op.timers(("j",)) == ([], [])
 
 
@@ -186,7 +186,7 @@ def test_no_state_or_timer_survives_cleanup_tumbling(trigger, lateness):
 def test_no_state_or_timer_survives_cleanup_sessions(trigger, lateness):
     op = _scenario_ops(trigger, SessionWindows(1000), lateness)
     op.end_of_input()
-    assert op.keys() == []
+    assert op.active_keys() == []
     assert op.timers(("k",)) == ([], []) and op.timers(("j",)) == ([], [])
 
 

@@ -590,7 +590,7 @@ class WindowOperator:
         """Distinct pending timer times of ``key``: (event times, processing times)."""
         return self._timers.times(key)
 
-    def keys(self) -> list[Key]:
+    def active_keys(self) -> list[Key]:
         """Keys that currently hold state or timers."""
         return list(self._keys)
 
