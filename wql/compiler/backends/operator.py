@@ -105,6 +105,13 @@ class _Values:
             self.items.append(ValueColumn(sql, type_))
         return self._index[sql]
 
+    def add_column(self, name: str, type_: WqlType) -> int:
+        """A plain source column, shared with an expression that is just that column."""
+        for spelling in (name, _quote(name)):
+            if spelling in self._index:
+                return self._index[spelling]
+        return self.add(_quote(name), type_)
+
 
 def build_operator(query: P.Query) -> OperatorPlan:
     """The runtime configuration and host inputs of ``query``.
@@ -121,7 +128,7 @@ def build_operator(query: P.Query) -> OperatorPlan:
     late_columns: tuple[tuple[str, int], ...] = ()
     if query.late_output is not None:
         late_columns = tuple(
-            (c.name, values.add(_quote(c.name), c.type)) for c in query.source.columns
+            (c.name, values.add_column(c.name, c.type)) for c in query.source.columns
         )
     config = OperatorConfig(
         assigner=assigner,
