@@ -34,11 +34,13 @@ def add(s: MergingWindowSet, f: Recorder, w: TimeWindow) -> TimeWindow:
     return s.add_window(w, f)
 
 
-def session_set() -> MergingWindowSet:
-    return MergingWindowSet(merge_time_windows, {})
+@pytest.fixture(params=[False, True], ids=["general", "eager"])
+def session_set(request):
+    """Both the general addWindow algorithm and the eager shortcut for sessions."""
+    return lambda: MergingWindowSet(merge_time_windows, {}, eager=request.param)
 
 
-def test_incremental_merging():
+def test_incremental_merging(session_set):
     s, f = session_set(), Recorder()
     assert add(s, f, W(0, 4)) == W(0, 4) and not f.merged
     assert s.get_state_window(W(0, 4)) == W(0, 4)
@@ -74,7 +76,7 @@ def test_incremental_merging():
         s.retire_window(W(0, 6))
 
 
-def test_late_merging():
+def test_late_merging(session_set):
     s, f = session_set(), Recorder()
     for w in (W(0, 3), W(5, 8), W(10, 13)):
         assert add(s, f, w) == w and not f.merged
@@ -95,21 +97,21 @@ def test_late_merging():
     assert s.mapping == {W(0, 13): W(0, 3)}
 
 
-def test_merge_large_window_covering_single_window():
+def test_merge_large_window_covering_single_window(session_set):
     s, f = session_set(), Recorder()
     assert add(s, f, W(1, 2)) == W(1, 2)
     assert add(s, f, W(0, 3)) == W(0, 3) and f.merged
     assert s.get_state_window(W(0, 3)) == W(1, 2)
 
 
-def test_adding_identical_windows():
+def test_adding_identical_windows(session_set):
     s, f = session_set(), Recorder()
     assert add(s, f, W(1, 2)) == W(1, 2) and not f.merged
     assert add(s, f, W(1, 2)) == W(1, 2) and not f.merged
     assert s.get_state_window(W(1, 2)) == W(1, 2)
 
 
-def test_identical_window_keeps_its_merged_state_window():
+def test_identical_window_keeps_its_merged_state_window(session_set):
     # Flink would remap (0,4) -> (0,4) here and orphan the contents kept under
     # (0,3); only dynamic gaps can produce it. WQL keeps the state window.
     s, f = session_set(), Recorder()
@@ -120,7 +122,7 @@ def test_identical_window_keeps_its_merged_state_window():
     assert s.mapping == {W(0, 4): W(0, 3)}
 
 
-def test_merge_large_window_covering_multiple_windows():
+def test_merge_large_window_covering_multiple_windows(session_set):
     s, f = session_set(), Recorder()
     for w in (W(1, 3), W(5, 8), W(10, 13)):
         add(s, f, w)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from wql.runtime.assigners import merge_time_windows
-from wql.runtime.windows import TimeWindow
+from wql.runtime.windows import TimeWindow, make_window
 
 MergeFunction = Callable[[TimeWindow, list[TimeWindow], TimeWindow, list[TimeWindow]], None]
 MergeWindows = Callable[
@@ -51,12 +51,21 @@ __all__ = ["MergingWindowSet", "merge_time_windows"]
 class MergingWindowSet:
     """Window → state window mapping of one key, with Flink's ``addWindow`` algorithm."""
 
-    __slots__ = ("mapping", "_merge_windows")
+    __slots__ = ("mapping", "_merge_windows", "_eager")
 
-    def __init__(self, merge_windows: MergeWindows, mapping: dict[TimeWindow, TimeWindow]) -> None:
+    def __init__(
+        self,
+        merge_windows: MergeWindows,
+        mapping: dict[TimeWindow, TimeWindow],
+        eager: bool = False,
+    ) -> None:
         self._merge_windows = merge_windows
         #: window -> state window; the key state owns (and persists) this dict.
         self.mapping = mapping
+        # True when merge_windows is merge_time_windows: then in-flight windows
+        # never intersect, and a new window merges exactly with the ones it
+        # intersects, which allows a shortcut for the common cases.
+        self._eager = eager
 
     def get_state_window(self, window: TimeWindow) -> TimeWindow | None:
         return self.mapping.get(window)
@@ -74,6 +83,22 @@ class MergingWindowSet:
         if not mapping:
             mapping[new_window] = new_window
             return new_window
+        if self._eager:
+            start, end = new_window
+            hits = [w for w in mapping if w[0] <= end and w[1] >= start]
+            if not hits:
+                mapping[new_window] = new_window
+                return new_window
+            if len(hits) == 1:
+                # What the general algorithm does for one intersecting window.
+                (w,) = hits
+                if w[0] <= start and w[1] >= end:
+                    return w  # inside an existing window, unchanged: no callback
+                cover = make_window((min(w[0], start), max(w[1], end)))
+                state_window = mapping.pop(w)
+                mapping[cover] = state_window
+                merge_function(cover, [w], state_window, [])
+                return cover
 
         results: list[tuple[TimeWindow, Sequence[TimeWindow]]] = []
         self._merge_windows(

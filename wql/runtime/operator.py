@@ -43,6 +43,8 @@ from wql.runtime.assigners import (
     DROP_LATE_WINDOW,
     DROP_MISSING_TIMESTAMP,
     DropRow,
+    DynamicSessionWindows,
+    SessionWindows,
     TumblingWindows,
 )
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
@@ -164,6 +166,8 @@ class WindowOperator:
         )
         self._last_window: TimeWindow | None = None
         self._inline_event_trigger = type(self._trigger) is EventTimeTrigger and self._event_time
+        # Session assigners merge eagerly (in-flight windows never intersect).
+        self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
 
     # ------------------------------------------------------------------ input
 
@@ -280,7 +284,11 @@ class WindowOperator:
             del self._keys[key]
 
     def _new_key_state(self, key: Key) -> KeyState:
-        ks = KeyState(MergingWindowSet(self._merge_windows, {}) if self._merging else None)
+        ks = KeyState(
+            MergingWindowSet(self._merge_windows, {}, eager=self._eager_merge)
+            if self._merging
+            else None
+        )
         self._keys[key] = ks
         return ks
 
@@ -300,10 +308,14 @@ class WindowOperator:
         evictor = self._evictor
         trigger = self._trigger
         ctx = self._ctx
+        inline_trigger = self._inline_event_trigger
+        timers = self._timers
+        event_time = self._event_time
+        on_merge = self._on_merge
         self._merge_key, self._merge_ks = key, ks
         for w in windows:
-            actual = mws.add_window(w, self._on_merge)  # type: ignore[arg-type]
-            if self._is_window_late(actual):
+            actual = mws.add_window(w, on_merge)  # type: ignore[arg-type]
+            if event_time and self._cleanup_time(actual) <= self.watermark:
                 mws.retire_window(actual)
                 continue
             accepted = True
@@ -318,10 +330,20 @@ class WindowOperator:
                 if acc is None:
                     acc = contents[sw] = self._agg.create()
                 self._agg.add(acc, timestamp, seq, values)
-            ctx.key = key
-            ctx.ks = ks
-            ctx.window = actual
-            r = trigger.on_element(timestamp, values, actual, ctx)
+            if inline_trigger:
+                max_ts = actual[1] - 1  # type: ignore[index]
+                if max_ts <= self.watermark:
+                    r = 1
+                else:
+                    r = 0
+                    by_key = timers.event.by_key.get(key)
+                    if by_key is None or (actual, max_ts) not in by_key:
+                        timers.register_event_time_timer(key, actual, max_ts)
+            else:
+                ctx.key = key
+                ctx.ks = ks
+                ctx.window = actual
+                r = trigger.on_element(timestamp, values, actual, ctx)
             if r:
                 if r & 1:
                     acc = contents.get(sw)
@@ -330,6 +352,8 @@ class WindowOperator:
                     self._emit(key, ks, actual, sw, acc, self._timing_now(actual))
                 if r & 2:
                     contents.pop(sw, None)
+            elif inline_trigger and not self._lateness:
+                continue  # the cleanup timer is the trigger's timer, registered above
             self._register_cleanup_timer(key, actual)
         return accepted
 
@@ -343,16 +367,29 @@ class WindowOperator:
         """The MergingWindowSet callback (WindowOperator's anonymous MergeFunction)."""
         key, ks = self._merge_key, self._merge_ks
         assert ks is not None
-        ctx = self._ctx
-        ctx.key, ctx.ks, ctx.window, ctx.merged = key, ks, merge_result, merged_windows
-        try:
-            self._trigger.on_merge(merge_result, ctx)
-        finally:
-            ctx.merged = ()
-        for m in merged_windows:
-            ctx.window = m
-            self._trigger.clear(m, ctx)
-            self._delete_cleanup_timer(key, m)
+        if self._inline_event_trigger:
+            # EventTimeTrigger.on_merge / clear, inlined (sessions merge on most rows).
+            timers = self._timers
+            max_ts = merge_result[1] - 1
+            if max_ts > self.watermark:
+                timers.register_event_time_timer(key, merge_result, max_ts)
+            lateness = self._lateness
+            for m in merged_windows:
+                m_max = m[1] - 1
+                timers.delete_event_time_timer(key, m, m_max)
+                if lateness and m_max + lateness < MAX_TIME:
+                    timers.delete_event_time_timer(key, m, m_max + lateness)
+        else:
+            ctx = self._ctx
+            ctx.key, ctx.ks, ctx.window, ctx.merged = key, ks, merge_result, merged_windows
+            try:
+                self._trigger.on_merge(merge_result, ctx)
+            finally:
+                ctx.merged = ()
+            for m in merged_windows:
+                ctx.window = m
+                self._trigger.clear(m, ctx)
+                self._delete_cleanup_timer(key, m)
         # Fold the other state windows' contents and pane counts into the target.
         contents = ks.contents
         target = contents.get(state_window)
@@ -647,7 +684,10 @@ class WindowOperator:
         op._seq = payload["seq"]
         c = payload["counters"]
         op.counters = Counters(c["rows_in"], c["rows_emitted"], c["late_rows"], dict(c["dropped"]))
-        op._keys = {k: KeyState.from_data(d, op._merge_windows) for k, d in payload["keys"].items()}
+        op._keys = {
+            k: KeyState.from_data(d, op._merge_windows, op._eager_merge)
+            for k, d in payload["keys"].items()
+        }
         op._timers = TimerService.from_data(payload["timers"])
         op._out = list(payload["out"])
         op._late = list(payload["late"])
@@ -679,7 +719,9 @@ class WindowOperator:
             )
         self.forget_key(key)
         if payload["state"] is not None:
-            self._keys[key] = KeyState.from_data(payload["state"], self._merge_windows)
+            self._keys[key] = KeyState.from_data(
+                payload["state"], self._merge_windows, self._eager_merge
+            )
         self._timers.restore_key(key, payload["event_timers"], payload["processing_timers"])
         # Arrival numbers must keep increasing across hosts' restores (they
         # order FIRST_VALUE/LAST_VALUE/COLLECT_LIST ties and evictor buffers).
