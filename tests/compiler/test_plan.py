@@ -167,3 +167,19 @@ def test_duration_is_exact(ms):
     parts = text.lstrip("-").split()
     total = sum(int(n) * units[u] for n, u in zip(parts[::2], parts[1::2], strict=True))
     assert (-total if text.startswith("-") else total) == ms
+
+
+def test_unnamed_queries_are_numbered_among_themselves_in_file_order():
+    program = compile_source(
+        SRC
+        + "SELECT k FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);\n"
+        + "CREATE VIEW named AS SELECT k FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);\n"
+        + "SELECT k FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND);"
+    )
+    assert [q.name for q in program.queries] == ["query_1", "named", "query_2"]
+
+
+def test_a_file_without_queries_is_a_positioned_error():
+    with pytest.raises(WqlSemanticError, match="at least one query") as info:
+        compile_source(SRC)
+    assert info.value.span is not None

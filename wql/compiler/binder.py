@@ -159,7 +159,8 @@ class _Binder:
                     self._claim_name(names, bound.late_output, q.late_data.name.span, "late output")
                 queries.append(bound)
         if not queries and not self.errors:
-            self.errors.append(self.error("a WQL file needs at least one query", script.span))
+            where = script.span or Span.point(self.text, 0)
+            self.errors.append(self.error("a WQL file needs at least one query", where))
         used = [s.decl for s in self.sources.values() if s.decl.declared or s.used]
         if self.errors:
             return None
