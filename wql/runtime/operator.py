@@ -190,10 +190,10 @@ class WindowOperator:
             # share a window, so the last one is reused.
             size, offset = tumbling
             start = t - (t - offset) % size
-            w = self._last_window
-            if w is None or w[0] != start:
-                w = self._last_window = make_window((start, start + size))
-            windows: Sequence[Window] = (w,)
+            tw = self._last_window
+            if tw is None or tw[0] != start:
+                tw = self._last_window = make_window((start, start + size))
+            windows: Sequence[Window] = (tw,)
         else:
             try:
                 windows = self._assign(t, values)
@@ -226,7 +226,7 @@ class WindowOperator:
                 if max_ts + lateness <= wm:
                     continue  # the window is late: already cleaned up or never to fire
             accepted = True
-            acc = contents.get(w)
+            acc: Any = contents.get(w)
             new = acc is None
             if evictor is None:
                 if new:
@@ -285,7 +285,7 @@ class WindowOperator:
 
     def _new_key_state(self, key: Key) -> KeyState:
         ks = KeyState(
-            MergingWindowSet(self._merge_windows, {}, eager=self._eager_merge)
+            MergingWindowSet(self._merge_windows, {}, eager=self._eager_merge)  # type: ignore[arg-type]
             if self._merging
             else None
         )
@@ -453,7 +453,7 @@ class WindowOperator:
         if ks is None:
             ks = self._new_key_state(key)
         if self._merging:
-            sw = ks.merging.mapping.get(window)  # type: ignore[union-attr]
+            sw = ks.merging.mapping.get(window)  # type: ignore[union-attr,arg-type]
             if sw is None:
                 # A timer of a window that was merged away or cleaned up and
                 # whose trigger left it behind: nothing to do (as Flink).
@@ -743,13 +743,14 @@ def _vectorized_entry() -> Any:
     not provide the entry point; the per-row loop is always correct.
     """
     if not _VECTORIZED:
+        module: Any
         try:
-            from wql.runtime import vectorized
+            from wql.runtime import vectorized as module
         except ModuleNotFoundError as e:
             if e.name != "wql.runtime.vectorized":
                 raise
-            vectorized = None
-        _VECTORIZED.append(getattr(vectorized, "try_process_batch", None))
+            module = None
+        _VECTORIZED.append(getattr(module, "try_process_batch", None))
     return _VECTORIZED[0]
 
 
