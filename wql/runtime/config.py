@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy.typing as npt
+
 from wql.errors import WqlSemanticError
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.assigners import GlobalWindows, TumblingWindows, WindowAssigner
@@ -34,6 +36,9 @@ __all__ = [
     "count_windows",
     "TumblingWindows",
 ]
+
+#: A column of a RowBatch: a NumPy array or any sequence (one entry per row).
+Column = Sequence[Any] | npt.NDArray[Any]
 
 #: Leading fields of every emitted row; aggregate results follow in config order.
 #: ``window_start``/``window_end``/``window_time`` are None for GlobalWindows;
@@ -127,12 +132,12 @@ class RowBatch:
             event time (counted as dropped "missing timestamp").
     """
 
-    keys: Sequence[Any]
-    timestamps: Sequence[Any] | None
-    columns: tuple[Sequence[Any], ...]
-    watermark_before: Sequence[Any]
-    processing_time: Sequence[Any] | None = None
-    timestamp_valid: Sequence[Any] | None = None
+    keys: Column
+    timestamps: Column | None
+    columns: tuple[Column, ...]
+    watermark_before: Column
+    processing_time: Column | None = None
+    timestamp_valid: Column | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
