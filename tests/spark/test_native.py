@@ -46,8 +46,10 @@ WINDOWS = {
     "tumble_offset": P.Tumble(EV, "ts", 3000, offset_ms=-1000),
     "hop": P.Hop(EV, "ts", 1000, 3000),
     "hop_ragged_offset": P.Hop(EV, "ts", 2000, 5000, offset_ms=500),
+    "hop_negative_offset": P.Hop(EV, "ts", 2000, 3000, offset_ms=-1500),
     "cumulate": P.Cumulate(EV, "ts", 1000, 3000),
     "cumulate_offset": P.Cumulate(EV, "ts", 500, 2000, offset_ms=250),
+    "cumulate_negative_offset": P.Cumulate(EV, "ts", 1000, 3000, offset_ms=-2999),
     "session": P.Session(EV, "ts", 1000),
 }
 
@@ -236,6 +238,11 @@ def test_dynamic_gap_counts_invalid_gaps(spark):
 # --------------------------------------------------------------------------- property
 
 
+def _offset(raw: int, bound: int) -> int:
+    """``raw`` folded into the valid offset range ``|offset| < bound``, keeping its sign."""
+    return raw % bound if raw >= 0 else -((-raw) % bound)
+
+
 _row = st.tuples(
     st.sampled_from(["a", "b", "c"]),
     st.integers(-5000, 12000),
@@ -283,3 +290,36 @@ def test_zero_delay_keyed_session_is_refused_because_the_operator_splits_it():
         ("a", 1000, 2000, 1999, 0, "ON_TIME", 1),
     ]
     assert "zero watermark delay" in _blocked(q).message
+
+
+def test_double_sums_follow_replay_order_not_partitioning(spark):
+    # 1e16 + 1 is 1e16 in doubles: the result depends on the order of addition.
+    # Spark's own SUM gave 1.0, 4.0 or 5.0 here depending on partitioning.
+    values = [1e16, 1.0, -1e16, 1.0] * 3
+    rows = [("a", i, 1, x) for i, x in enumerate(values)]
+    sequential = 0.0
+    for x in values:  # the operator adds in event-time order
+        sequential += x
+    q = query(
+        P.Tumble(EV, "ts", 1000),
+        aggs=((P.AggKind.SUM, "d"), (P.AggKind.AVG, "d"), (P.AggKind.COUNT_STAR, None)),
+    )
+    base = frame(spark, list(reversed(rows)))  # input order is not event-time order
+    for parts in (1, 2, 5, 12):
+        got = actual_rows(native.build_native(q, base.repartition(parts)))
+        assert got == [("a", 0, 1000, 999, 0, "ON_TIME", sequential, sequential / 12, 12)]
+
+
+def test_double_sum_ties_follow_input_order(spark):
+    # equal event times: replay order is input order (spec §3)
+    values = [1.0, 1e16, -1e16, 1.0, None]
+    rows = [("a", 5, 1, x) for x in values]
+    q = query(P.Tumble(EV, "ts", 1000), aggs=((P.AggKind.SUM, "d"),))
+    # ((1 + 1e16) - 1e16) + 1 = 0 + 1 in doubles
+    assert actual_rows(native.build_native(q, frame(spark, rows))) == [
+        ("a", 0, 1000, 999, 0, "ON_TIME", 1.0)
+    ]
+    only_null = [("a", 5, 1, None)]
+    assert actual_rows(native.build_native(q, frame(spark, only_null))) == [
+        ("a", 0, 1000, 999, 0, "ON_TIME", None)
+    ]
