@@ -290,3 +290,17 @@ def test_interval_to_millis_on_spark(spark):
     exprs = [interval_to_millis_sql(k) for k in cases]
     row = spark.range(1).selectExpr(*exprs).collect()[0]
     assert list(row) == list(cases.values())
+
+
+def test_having_may_use_select_aliases_like_spark():
+    text = (
+        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, WATERMARK FOR ts AS ts);\n"
+        "SELECT k AS key, SUM(v) AS total, COUNT(*) AS c FROM s "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND) HAVING total > 10 AND c >= 2 AND key <> 'x';"
+    )
+    (q,) = compile_source(text).queries
+    assert q.having.sql == "(__agg_0) > 10 AND (__agg_1) >= 2 AND (k) <> 'x'"
+    assert len(q.aggregates) == 2
+    with pytest.raises(WqlSemanticError) as info:
+        compile_source(text.replace("HAVING total", "HAVING totl"))
+    assert info.value.hint == "did you mean 'total'?"

@@ -17,6 +17,7 @@ queries in file order.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -366,7 +367,9 @@ class _Binder:
         output = self.attempt(self._select, q, keys, window, source, relation, tables, registry)
         having = None
         if q.having is not None and keys is not None and window is not None:
-            having = self.attempt(self._having, q.having, keys, window, relation, tables, registry)
+            having = self.attempt(
+                self._having, q.having, keys, window, relation, tables, registry, output or ()
+            )
 
         if len(self.errors) > before or keys is None or window is None or output is None:
             return None
@@ -862,8 +865,14 @@ class _Binder:
         relation: Relation,
         tables: Iterable[str],
         registry: AggregateRegistry,
+        output: tuple[P.OutputColumn, ...],
     ) -> P.Expr:
         ctx = self._post_context(keys, window, relation, tables)
+        post_names = {c.name.lower() for c in ctx.post.columns}
+        aliases = tuple(
+            (o.name.lower(), o.expr.sql) for o in output if o.name.lower() not in post_names
+        )
+        ctx = dataclasses.replace(ctx, aliases=aliases)
         bound = bind_post_aggregation(self.parse(e), ctx, registry, clause="HAVING")
         if not (bound.type == T.BOOLEAN or bound.type.is_unknown):
             raise self.error(

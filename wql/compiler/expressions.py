@@ -655,7 +655,10 @@ class PostAggContext:
     ``key_sql``: canonical SQL of each key expression -> its column name, so
     a SELECT item that repeats a key expression reads the key column.
     ``forbidden``: post-aggregation columns this query may not read, with
-    the reason (e.g. pane_timing on a count window).
+    the reason (e.g. pane_timing on a count window). ``aliases``: SELECT
+    output names HAVING may use (lower-cased name -> SQL over the
+    post-aggregation relation), as Spark allows ``HAVING total > 10``; a
+    column of the post-aggregation relation wins over an alias.
     """
 
     source: Relation
@@ -663,6 +666,7 @@ class PostAggContext:
     key_sql: tuple[tuple[str, str], ...]
     table_names: tuple[str, ...]
     forbidden: tuple[tuple[str, str], ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
 
 
 def bind_post_aggregation(
@@ -724,15 +728,25 @@ def bind_post_aggregation(
         ctx.post.columns
         + tuple(Column(f"__agg_{i}", e[2]) for i, e in enumerate(registry.entries)),
     )
+    visible = ctx.source.columns + ctx.post.columns
+    visible += tuple(Column(name, T.UNKNOWN) for name, _ in ctx.aliases)
     either = Relation(
         f"{ctx.source.description} or the window result",
-        tuple({c.name.lower(): c for c in ctx.source.columns + ctx.post.columns}.values()),
+        tuple({c.name.lower(): c for c in visible}.values()),
     )
+    aliases = dict(ctx.aliases)
     # Free columns (outside aggregates): keys, window and pane columns only.
     for n in list(tree.find_all(exp.Column)):
         if n.meta.get("wql_agg") or (n.table and n.table.lower() not in tables):
             continue  # aggregates are bound; unknown qualifiers are reported below
         if post.lookup(n.name) is not None:
+            continue
+        if not n.table and n.name.lower() in aliases:
+            replacement = _alias_tree(aliases[n.name.lower()])
+            if n is tree:
+                tree = replacement
+            else:
+                n.replace(replacement)
             continue
         src = ctx.source.lookup(n.name)
         if src is not None:
@@ -756,6 +770,14 @@ def bind_post_aggregation(
         )
     raise_all(errors)
     return Expr(to_sql(tree), infer_type(tree, post), _referenced_columns(tree), pe.span)
+
+
+def _alias_tree(sql: str) -> exp.Expression:
+    """An output alias's (already bound) expression, marked so it is not resolved again."""
+    node = exp.Paren(this=_parse_cached(sql).copy())
+    for c in node.find_all(exp.Column):
+        c.meta["wql_agg"] = True
+    return node
 
 
 def _lower(names: Iterable[str]) -> set[str]:
