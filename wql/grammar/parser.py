@@ -63,8 +63,12 @@ _PATTERN_NAMES = {
 # Operators collapse into one entry so an error inside an expression does not
 # list every arithmetic symbol.
 _OPERATORS = frozenset(
-    {"'+'", "'-'", "'*'", "'/'", "'%'", "'||'", "'&'", "'|'", "'^'", "'['", "a comparison operator"}
-)
+    {
+        "'+'", "'-'", "'*'", "'/'", "'%'", "'||'", "'&'", "'|'", "'^'", "'['",
+        "a comparison operator",
+        "AND", "OR", "NOT", "IS", "IN", "BETWEEN", "LIKE", "RLIKE", "ILIKE",
+    }
+)  # fmt: skip
 
 # What may start a scalar expression: listed as "an expression".
 _EXPRESSION_STARTS = frozenset(

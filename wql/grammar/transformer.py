@@ -432,7 +432,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
 
     def sql_expr(self, meta: Meta, children: list[Any]) -> ast.Expr:
         text = self.source[meta.start_pos : meta.end_pos]
-        return ast.Expr(text, render_sql(children[0]), span=span_of(meta))
+        return ast.Expr(text, _join(children), span=span_of(meta))
 
     # ------------------------------------------------------------- helpers
 
@@ -505,7 +505,13 @@ def render_sql(node: Any) -> str:
         first = render_sql(node.children[0])
         rest = _join(node.children[1:])
         # `- -x` must not become `--x`, which would start a comment.
-        sep = " " if first.endswith("-") and rest.startswith("-") else ""
+        # A word operator (NOT) keeps its space: `NOT a`, not `NOTa`.
+        sep = (
+            " "
+            if (first.endswith("-") and rest.startswith("-"))
+            or (node.data == "sql_unary" and first.isalpha())
+            else ""
+        )
         return first + sep + rest
     return _join(node.children)
 
