@@ -42,9 +42,11 @@ from wql.runtime.assigners import (
     DROP_LATE,
     DROP_LATE_WINDOW,
     DROP_MISSING_TIMESTAMP,
+    CumulateWindows,
     DropRow,
     DynamicSessionWindows,
     SessionWindows,
+    SlidingWindows,
     TumblingWindows,
 )
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
@@ -165,6 +167,13 @@ class WindowOperator:
             (assigner.size, assigner.offset) if type(assigner) is TumblingWindows else None
         )
         self._last_window: TimeWindow | None = None
+        self._slotted: tuple[int, int] | None = None
+        if type(assigner) is SlidingWindows and assigner.size % assigner.slide == 0:
+            self._slotted = (assigner.slide, assigner.offset)
+        elif type(assigner) is CumulateWindows:
+            self._slotted = (assigner.step, assigner.offset)
+        self._last_slot: int | None = None
+        self._last_windows: Sequence[Window] = ()
         self._inline_event_trigger = type(self._trigger) is EventTimeTrigger and self._event_time
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
@@ -194,6 +203,16 @@ class WindowOperator:
             if tw is None or tw[0] != start:
                 tw = self._last_window = make_window((start, start + size))
             windows: Sequence[Window] = (tw,)
+        elif self._slotted is not None:
+            # Sliding (size a multiple of slide) and cumulate windows depend
+            # only on the slide-/step-aligned slot of t: reuse the last list.
+            unit, offset = self._slotted
+            slot = t - (t - offset) % unit
+            if slot == self._last_slot:
+                windows = self._last_windows
+            else:
+                windows = self._last_windows = self._assign(t, values)
+                self._last_slot = slot
         else:
             try:
                 windows = self._assign(t, values)
