@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wql.runtime import MergingWindowSet, TimeWindow
 from wql.runtime.assigners import merge_time_windows
@@ -160,3 +162,32 @@ def test_persisted_mapping_is_the_owned_dict():
     s.add_window(W(1, 2), Recorder())
     s.add_window(W(17, 42), Recorder())
     assert mapping == {W(1, 2): W(1, 2), W(17, 42): W(17, 42)}
+
+
+class _Calls:
+    def __init__(self, sink: list) -> None:
+        self.sink = sink
+
+    def __call__(self, *args) -> None:
+        self.sink.append(args)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 12), st.booleans()), max_size=25))
+def test_eager_shortcut_equals_general_algorithm(steps):
+    """Random adds (dynamic gaps) and retirements: same results, callbacks and mappings."""
+    general = MergingWindowSet(merge_time_windows, {})
+    eager = MergingWindowSet(merge_time_windows, {}, eager=True)
+    for start, length, retire in steps:
+        calls_g: list = []
+        calls_e: list = []
+        w = W(start, start + length)
+        rg = general.add_window(w, _Calls(calls_g))
+        re = eager.add_window(w, _Calls(calls_e))
+        assert rg == re and calls_g == calls_e and general.mapping == eager.mapping
+        if retire:
+            general.retire_window(rg)
+            eager.retire_window(re)
+        # in-flight windows never intersect each other
+        ws = sorted(general.mapping)
+        assert all(not a.intersects(b) for a, b in zip(ws, ws[1:], strict=False))
