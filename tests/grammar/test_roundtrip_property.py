@@ -218,7 +218,7 @@ def script(draw: st.DrawFn) -> str:
     return ";\n".join(statements) + draw(st.sampled_from(["", ";", ";\n", "; -- end\n"]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script())
 def test_format_round_trips_and_is_idempotent(text: str) -> None:
     original = parse(text)
@@ -247,7 +247,7 @@ JUNK = [
 ]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script(), st.data())
 def test_damaged_text_gives_wql_errors_never_crashes(text: str, data: st.DataObject) -> None:
     # Cut a random piece out and splice random junk in: the parser must
