@@ -48,7 +48,9 @@ def run(spark, rows, delay, strategy, arrival=None):
         replayed.release()
 
 
-@pytest.mark.parametrize("strategy", [R.STRATEGY_PARTITIONED, R.STRATEGY_WINDOW])
+@pytest.mark.parametrize(
+    "strategy", [R.STRATEGY_BUCKETED, R.STRATEGY_PARTITIONED, R.STRATEGY_WINDOW]
+)
 def test_event_time_order_ties_nulls_and_negative_times(spark, strategy):
     rows = [5000, None, 1000, 5000, -1, 3000, 1000]
     got, rows_in, dropped, dropped_rows = run(spark, rows, 1000, strategy)
@@ -65,8 +67,9 @@ def test_event_time_order_ties_nulls_and_negative_times(spark, strategy):
 def test_arrival_order_column_orders_the_replay(spark):
     rows = [100, 50, 300, 200]
     arrival = [3, 1, 0, 2]
-    got, *_ = run(spark, rows, 10, R.STRATEGY_PARTITIONED, arrival)
-    assert got == reference(rows, 10, arrival)
+    for strategy in (R.STRATEGY_BUCKETED, R.STRATEGY_WINDOW):
+        got, *_ = run(spark, rows, 10, strategy, arrival)
+        assert got == reference(rows, 10, arrival)
     # out-of-order: the row at 50 arrives after 300 and sees 300 - 10 - 1
     assert (1, 50, 289) in got
 
@@ -140,21 +143,22 @@ def test_watermarks_before_kernel():
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     rows=st.lists(st.one_of(st.none(), st.integers(-5_000, 5_000)), min_size=1, max_size=25),
     delay=st.integers(0, 2_000),
     partitions=st.sampled_from(["1", "3", "7"]),
     batch=st.sampled_from(["1", "4", "10000"]),
+    strategy=st.sampled_from([R.STRATEGY_BUCKETED, R.STRATEGY_PARTITIONED]),
 )
-def test_partitioned_replay_matches_reference_whatever_the_layout(
-    spark, rows, delay, partitions, batch
+def test_scalable_replays_match_reference_whatever_the_layout(
+    spark, rows, delay, partitions, batch, strategy
 ):
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
-        got, rows_in, dropped, _ = run(spark, rows, delay, R.STRATEGY_PARTITIONED)
+        got, rows_in, dropped, _ = run(spark, rows, delay, strategy)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

@@ -116,7 +116,7 @@ def run_operator(
     source: DataFrame,
     *,
     operator_plan: OperatorPlan | None = None,
-    replay_strategy: str = R.STRATEGY_BUCKETED,
+    replay_strategy: str = R.STRATEGY_AUTO,
 ) -> OperatorRun:
     """Run ``query`` on the operator engine over the batch DataFrame ``source``.
 

@@ -26,17 +26,28 @@ computes, for every row, the global watermark that row sees:
   column up to and including the row (a clock never goes back, and it is one
   global clock across keys, like the watermark).
 
-How (the scalable way, :data:`STRATEGY_PARTITIONED`): one global sort by the
-replay order (range partitioning, so the partitions are consecutive slices
-of the replay), persisted; a first ``mapInArrow`` pass collects per
-partition the row count and the maxima of event time and processing time
-(a few numbers per partition, collected to the driver); the driver turns
-them into per-partition offsets and prefix maxima; a second ``mapInArrow``
-pass numbers the rows and computes each row's watermark with a NumPy running
-maximum. No step puts all rows in one partition. :data:`STRATEGY_WINDOW`
-does the same with two unpartitioned SQL window functions (everything
-through one task); it is kept for comparison and for tiny inputs
-(``docs/running.md`` has the measurements).
+Three strategies compute the same columns (tests check they agree):
+
+* :data:`STRATEGY_WINDOW` — two unpartitioned SQL window functions (running
+  maximum, row number) over the replay order: one statistics job, then
+  every row through ONE task. Fewest jobs; on a single machine the fastest
+  up to millions of rows, but it cannot use more than one core.
+* :data:`STRATEGY_BUCKETED` — the scalable one: approximate quantiles of
+  the primary order column cut the replay into up to :data:`MAX_BUCKETS`
+  consecutive *buckets* (ties never straddle a boundary); one aggregation
+  job gives per bucket its row count and clock maxima; the driver turns
+  them into per-bucket offsets and prefix maxima (a few numbers); the same
+  window functions then run *partitioned by bucket*, each bucket's first row
+  starting from its prefix. No step puts all rows in one task.
+* :data:`STRATEGY_PARTITIONED` — a persisted global sort and two
+  ``mapInArrow`` passes (per-partition statistics, then NumPy running
+  maxima). Kept for the measurements: it pays for the persisted sort and
+  two Python passes.
+
+:data:`STRATEGY_AUTO` (the default) runs the window strategy's statistics
+job and keeps that strategy up to :data:`AUTO_WINDOW_MAX_ROWS` replayed
+rows, else switches to the bucketed one. ``docs/running.md`` has the
+measurements.
 
 Rows whose event time is NULL (or unparseable text) are not replayed: they
 are counted under :data:`REASON_NULL_EVENT_TIME` and available to the caller
@@ -76,9 +87,14 @@ REASON_NULL_EVENT_TIME = "null event time"
 REASON_NULL_PROCESSING_TIME = "null processing time"
 REASON_NULL_ARRIVAL_ORDER = "null arrival order"
 
+STRATEGY_AUTO = "auto"
 STRATEGY_BUCKETED = "bucketed"
 STRATEGY_PARTITIONED = "partitioned"
 STRATEGY_WINDOW = "window"
+
+#: ``auto`` replays at most this many rows with the single-task window strategy
+#: (fewest jobs; fastest on one machine, see docs/running.md), more with ``bucketed``.
+AUTO_WINDOW_MAX_ROWS = 2_000_000
 
 #: Upper bound on the number of replay buckets (range slices of the replay order).
 MAX_BUCKETS = 64
@@ -174,7 +190,7 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     )
 
 
-def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_PARTITIONED) -> Replay:
+def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) -> Replay:
     """Number the rows of ``df`` in replay order and attach each row's clocks.
 
     Runs one Spark job (the per-partition statistics) and leaves the rest lazy.
@@ -220,6 +236,11 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_PARTITIO
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(_quote(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
+    if strategy == STRATEGY_AUTO:
+        replayed = _replay_window(staged, source_cols, order, spec, dropped)
+        if replayed.rows_replayed <= AUTO_WINDOW_MAX_ROWS:
+            return replayed
+        return _replay_bucketed(staged, source_cols, order, spec, dropped)
     if strategy == STRATEGY_BUCKETED:
         return _replay_bucketed(staged, source_cols, order, spec, dropped)
     if strategy == STRATEGY_PARTITIONED:
