@@ -448,13 +448,12 @@ def _factorize(keys: Sequence[Hashable], n: int) -> tuple[IntArray, list[Hashabl
     if len(keys) != n:
         return None
     index: dict[Hashable, int] = {}
+    setdefault = index.setdefault
     try:
-        codes = np.fromiter(
-            (index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=n
-        )
+        codes = [setdefault(k, len(index)) for k in keys]
     except TypeError:  # an unhashable key: let the loop raise its own error
         return None
-    return codes, list(index)
+    return np.array(codes, dtype=np.int64), list(index)
 
 
 # --------------------------------------------------------------------------- plans
@@ -654,22 +653,31 @@ def _pane_groups(op: WindowOperator, p: _Prepared, rows: IntArray) -> _Groups | 
     pane_key = p.key_codes[srt[starts]]
     pane_q = q[order][starts]
     lengths = np.diff(np.append(starts, len(srt)))
-    # windows per pane, in pane units: [w_lo, w_hi)
+    # Windows per pane, in pane units [w_lo, w_hi), each enumerated once:
+    # panes are sorted by (key, q) and a pane's window range only moves
+    # forward with q, so pane t adds the part of its range beyond pane t-1's.
+    same_key = np.zeros(n_panes, dtype=bool)
+    same_key[1:] = pane_key[1:] == pane_key[:-1]
     if isinstance(a, SlidingWindows):
         j_hi = pane_q // per_slide
         j_lo = (pane_q - per_size) // per_slide + 1
-        per_pane = j_hi - j_lo + 1
+        prev_hi = np.concatenate(([0], j_hi[:-1]))
+        j_first = np.where(same_key, np.maximum(j_lo, prev_hi + 1), j_lo)
+        per_pane = np.maximum(0, j_hi - j_first + 1)
         rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
         within = np.arange(len(rep), dtype=np.int64) - np.repeat(
             np.cumsum(per_pane) - per_pane, per_pane
         )
-        j = j_lo[rep] + within
-        w_lo = j * per_slide
+        w_lo = (j_first[rep] + within) * per_slide
         w_hi = w_lo + per_size
     else:
+        # a CUMULATE pane belongs to the windows [base, base + k) with
+        # k > q - base: the first pane of a (key, base) already names them all
         base = (pane_q // per_size) * per_size
+        new_base = ~same_key
+        new_base[1:] |= base[1:] != base[:-1]
         k_lo = pane_q - base + 1
-        per_pane = per_size - k_lo + 1
+        per_pane = np.where(new_base, per_size - k_lo + 1, 0)
         rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
         within = np.arange(len(rep), dtype=np.int64) - np.repeat(
             np.cumsum(per_pane) - per_pane, per_pane
@@ -677,10 +685,6 @@ def _pane_groups(op: WindowOperator, p: _Prepared, rows: IntArray) -> _Groups | 
         w_lo = base[rep]
         w_hi = w_lo + k_lo[rep] + within
     w_key = pane_key[rep]
-    w_order, _, w_starts = group_rows(w_key, w_lo, w_hi)
-    w_key = w_key[w_order][w_starts]
-    w_lo = w_lo[w_order][w_starts]
-    w_hi = w_hi[w_order][w_starts]
     # locate each window's pane range in the (key, q)-sorted pane list
     q0 = int(pane_q.min()) - per_size - 1
     span = int(pane_q.max()) - q0 + per_size + 2
@@ -864,7 +868,7 @@ class _Found:
     keys: list[Hashable]
     states: list[Any]  # KeyState or None
     accs: list[list | None]
-    fresh: BoolArray  # no contents, no pane count, no pre-batch session
+    fresh: list[bool]  # no contents, no pane count, no pre-batch session
 
 
 def _lookup(op: WindowOperator, p: _Prepared, plan: _Plan) -> _Found | None:
@@ -879,71 +883,71 @@ def _lookup(op: WindowOperator, p: _Prepared, plan: _Plan) -> _Found | None:
             sum_checks.append((slot, float if is_float else int))
     keys_state = op._keys
     uniques = p.uniques
-    keys: list[Hashable] = []
-    states: list[Any] = []
-    accs: list[list | None] = []
-    fresh = np.ones(len(g.key), dtype=bool)
+    codes = g.key.tolist()
+    keys = [uniques[c] for c in codes]
+    states = [keys_state.get(k) for k in keys] if keys_state else [None] * len(keys)
+    accs: list[list | None] = [None] * len(keys)
+    fresh = [True] * len(keys)
+    if not keys_state:
+        return _Found(keys, states, accs, fresh)
     starts, ends = g.start.tolist(), g.end.tolist()
     existing = g.existing
-    for i, code in enumerate(g.key.tolist()):
-        key = uniques[code]
-        ks = keys_state.get(key)
+    for i, ks in enumerate(states):
+        if ks is None:
+            continue
         acc = None
-        if ks is not None:
-            if existing is None:
-                w = TimeWindow(starts[i], ends[i])
-                acc = ks.contents.get(w)
-                if acc is not None or w in ks.panes:
-                    fresh[i] = False
-            else:
-                before = existing[i]
-                if before is not None:
-                    assert ks.merging is not None
-                    fresh[i] = False
-                    acc = ks.contents.get(ks.merging.mapping[before])
-        if acc is not None:
-            for slot, kind in sum_checks:
-                value = acc[slot]
-                if value is None:
-                    continue
-                # the loop's left-to-right arithmetic keeps the accumulator's type
-                if type(value) is not kind:
-                    return None
-                if (
-                    plan.float_sums_exact
-                    and kind is float
-                    and not (
-                        float(value).is_integer()
-                        and abs(value) < _FLOAT_EXACT / 2
-                        and not (value == 0 and np.signbit(value))
-                    )
-                ):
-                    return None
-        keys.append(key)
-        states.append(ks)
-        accs.append(acc)
+        if existing is None:
+            w = TimeWindow(starts[i], ends[i])
+            acc = ks.contents.get(w)
+            if acc is not None or w in ks.panes:
+                fresh[i] = False
+        else:
+            before = existing[i]
+            if before is not None:
+                assert ks.merging is not None
+                fresh[i] = False
+                acc = ks.contents.get(ks.merging.mapping[before])
+        if acc is None:
+            continue
+        accs[i] = acc
+        for slot, kind in sum_checks:
+            value = acc[slot]
+            if value is None:
+                continue
+            # the loop's left-to-right arithmetic keeps the accumulator's type
+            if type(value) is not kind:
+                return None
+            if (
+                plan.float_sums_exact
+                and kind is float
+                and not (
+                    float(value).is_integer()
+                    and abs(value) < _FLOAT_EXACT / 2
+                    and not (value == 0 and np.signbit(value))
+                )
+            ):
+                return None
     return _Found(keys, states, accs, fresh)
 
 
-def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None:
+def _partials(
+    op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found
+) -> tuple[list[int], list[list | None]]:
+    """Per group: the row count and, per aggregate, its batch partial as Python values."""
     g = plan.groups
-    cfg = op.config
-    specs = cfg.aggregates
+    specs = op.config.aggregates
     slots = op._agg._slot
-    lateness = p.lateness
     seq0 = op._seq
-    n_groups = len(g.key)
-
-    # ---- partial aggregates per group, as Python values
+    wants_order = any(s.kind in ("FIRST_VALUE", "LAST_VALUE") for s in specs)
+    first_row = last_row = None
     if g.pane is not None:
-        pp = g.pane
-        counts = pp.count
-        first_row, last_row = pp.first_row, pp.last_row
+        counts = g.pane.count
+        first_row, last_row = g.pane.first_row, g.pane.last_row
     else:
         assert g.rows is not None and g.group is not None and g.starts is not None
         counts = np.diff(np.append(g.starts, len(g.rows)))
-        first_row, last_row = _first_last_rows(p, g.rows, g.group, g.starts)
-    count_list = counts.tolist()
+        if wants_order:
+            first_row, last_row = _first_last_rows(p, g.rows, g.group, g.starts)
     per_spec: list[list | None] = []
     int_sums: dict[int, list] = {}
     extrema: dict[tuple[str, int], list] = {}
@@ -982,7 +986,7 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
                     extrema[(kind, arg)] = ufunc.reduceat(p.columns[arg][g.rows], g.starts).tolist()
             per_spec.append(extrema[(kind, arg)])
         else:  # FIRST_VALUE / LAST_VALUE: (event time, arrival seq, value)
-            assert arg is not None
+            assert arg is not None and first_row is not None and last_row is not None
             chosen = first_row if kind == "FIRST_VALUE" else last_row
             per_spec.append(
                 list(
@@ -994,99 +998,148 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
                     )
                 )
             )
-    float_seq = [
-        spec.kind in ("SUM", "AVG") and g.pane is None and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
-        for spec in specs
-    ]
+    return counts.tolist(), per_spec
 
-    # ---- windows created and completed inside the batch: emit directly
-    ends = g.end
-    cleanup = np.minimum(ends - 1 + min(lateness, _INT_EXACT), MAX_TIME)
-    done = found.fresh & (ends - 1 <= p.wm_last) & (cleanup <= p.wm_last)
-    starts_l, ends_l, done_l = g.start.tolist(), ends.tolist(), done.tolist()
-    direct: list[tuple] = []
-    timers = op._timers
-    register = timers.register_event_time_timer
+
+_GROUP_LOOPS: dict[tuple, Any] = {}
+
+
+def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merging: bool) -> Any:
+    """Straight-line Python for the per-group work, generated once per shape.
+
+    The loop runs once per (key, window) group, so (as the runtime's own
+    ``Aggregator.add``) it is generated without per-aggregate dispatch.
+    For each group: either emit the window (created and completed inside
+    the batch) or fold the batch partial into the window's accumulator the
+    way ``Aggregator.add`` would have row by row, store it and register the
+    window's timers.
+    """
+    shape = (tuple((s.kind, s.arg) for s in specs), tuple(slots), seq_sums, merging)
+    fn = _GROUP_LOOPS.get(shape)
+    if fn is not None:
+        return fn
+    results = []
+    fold = []
+    for j, (spec, s, seq_sum) in enumerate(zip(specs, slots, seq_sums, strict=True)):
+        k = spec.kind
+        if k in ("COUNT_STAR", "COUNT"):
+            results.append("cnt")
+            fold.append(f"        acc[{s}] += cnt")
+        elif k in ("SUM", "AVG"):
+            results.append(f"P{j}[i] / cnt" if k == "AVG" else f"P{j}[i]")
+            if seq_sum:  # the partial already started from the accumulator
+                fold.append(f"        acc[{s}] = P{j}[i]")
+            else:
+                fold.append(f"        c = acc[{s}]; v = P{j}[i]")
+                fold.append(f"        acc[{s}] = v if c is None else c + v")
+            if k == "AVG":
+                fold.append(f"        acc[{s + 1}] += cnt")
+        elif k in ("MIN", "MAX"):
+            op = "<" if k == "MIN" else ">"
+            results.append(f"P{j}[i]")
+            fold.append(f"        c = acc[{s}]; v = P{j}[i]")
+            fold.append(f"        if c is None or v {op} c: acc[{s}] = v")
+        else:
+            op = "<" if k == "FIRST_VALUE" else ">"
+            results.append(f"P{j}[i][2]")
+            fold.append(f"        c = acc[{s}]; v = P{j}[i]")
+            fold.append(f"        if c is None or (v[0], v[1]) {op} (c[0], c[1]): acc[{s}] = v")
+    unpack = "".join(f"    P{j} = parts[{j}]\n" for j in range(len(specs)))
+    row = ", ".join(["key", "start", "end", "end - 1", "0", "ON_TIME", "end - 1", *results])
+    if merging:
+        store = """\
+        before = existing[i]
+        window = TimeWindow(start, end)
+        if before is None:
+            ks.merging.mapping[window] = window
+            ks.contents[window] = acc
+            register(key, window, end - 1)
+            cleanup(key, window)
+        else:
+            mapping = ks.merging.mapping
+            sw = mapping[before]
+            ks.contents[sw] = acc
+            if before != window:
+                # the loop's merge callback: the absorbed window's trigger and
+                # cleanup timers go, the cover gets its own
+                del mapping[before]
+                mapping[window] = sw
+                delete(key, before, before.end - 1)
+                delete_cleanup(key, before)
+                register(key, window, end - 1)
+                cleanup(key, window)
+"""
+    else:
+        store = """\
+        window = TimeWindow(start, end)
+        ks.contents[window] = acc
+        if fresh[i]:  # an existing window already has both timers
+            register(key, window, end - 1)
+            cleanup(key, window)
+"""
+    src = f"""\
+def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, parts, done, direct):
+{unpack}    create = op._agg.create
+    key_states = op._keys
     new_key_state = op._new_key_state
-    create = op._agg.create
-    merging = g.existing is not None
-    for i in range(n_groups):
-        key = found.keys[i]
-        start, end = starts_l[i], ends_l[i]
-        cnt = count_list[i]
-        if done_l[i]:
-            results: list[Any] = []
-            for spec, part in zip(specs, per_spec, strict=True):
-                kind = spec.kind
-                if part is None:
-                    results.append(cnt)
-                elif kind == "AVG":
-                    results.append(part[i] / cnt)
-                elif kind in ("FIRST_VALUE", "LAST_VALUE"):
-                    results.append(part[i][2])
-                else:
-                    results.append(part[i])
-            direct.append((key, start, end, end - 1, 0, ON_TIME, end - 1, *results))
+    register = op._timers.register_event_time_timer
+    delete = op._timers.delete_event_time_timer
+    cleanup = op._register_cleanup_timer
+    delete_cleanup = op._delete_cleanup_timer
+    for i in range(len(keys)):
+        key = keys[i]; start = starts[i]; end = ends[i]; cnt = counts[i]
+        if done[i]:
+            direct.append(({row}))
             continue
-        acc = found.accs[i]
+        acc = accs[i]
         if acc is None:
             acc = create()
-        for spec, slot, part, seq_sum in zip(specs, slots, per_spec, float_seq, strict=True):
-            kind = spec.kind
-            if part is None:
-                acc[slot] += cnt
-                continue
-            value = part[i]
-            if kind in ("SUM", "AVG"):
-                current = acc[slot]
-                acc[slot] = value if (seq_sum or current is None) else current + value
-                if kind == "AVG":
-                    acc[slot + 1] += cnt
-            elif kind == "MIN":
-                current = acc[slot]
-                if current is None or value < current:
-                    acc[slot] = value
-            elif kind == "MAX":
-                current = acc[slot]
-                if current is None or value > current:
-                    acc[slot] = value
-            elif kind == "FIRST_VALUE":
-                current = acc[slot]
-                if current is None or (value[0], value[1]) < (current[0], current[1]):
-                    acc[slot] = value
-            else:
-                current = acc[slot]
-                if current is None or (value[0], value[1]) > (current[0], current[1]):
-                    acc[slot] = value
-        ks = found.states[i]
+{chr(10).join(fold)}
+        ks = states[i]
         if ks is None:
-            ks = op._keys.get(key)
+            ks = key_states.get(key)
             if ks is None:
                 ks = new_key_state(key)
-        window = TimeWindow(start, end)
-        if not merging:
-            ks.contents[window] = acc
-        else:
-            assert g.existing is not None
-            before = g.existing[i]
-            mapping = ks.merging.mapping
-            if before is None:
-                mapping[window] = window
-                ks.contents[window] = acc
-            else:
-                sw = mapping[before]
-                ks.contents[sw] = acc
-                if before != window:
-                    # the loop's merge callback: the absorbed window's trigger
-                    # timer and cleanup timer go, the cover gets its own
-                    del mapping[before]
-                    mapping[window] = sw
-                    timers.delete_event_time_timer(key, before, before.end - 1)
-                    op._delete_cleanup_timer(key, before)
-        register(key, window, end - 1)
-        op._register_cleanup_timer(key, window)
+{store}"""
+    namespace: dict[str, Any] = {"TimeWindow": TimeWindow, "ON_TIME": ON_TIME}
+    exec(compile(src, "<wql.runtime.vectorized.group_loop>", "exec"), namespace)  # noqa: S102
+    fn = _GROUP_LOOPS[shape] = namespace["group_loop"]
+    return fn
 
-    # ---- rows that no window took, dropped rows, counters
+
+def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None:
+    g = plan.groups
+    specs = op.config.aggregates
+    seq0 = op._seq
+    counts, per_spec = _partials(op, p, plan, found)
+    seq_sums = tuple(
+        spec.kind in ("SUM", "AVG") and g.pane is None and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
+        for spec in specs
+    )
+    # windows created and completed inside the batch are emitted directly
+    ends = g.end
+    cleanup = np.minimum(ends - 1 + min(p.lateness, _INT_EXACT), MAX_TIME)
+    done = (
+        np.array(found.fresh, dtype=bool) & (ends - 1 <= p.wm_last) & (cleanup <= p.wm_last)
+    ).tolist()
+    direct: list[tuple] = []
+    loop = _group_loop(specs, op._agg._slot, seq_sums, g.existing is not None)
+    loop(
+        op,
+        found.keys,
+        found.states,
+        found.accs,
+        found.fresh,
+        g.existing,
+        g.start.tolist(),
+        ends.tolist(),
+        counts,
+        per_spec,
+        done,
+        direct,
+    )
+
+    # rows that no window took, dropped rows, counters
     counters = op.counters
     dropped = counters.dropped
     invalid_ts = p.n - int(p.valid.sum())
