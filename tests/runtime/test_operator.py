@@ -352,3 +352,13 @@ def test_process_batch_equals_row_loop():
     assert sorted(batch.drain(), key=repr) == sorted(loop.drain(), key=repr)
     assert batch.drain_late() == loop.drain_late()
     assert batch.counters == loop.counters
+
+
+def test_after_end_of_input_every_window_is_late_even_with_huge_lateness():
+    # cleanupTime overflows to MAX_TIME, and MAX_TIME <= watermark after the end
+    for assigner in (TumblingWindows(1000), SessionWindows(1000)):
+        cfg = OperatorConfig(assigner, COUNT, allowed_lateness=2**62, late_output=True)
+        op = WindowOperator(cfg)
+        op.end_of_input()
+        op.process_element(("k",), 2**62, ())
+        assert op.counters.late_rows == 1 and op.drain_late()[0][1] == 2**62

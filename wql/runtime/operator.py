@@ -58,6 +58,7 @@ from wql.runtime.windows import MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow, Wi
 
 Key = Hashable
 _by_seq = itemgetter(1)
+_BEYOND = 2**64  # above every cleanup time
 
 
 class _Context:
@@ -239,10 +240,13 @@ class WindowOperator:
         inline_trigger = self._inline_event_trigger
         agg_add = self._agg_add
         wm = self.watermark
+        # cleanupTime <= watermark, where cleanupTime is capped at MAX_TIME: at
+        # MAX_TIME (after end of input) every window is late.
+        late_bound = wm if wm < MAX_TIME else _BEYOND
         for w in windows:
             if event_time:
                 max_ts = w[1] - 1  # type: ignore[index]
-                if max_ts + lateness <= wm:
+                if max_ts + lateness <= late_bound:
                     continue  # the window is late: already cleaned up or never to fire
             accepted = True
             acc: Any = contents.get(w)
@@ -287,7 +291,11 @@ class WindowOperator:
 
     def _not_accepted(self, key: Key, ks: KeyState, timestamp: int | None, values: tuple) -> None:
         """Flink's "skipped element": side output if late, else counted (never lost)."""
-        if self._event_time and timestamp + self._lateness <= self.watermark:  # type: ignore[operator]
+        # isElementLate, with ts + lateness capped at MAX_TIME like cleanup times
+        # (Java's long would wrap around and call the row late as well).
+        if (
+            self._event_time and min(timestamp + self._lateness, MAX_TIME) <= self.watermark  # type: ignore[operator]
+        ):
             if self.config.late_output:
                 cols = self._late_columns
                 out_values = values if cols is None else tuple(values[i] for i in cols)
@@ -330,11 +338,12 @@ class WindowOperator:
         inline_trigger = self._inline_event_trigger
         timers = self._timers
         event_time = self._event_time
+        lateness = self._lateness
         on_merge = self._on_merge
         self._merge_key, self._merge_ks = key, ks
         for w in windows:
             actual = mws.add_window(w, on_merge)  # type: ignore[arg-type]
-            if event_time and self._cleanup_time(actual) <= self.watermark:
+            if event_time and min(actual[1] - 1 + lateness, MAX_TIME) <= self.watermark:  # type: ignore[index]
                 mws.retire_window(actual)
                 continue
             accepted = True
@@ -371,7 +380,7 @@ class WindowOperator:
                     self._emit(key, ks, actual, sw, acc, self._timing_now(actual))
                 if r & 2:
                     contents.pop(sw, None)
-            elif inline_trigger and not self._lateness:
+            elif inline_trigger and not lateness:
                 continue  # the cleanup timer is the trigger's timer, registered above
             self._register_cleanup_timer(key, actual)
         return accepted
@@ -409,6 +418,8 @@ class WindowOperator:
                 ctx.window = m
                 self._trigger.clear(m, ctx)
                 self._delete_cleanup_timer(key, m)
+        if not merged_state_windows:
+            return  # the result kept its only state window: nothing to fold
         # Fold the other state windows' contents and pane counts into the target.
         contents = ks.contents
         target = contents.get(state_window)
