@@ -724,7 +724,11 @@ class WindowOperator:
         return op
 
     def snapshot_key(self, key: Key) -> bytes:
-        """One key's state and timers (for hosts that keep state per key, e.g. Spark TWS)."""
+        """One key's state and timers (for hosts that keep state per key, e.g. Spark TWS).
+
+        Clocks, counters and undrained output are not part of it: the host
+        owns the clocks and must ``drain()`` / ``drain_late()`` first.
+        """
         ks = self._keys.get(key)
         event, processing = self._timers.key_timers(key)
         return _snap.dumps(
