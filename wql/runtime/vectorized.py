@@ -57,7 +57,7 @@ min/max and first/last; float sums that are not provably exact use one
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from math import gcd
 from typing import TYPE_CHECKING, Any
@@ -304,7 +304,7 @@ class _Prepared:
     """The batch as validated NumPy columns (nothing of the operator changed yet)."""
 
     n: int
-    keys: Sequence[Hashable]
+    keys: Any  # the batch's key column (a sequence or an object array)
     key_codes: IntArray
     uniques: list[Hashable]
     ts: IntArray
@@ -444,7 +444,7 @@ def _assigner_lengths(assigner: Any) -> list[int]:
     ] + ([abs(assigner.offset)] if isinstance(getattr(assigner, "offset", None), int) else [])
 
 
-def _factorize(keys: Sequence[Hashable], n: int) -> tuple[IntArray, list[Hashable]] | None:
+def _factorize(keys: Any, n: int) -> tuple[IntArray, list[Hashable]] | None:
     if len(keys) != n:
         return None
     index: dict[Hashable, int] = {}
