@@ -174,6 +174,7 @@ class WindowOperator:
         elif type(assigner) is CumulateWindows:
             self._slotted = (assigner.step, assigner.offset)
         self._last_slot: int | None = None
+        self._session_gap = assigner.gap if type(assigner) is SessionWindows else 0
         self._last_windows: Sequence[Window] = ()
         self._inline_event_trigger = type(self._trigger) is EventTimeTrigger and self._event_time
         # Session assigners merge eagerly (in-flight windows never intersect).
@@ -204,6 +205,8 @@ class WindowOperator:
             if tw is None or tw[0] != start:
                 tw = self._last_window = make_window((start, start + size))
             windows: Sequence[Window] = (tw,)
+        elif self._session_gap:
+            windows = (make_window((t, t + self._session_gap)),)
         elif self._slotted is not None:
             # Sliding (size a multiple of slide) and cumulate windows depend
             # only on the slide-/step-aligned slot of t: reuse the last list.
