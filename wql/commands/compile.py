@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         elif args.target == "pyspark":
             from wql.compiler.backends.pyspark_script import render_script
 
-            output = render_script(program, text, None if args.file == "-" else args.file)
+            output = render_script(
+                program, text, None if args.file == "-" else args.file, engine=args.engine
+            )
         else:
             output = json.dumps(plan_to_json(program, name), indent=2) + "\n"
     except WqlError as e:

@@ -447,10 +447,10 @@ def to_spark_sql(
 
 def program_to_sql(program: NativeProgram, pretty: bool = True) -> str:
     """The steps as nested SELECTs, innermost first (batch semantics: Watermark is dropped)."""
-    relation: exp.Expression = exp.to_table(_q(program.source), dialect=DIALECT)
+    relation: exp.Expr = exp.to_table(_q(program.source), dialect=DIALECT)
     depth = 0
 
-    def wrap(rel: exp.Expression) -> exp.Expression:
+    def wrap(rel: exp.Expr) -> exp.Expr:
         nonlocal depth
         if isinstance(rel, exp.Table):
             return rel
@@ -486,7 +486,7 @@ def program_to_sql(program: NativeProgram, pretty: bool = True) -> str:
     return relation.sql(dialect=DIALECT, pretty=pretty)
 
 
-def _filterable(select: exp.Select, cond: exp.Expression) -> bool:
+def _filterable(select: exp.Select, cond: exp.Expr) -> bool:
     """Whether ``cond`` can go into ``select``'s own WHERE without changing its meaning.
 
     True when ``select`` does not group and ``cond`` reads none of the
@@ -498,11 +498,11 @@ def _filterable(select: exp.Select, cond: exp.Expression) -> bool:
     return not any(c.name.lower() in aliases for c in cond.find_all(exp.Column))
 
 
-def _parse(sql: str) -> exp.Expression:
+def _parse(sql: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read=DIALECT)
 
 
-def _aliased(item: Item) -> exp.Expression:
+def _aliased(item: Item) -> exp.Expr:
     node = _parse(item.sql)
     if item.alias is None:
         return node

@@ -29,9 +29,13 @@ INDENT = "    "
 
 
 def render_script(
-    program: P.Program, text: str, filename: str | None = None, base_dir: str | None = None
+    program: P.Program,
+    text: str,
+    filename: str | None = None,
+    base_dir: str | None = None,
+    engine: str = "auto",
 ) -> str:
-    """The script for ``program`` (compiled from ``text``, read from ``filename``)."""
+    """The script for ``program``, compiled from ``text`` (``filename``) with ``engine``."""
     base = base_dir or (os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd())
     needs_runtime = any(_engine(q) == "operator" for q in program.queries)
     out: list[str] = [
@@ -54,7 +58,24 @@ def render_script(
         f"BASE_DIR = {base!r}",
     ]
     if needs_runtime:
-        out += ["", "# the WQL text the operator queries are compiled from", f"WQL_TEXT = {text!r}"]
+        out += [
+            "",
+            "# the WQL text the operator queries are compiled from, and the engine request",
+            f"WQL_TEXT = {text!r}",
+            f"WQL_ENGINE = {engine!r}",
+            "_WQL_RESULTS = {}",
+            "",
+            "",
+            "def wql_results(spark, sources):",
+            f'{INDENT}"""Every query run once by the WQL runtime (operator queries eagerly)."""',
+            f"{INDENT}import wql  # the WQL runtime: pip install wql",
+            "",
+            f"{INDENT}key = tuple(sorted((name, id(df)) for name, df in sources.items()))",
+            f"{INDENT}if key not in _WQL_RESULTS:",
+            f"{INDENT * 2}compiled = wql.compile(WQL_TEXT, WQL_ENGINE, base_dir=BASE_DIR)",
+            f"{INDENT * 2}_WQL_RESULTS[key] = compiled.apply(spark, **sources)",
+            f"{INDENT}return _WQL_RESULTS[key]",
+        ]
     out += ["", ""]
     out += _sources_function(program)
     for q in program.queries:
@@ -124,11 +145,7 @@ def _query_function(q: P.Query) -> list[str]:
     doc = f"{q.name}: {engine} engine" + (f" ({why})" if why else "")
     lines.append(f"{INDENT}{_docstring(doc)}")
     if engine == "operator":
-        lines += [
-            f"{INDENT}import wql  # the WQL runtime runs this query",
-            "",
-            f"{INDENT}return wql.compile(WQL_TEXT).apply(spark, **sources)[{q.name!r}]",
-        ]
+        lines.append(f"{INDENT}return wql_results(spark, sources)[{q.name!r}]")
         return lines
     program = native.lower(q)
     lines.append(f"{INDENT}df = sources[{q.source.name!r}]")
