@@ -316,7 +316,7 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
             hint = "end the previous statement with ';'"
         return WqlSyntaxError(f"unexpected {found}", span, expected=expected, hint=hint)
     if isinstance(err, UnexpectedCharacters):
-        pos = err.pos_in_stream
+        pos = err.pos_in_stream or 0
         rest = text[pos:]
         if rest[:1] in ("'", '"'):
             line_end = text.find("\n", pos)
@@ -344,7 +344,8 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
 
 def _parse_whole(text: str) -> ast.Script:
     """Parse and transform ``text``; any problem is raised as a WqlError."""
-    _comments.sink = comments = []
+    comments: list[Token] = []
+    _comments.sink = comments
     try:
         tree = lark_parser().parse(text)
     except UnexpectedInput as err:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from lark import Token, Transformer, Tree, v_args
 from lark.tree import Meta
@@ -213,7 +213,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 windows[1].span,
                 hint="a query groups by exactly one window",
             )
-        return ast.GroupBy(keys, windows[0], span=span)
+        return ast.GroupBy(keys, cast(ast.Window, windows[0]), span=span)
 
     # ------------------------------------------------------------- windows
 
@@ -258,7 +258,9 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                         token_span(value),
                         hint=f"write e.g. INTERVAL '5' {unit.name}",
                     )
-                parts = (ast.IntervalPart(number, unit, span=token_span(value)),)
+                parts: tuple[ast.IntervalPart, ...] = (
+                    ast.IntervalPart(number, unit, span=token_span(value)),
+                )
             elif _parse_decimal(body.strip()) is not None:
                 raise WqlSyntaxError(
                     f"interval {value} needs a unit",
@@ -478,13 +480,12 @@ def render_sql(node: Any) -> str:
     if isinstance(node, ast.Interval):
         return node.describe()
     assert isinstance(node, Tree)
-    if node.data == "sql_call" and isinstance(node.children[0], Token):
+    head = node.children[0] if node.children else None
+    if node.data == "sql_call" and isinstance(head, Token):
         # Function names are case-insensitive in Spark: print them upper-case.
-        head = node.children[0]
         name = str(head).upper() if head.type == "NAME" else str(head)
         return name + _join(node.children[1:])
-    if node.data == "sql_count_star":
-        head = node.children[0]
+    if node.data == "sql_count_star" and isinstance(head, Token):
         name = str(head).upper() if head.type == "NAME" else str(head)
         return name + "(*)"
     if node.data in _UPPER_NAME_RULES:
