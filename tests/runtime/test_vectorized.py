@@ -195,25 +195,34 @@ def replay(rows: list[tuple], delay: int) -> list[int]:
     return out
 
 
-def batch_of(rows: list[tuple], wms: list[int], float_values: bool, as_lists: bool) -> RowBatch:
+def batch_of(
+    rows: list[tuple], wms: list[int], float_values: bool, as_lists: bool, missing=()
+) -> RowBatch:
     values = [v for _, _, v in rows]
     vcol = np.array([v[0] for v in values], np.float64 if float_values else np.int64)
     gcol = np.array([v[1] for v in values], np.int64)
     columns: tuple = (vcol.tolist(), gcol.tolist()) if as_lists else (vcol, gcol)
+    valid = None
+    if missing:
+        valid = np.ones(len(rows), dtype=bool)
+        valid[list(missing)] = False
     return RowBatch(
         keys=[k for k, _, _ in rows],
         timestamps=np.array([t for _, t, _ in rows], np.int64),
         columns=columns,
         watermark_before=np.array(wms, np.int64),
+        timestamp_valid=valid,
     )
 
 
 def loop(op: WindowOperator, batch: RowBatch) -> None:
     """The per-row loop of the architecture contract, written independently of the runtime."""
     columns = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in batch.columns]
+    valid = batch.timestamp_valid
     for i in range(len(batch)):
         op.advance_watermark(int(batch.watermark_before[i]))
-        op.process_element(batch.keys[i], int(batch.timestamps[i]), tuple(c[i] for c in columns))
+        ts = int(batch.timestamps[i]) if valid is None or valid[i] else None
+        op.process_element(batch.keys[i], ts, tuple(c[i] for c in columns))
 
 
 def state_view(op: WindowOperator) -> dict:
@@ -284,7 +293,7 @@ def streams(draw, in_order: bool | None = None, float_values: bool | None = None
     return rows, floats
 
 
-def run_both(config: OperatorConfig, rows, delay, cuts, floats, as_lists):
+def run_both(config: OperatorConfig, rows, delay, cuts, floats, as_lists, missing=(), snap=False):
     wms = replay(rows, delay)
     bounds = [0, *sorted(set(cuts)), len(rows)]
     fast, slow = WindowOperator(config), WindowOperator(config)
@@ -292,10 +301,15 @@ def run_both(config: OperatorConfig, rows, delay, cuts, floats, as_lists):
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         if a == b:
             continue
-        batch = batch_of(rows[a:b], wms[a:b], floats, as_lists)
+        batch = batch_of(
+            rows[a:b], wms[a:b], floats, as_lists, [i - a for i in missing if a <= i < b]
+        )
         took = try_process_batch(fast, batch)
         if not took:
             loop(fast, batch)
+        if snap:  # what the fast path leaves behind must survive a snapshot
+            fast_out += fast.drain()
+            fast = WindowOperator.restore(config, fast.snapshot())
         taken.append(took)
         loop(slow, batch)
         fast_out += fast.drain()
@@ -311,7 +325,11 @@ def test_fast_path_equals_the_per_row_loop(config, stream, delay, data):
     rows, floats = stream
     cuts = data.draw(st.lists(st.integers(0, len(rows)), max_size=3))
     as_lists = data.draw(st.booleans())
-    fast, slow, fast_out, slow_out, _ = run_both(config, rows, delay, cuts, floats, as_lists)
+    missing = data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=2, unique=True))
+    snap = data.draw(st.booleans())
+    fast, slow, fast_out, slow_out, _ = run_both(
+        config, rows, delay, cuts, floats, as_lists, missing, snap
+    )
     fast.end_of_input()
     slow.end_of_input()
     assert observed(fast, fast_out + fast.drain()) == observed(slow, slow_out + slow.drain())
