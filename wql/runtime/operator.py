@@ -423,29 +423,15 @@ class WindowOperator:
                 self._delete_cleanup_timer(key, m)
         if not merged_state_windows:
             return  # the result kept its only state window: nothing to fold
-        # Fold the other state windows' contents and pane counts into the target.
-        contents = ks.contents
-        target = contents.get(state_window)
-        panes = ks.panes
-        pane = panes.get(state_window)
-        for sw in merged_state_windows:
-            src = contents.pop(sw, None)
-            if src is not None:
-                if target is None:
-                    target = src
-                elif self._evictor is not None:
-                    target.extend(src)
-                else:
-                    self._agg.merge(target, src)
-            p = panes.pop(sw, None)
-            if p is not None and (pane is None or p > pane):
-                pane = p
-        if target is not None:
-            if self._evictor is not None and merged_state_windows:
-                target.sort(key=_by_seq)  # WQL: merged rows in arrival order
-            contents[state_window] = target
-        if pane is not None:
-            panes[state_window] = pane
+        ks.merge_namespaces(state_window, merged_state_windows, self._merge_contents)
+
+    def _merge_contents(self, target: Any, source: Any) -> Any:
+        """Fold one state window's contents into another's (returns the result)."""
+        if self._evictor is not None:
+            # WQL: merged rows in arrival order (Flink: hash-set order).
+            return sorted(target + source, key=_by_seq)
+        self._agg.merge(target, source)
+        return target
 
     # ----------------------------------------------------------------- clocks
 
@@ -534,11 +520,11 @@ class WindowOperator:
             del self._keys[key]
 
     def _clear_all_state(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
-        ks.contents.pop(sw, None)
+        """Flink's ``clearAllState``: contents, trigger state, pane count, merging entry."""
+        ks.clear_namespace(sw)
         ctx = self._ctx
         ctx.key, ctx.ks, ctx.window = key, ks, window
         self._trigger.clear(window, ctx)
-        ks.panes.pop(sw, None)
         if ks.merging is not None:
             ks.merging.mapping.pop(window, None)  # type: ignore[arg-type]
 

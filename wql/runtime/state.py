@@ -18,7 +18,7 @@ Timers are kept by the ``TimerService``, indexed by key as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wql.runtime.merging import MergingWindowSet
@@ -41,6 +41,41 @@ class KeyState:
             or self.panes
             or (self.merging is not None and self.merging.mapping)
         )
+
+    def merge_namespaces(
+        self,
+        target: Window,
+        sources: Sequence[Window],
+        merge_contents: Callable[[Any, Any], Any],
+    ) -> None:
+        """Flink's ``mergeNamespaces`` for the window contents (and pane counts).
+
+        Folds the contents of every source state window into ``target`` with
+        ``merge_contents(target_contents, source_contents) -> contents`` and
+        removes the sources; pane counts merge by ``max``.
+        """
+        contents = self.contents
+        panes = self.panes
+        acc = contents.get(target)
+        pane = panes.get(target)
+        for w in sources:
+            if w == target:
+                continue
+            src = contents.pop(w, None)
+            if src is not None:
+                acc = src if acc is None else merge_contents(acc, src)
+            p = panes.pop(w, None)
+            if p is not None and (pane is None or p > pane):
+                pane = p
+        if acc is not None:
+            contents[target] = acc
+        if pane is not None:
+            panes[target] = pane
+
+    def clear_namespace(self, window: Window) -> None:
+        """Drop the contents and pane count of one state window."""
+        self.contents.pop(window, None)
+        self.panes.pop(window, None)
 
     def merge_trigger_state(
         self,
