@@ -40,7 +40,7 @@ from wql.errors import Span, WqlError, WqlErrors, WqlSyntaxError
 from wql.grammar import ast
 from wql.grammar.transformer import WqlTransformer
 
-__all__ = ["parse", "lark_parser", "split_statements", "describe_terminal"]
+__all__ = ["parse", "lark_parser", "split_statements", "describe_terminal", "RESERVED_WORDS"]
 
 GRAMMAR_PATH = Path(__file__).with_name("wql.lark")
 
@@ -72,25 +72,8 @@ _OPERATORS = frozenset(
 
 # What may start a scalar expression: listed as "an expression".
 _EXPRESSION_STARTS = frozenset(
-    {
-        "'('",
-        "'+'",
-        "'-'",
-        "'~'",
-        "CASE",
-        "CAST",
-        "TRY_CAST",
-        "EXTRACT",
-        "FALSE",
-        "INTERVAL",
-        "NOT",
-        "NULL",
-        "TRUE",
-        "an identifier",
-        "a string",
-        "an integer",
-        "a number",
-    }
+    ["'('", "'+'", "'-'", "'~'", "an identifier", "a string", "an integer", "a number"]
+    + ["CASE", "CAST", "TRY_CAST", "EXTRACT", "FALSE", "INTERVAL", "NOT", "NULL", "TRUE"]
 )
 
 # Words that are never identifiers unless backquoted: clause starters and
@@ -98,31 +81,11 @@ _EXPRESSION_STARTS = frozenset(
 # the grammar does not expect that keyword (see docs/language.md).
 RESERVED_WORDS = frozenset(
     {
-        "SELECT",
-        "FROM",
-        "WHERE",
-        "GROUP",
-        "HAVING",
-        "CREATE",
-        "AND",
-        "OR",
-        "NOT",
-        "IS",
-        "IN",
-        "BETWEEN",
-        "LIKE",
-        "AS",
-        "CASE",
-        "WHEN",
-        "THEN",
-        "ELSE",
-        "END",
-        "NULL",
-        "TRUE",
-        "FALSE",
-        "DISTINCT",
+        "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "CREATE",
+        "AND", "OR", "NOT", "IS", "IN", "BETWEEN", "LIKE", "AS",
+        "CASE", "WHEN", "THEN", "ELSE", "END", "NULL", "TRUE", "FALSE", "DISTINCT",
     }
-)
+)  # fmt: skip
 
 # Comments seen by the lexer during the current parse (one list per thread,
 # since the cached parser is shared).
@@ -221,10 +184,6 @@ def _expected(names: Iterable[str]) -> tuple[str, ...]:
     shown = {describe_terminal(n) for n in names if n not in _IGNORED}
     if {"CASE", "an identifier"} <= shown:
         shown = (shown - _EXPRESSION_STARTS) | {"an expression"}
-    if "OR" in shown and "an operator" not in shown and len(shown) > 1:
-        # LALR reduced the expression before seeing the bad token, so only
-        # OR (not AND, +, ...) is left as a continuation: noise, not advice.
-        shown -= {"OR", "AND"}
     operators = shown & _OPERATORS
     if len(operators) >= 3:
         shown = (shown - operators) | {"an operator"}
