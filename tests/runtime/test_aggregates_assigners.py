@@ -24,10 +24,16 @@ from wql.runtime import (
 )
 
 ALL = (
-    AggregateSpec("COUNT_STAR"), AggregateSpec("COUNT", 0), AggregateSpec("SUM", 0),
-    AggregateSpec("MIN", 0), AggregateSpec("MAX", 0), AggregateSpec("AVG", 0),
-    AggregateSpec("COUNT_DISTINCT", 0), AggregateSpec("FIRST_VALUE", 0),
-    AggregateSpec("LAST_VALUE", 0), AggregateSpec("COLLECT_LIST", 0),
+    AggregateSpec("COUNT_STAR"),
+    AggregateSpec("COUNT", 0),
+    AggregateSpec("SUM", 0),
+    AggregateSpec("MIN", 0),
+    AggregateSpec("MAX", 0),
+    AggregateSpec("AVG", 0),
+    AggregateSpec("COUNT_DISTINCT", 0),
+    AggregateSpec("FIRST_VALUE", 0),
+    AggregateSpec("LAST_VALUE", 0),
+    AggregateSpec("COLLECT_LIST", 0),
 )
 
 
@@ -36,9 +42,16 @@ def brute(rows):
     vals = [v for _, _, v in rows if v is not None]
     ordered = [v for _, _, v in sorted(rows, key=lambda r: (r[0], r[1])) if v is not None]
     return (
-        len(rows), len(vals), sum(vals) if vals else None, min(vals, default=None),
-        max(vals, default=None), sum(vals) / len(vals) if vals else None, len(set(vals)),
-        ordered[0] if ordered else None, ordered[-1] if ordered else None, ordered,
+        len(rows),
+        len(vals),
+        sum(vals) if vals else None,
+        min(vals, default=None),
+        max(vals, default=None),
+        sum(vals) / len(vals) if vals else None,
+        len(set(vals)),
+        ordered[0] if ordered else None,
+        ordered[-1] if ordered else None,
+        ordered,
     )
 
 
@@ -55,9 +68,18 @@ def test_decimal_and_ties_by_arrival():
     acc = agg.create()
     for seq, v in enumerate([Decimal("1.5"), Decimal("2.5"), Decimal("1.5")]):
         agg.add(acc, 100, seq, (v,))
-    assert agg.result(acc) == (3, 3, Decimal("5.5"), Decimal("1.5"), Decimal("2.5"),
-                               Decimal("5.5") / 3, 2, Decimal("1.5"), Decimal("1.5"),
-                               [Decimal("1.5"), Decimal("2.5"), Decimal("1.5")])
+    assert agg.result(acc) == (
+        3,
+        3,
+        Decimal("5.5"),
+        Decimal("1.5"),
+        Decimal("2.5"),
+        Decimal("5.5") / 3,
+        2,
+        Decimal("1.5"),
+        Decimal("1.5"),
+        [Decimal("1.5"), Decimal("2.5"), Decimal("1.5")],
+    )
 
 
 rows_strategy = st.lists(
@@ -79,7 +101,8 @@ def test_merge_equals_adding_everything(a, b):
     agg.merge(acc_b, acc_a)
     assert agg.result(acc_b) == brute(rows_a + rows_b)
     assert agg.result_of_rows([(ts, s, (v,)) for ts, s, v in rows_a + rows_b]) == brute(
-        rows_a + rows_b)
+        rows_a + rows_b
+    )
 
 
 def test_aggregate_spec_validation():
@@ -92,9 +115,16 @@ def test_aggregate_spec_validation():
 
 
 def test_state_stays_small_without_evictor():
-    cfg = OperatorConfig(TumblingWindows(60_000), (AggregateSpec("COUNT_STAR"),
-                         AggregateSpec("SUM", 0), AggregateSpec("AVG", 0),
-                         AggregateSpec("FIRST_VALUE", 0), AggregateSpec("LAST_VALUE", 0)))
+    cfg = OperatorConfig(
+        TumblingWindows(60_000),
+        (
+            AggregateSpec("COUNT_STAR"),
+            AggregateSpec("SUM", 0),
+            AggregateSpec("AVG", 0),
+            AggregateSpec("FIRST_VALUE", 0),
+            AggregateSpec("LAST_VALUE", 0),
+        ),
+    )
     op = WindowOperator(cfg)
     for i in range(100_000):
         op.process_element((i % 3,), i, (float(i),))
@@ -119,9 +149,16 @@ def test_sessions_merge_accumulators_not_rows():
 
 @pytest.mark.parametrize(
     ("ts", "offset", "expected"),
-    [(0, 0, (0, 1000)), (999, 0, (0, 1000)), (-1, 0, (-1000, 0)), (-1000, 0, (-1000, 0)),
-     (-1001, 0, (-2000, -1000)), (50, 100, (-900, 100)), (100, 100, (100, 1100)),
-     (50, -100, (-100, 900))],
+    [
+        (0, 0, (0, 1000)),
+        (999, 0, (0, 1000)),
+        (-1, 0, (-1000, 0)),
+        (-1000, 0, (-1000, 0)),
+        (-1001, 0, (-2000, -1000)),
+        (50, 100, (-900, 100)),
+        (100, 100, (100, 1100)),
+        (50, -100, (-100, 900)),
+    ],
 )
 def test_tumbling_floor_modulo(ts, offset, expected):
     assert TumblingWindows(1000, offset).assign_windows(ts, ()) == (TimeWindow(*expected),)
@@ -129,37 +166,55 @@ def test_tumbling_floor_modulo(ts, offset, expected):
 
 def test_sliding_negative_and_offset():
     assert SlidingWindows(3000, 1000).assign_windows(-1, ()) == (
-        TimeWindow(-1000, 2000), TimeWindow(-2000, 1000), TimeWindow(-3000, 0))
+        TimeWindow(-1000, 2000),
+        TimeWindow(-2000, 1000),
+        TimeWindow(-3000, 0),
+    )
     assert SlidingWindows(3000, 1000, offset=500).assign_windows(600, ()) == (
-        TimeWindow(500, 3500), TimeWindow(-500, 2500), TimeWindow(-1500, 1500))
+        TimeWindow(500, 3500),
+        TimeWindow(-500, 2500),
+        TimeWindow(-1500, 1500),
+    )
 
 
 def test_cumulate():
     a = CumulateWindows(step=1000, size=3000)
-    assert a.assign_windows(0, ()) == (TimeWindow(0, 1000), TimeWindow(0, 2000),
-                                       TimeWindow(0, 3000))
+    assert a.assign_windows(0, ()) == (
+        TimeWindow(0, 1000),
+        TimeWindow(0, 2000),
+        TimeWindow(0, 3000),
+    )
     assert a.assign_windows(2999, ()) == (TimeWindow(0, 3000),)
     assert a.assign_windows(-1, ()) == (TimeWindow(-3000, 0),)
     assert CumulateWindows(1000, 3000, offset=500).assign_windows(600, ()) == (
-        TimeWindow(500, 1500), TimeWindow(500, 2500), TimeWindow(500, 3500))
+        TimeWindow(500, 1500),
+        TimeWindow(500, 2500),
+        TimeWindow(500, 3500),
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(-10**6, 10**6), st.integers(1, 50), st.integers(1, 6))
+@given(st.integers(-(10**6), 10**6), st.integers(1, 50), st.integers(1, 6))
 def test_cumulate_windows_are_exactly_those_containing_ts(ts, step, k):
     size = step * k
     windows = CumulateWindows(step, size).assign_windows(ts, ())
     start = ts - ts % size
-    expected = [TimeWindow(start, start + j * step) for j in range(1, k + 1)
-                if start + j * step > ts]
+    expected = [
+        TimeWindow(start, start + j * step) for j in range(1, k + 1) if start + j * step > ts
+    ]
     assert list(windows) == expected
     assert all(w.start <= ts < w.end for w in windows)
 
 
 def test_assigner_validation():
-    for bad in (lambda: TumblingWindows(0), lambda: TumblingWindows(10, 10),
-                lambda: SlidingWindows(10, 0), lambda: SlidingWindows(10, 5, 5),
-                lambda: CumulateWindows(3, 10), lambda: SessionWindows(-1)):
+    for bad in (
+        lambda: TumblingWindows(0),
+        lambda: TumblingWindows(10, 10),
+        lambda: SlidingWindows(10, 0),
+        lambda: SlidingWindows(10, 5, 5),
+        lambda: CumulateWindows(3, 10),
+        lambda: SessionWindows(-1),
+    ):
         with pytest.raises(ValueError):
             bad()
 

@@ -58,8 +58,10 @@ def test_2_sliding():
 
 def test_3_session():
     h = Harness(OperatorConfig(SessionWindows(3000), SUM))
-    h.run("k2:1@0, k2:2@1000, k2:3@2500, k1:1@10, k1:2@1000, k1:3@2500,"
-          " k2:4@5501, k2:5@6000, k2:5@6000, k2:6@6050")
+    h.run(
+        "k2:1@0, k2:2@1000, k2:3@2500, k1:1@10, k1:2@1000, k1:3@2500,"
+        " k2:4@5501, k2:5@6000, k2:5@6000, k2:6@6050"
+    )
     assert sums(h.run("WM 12000")) == [
         ("k1", 6, 10, 5500),
         ("k2", 6, 0, 5500),
@@ -108,8 +110,11 @@ def test_6_dynamic_gap():
 def test_7_lateness_purging():
     h = Harness(
         OperatorConfig(
-            TumblingWindows(2000), SUM, PurgingTrigger(EventTimeTrigger()),
-            allowed_lateness=500, late_output=True,
+            TumblingWindows(2000),
+            SUM,
+            PurgingTrigger(EventTimeTrigger()),
+            allowed_lateness=500,
+            late_output=True,
         )
     )
     h.run("k2:1@500, WM 1500, k2:1@1300")
@@ -142,8 +147,13 @@ def test_8_sliding_late_rows_taken_by_other_windows():
 def _vector_9(lateness: int, purging: bool) -> Harness:
     trigger = PurgingTrigger(EventTimeTrigger()) if purging else EventTimeTrigger()
     h = Harness(
-        OperatorConfig(SessionWindows(3000), (AggregateSpec("COUNT_STAR"),), trigger,
-                       allowed_lateness=lateness, late_output=True)
+        OperatorConfig(
+            SessionWindows(3000),
+            (AggregateSpec("COUNT_STAR"),),
+            trigger,
+            allowed_lateness=lateness,
+            late_output=True,
+        )
     )
     h.run("e@1000, WM 1999, e@2000, WM 4998, e@4500, e@8500, WM 7400")
     assert h.run("e@7000") == []  # bridges [4500,7500) and [8500,11500)
@@ -187,9 +197,7 @@ def test_9e_session_late_merge_long_lateness():
 
 
 def test_10_evictors():
-    h = Harness(
-        OperatorConfig(GlobalWindows(), SUM, CountTrigger(2), CountEvictor(4, after=True))
-    )
+    h = Harness(OperatorConfig(GlobalWindows(), SUM, CountTrigger(2), CountEvictor(4, after=True)))
     fired = h.run(", ".join(["k2@0"] * 8))
     assert [f.value for f in fired] == [2, 4, 6, 6]
     assert [f.pane_index for f in fired] == [0, 1, 2, 3]
@@ -222,8 +230,12 @@ def test_11_merging_window_set():
     calls.clear()
     assert s.add_window(TimeWindow(8, 10), merge) == TimeWindow(5, 13)
     assert calls == [
-        (TimeWindow(5, 13), [TimeWindow(5, 8), TimeWindow(10, 13)], TimeWindow(5, 8),
-         [TimeWindow(10, 13)])
+        (
+            TimeWindow(5, 13),
+            [TimeWindow(5, 8), TimeWindow(10, 13)],
+            TimeWindow(5, 8),
+            [TimeWindow(10, 13)],
+        )
     ]
     assert s.add_window(TimeWindow(3, 5), merge) == TimeWindow(0, 13)
     # WQL's rule (Flink: hash-set order): the earliest merged window's state window

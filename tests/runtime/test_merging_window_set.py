@@ -50,10 +50,18 @@ def test_incremental_merging(session_set):
 
     assert add(s, f, W(3, 5)) == W(0, 5)
     assert (f.target, f.state_window, f.sources, f.merged_state_windows) == (
-        W(0, 5), W(0, 4), [W(0, 4)], [])
+        W(0, 5),
+        W(0, 4),
+        [W(0, 4)],
+        [],
+    )
     assert add(s, f, W(4, 6)) == W(0, 6)
     assert (f.target, f.state_window, f.sources, f.merged_state_windows) == (
-        W(0, 6), W(0, 4), [W(0, 5)], [])
+        W(0, 6),
+        W(0, 4),
+        [W(0, 5)],
+        [],
+    )
     assert s.get_state_window(W(0, 6)) == W(0, 4)
 
     for inside in (W(1, 4), W(0, 4), W(3, 5), W(4, 6)):
@@ -64,7 +72,11 @@ def test_incremental_merging(session_set):
     assert s.get_state_window(W(11, 14)) == W(11, 14)
     assert add(s, f, W(10, 13)) == W(10, 14)
     assert (f.target, f.state_window, f.sources, f.merged_state_windows) == (
-        W(10, 14), W(11, 14), [W(11, 14)], [])
+        W(10, 14),
+        W(11, 14),
+        [W(11, 14)],
+        [],
+    )
     assert add(s, f, W(12, 15)) == W(10, 15)
     assert (f.target, f.state_window, f.sources) == (W(10, 15), W(11, 14), [W(10, 14)])
     assert add(s, f, W(11, 14)) == W(10, 15) and not f.merged

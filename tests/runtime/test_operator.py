@@ -102,8 +102,9 @@ def test_every_row_is_accounted_for():
 
 
 def test_pane_timing_early_on_time_late():
-    cfg = OperatorConfig(TumblingWindows(1000), COUNT,
-                         EarlyLateTrigger(CountTrigger(2)), allowed_lateness=500)
+    cfg = OperatorConfig(
+        TumblingWindows(1000), COUNT, EarlyLateTrigger(CountTrigger(2)), allowed_lateness=500
+    )
     h = Harness(cfg)
     assert timing(h.run("k@1, k@2")) == [(2, 0, "EARLY")]
     assert timing(h.run("k@3, WM 999")) == [(3, 1, "ON_TIME")]
@@ -114,8 +115,9 @@ def test_pane_timing_early_on_time_late():
 
 
 def test_early_late_with_late_trigger():
-    cfg = OperatorConfig(TumblingWindows(1000), COUNT,
-                         EarlyLateTrigger(None, CountTrigger(2)), allowed_lateness=500)
+    cfg = OperatorConfig(
+        TumblingWindows(1000), COUNT, EarlyLateTrigger(None, CountTrigger(2)), allowed_lateness=500
+    )
     h = Harness(cfg)
     assert h.run("k@1, k@2, k@3") == []
     assert timing(h.run("WM 1000")) == [(3, 0, "ON_TIME")]
@@ -124,8 +126,9 @@ def test_early_late_with_late_trigger():
 
 
 def test_early_late_window_first_seen_after_watermark():
-    cfg = OperatorConfig(TumblingWindows(1000), COUNT, EarlyLateTrigger(CountTrigger(5)),
-                         allowed_lateness=5000)
+    cfg = OperatorConfig(
+        TumblingWindows(1000), COUNT, EarlyLateTrigger(CountTrigger(5)), allowed_lateness=5000
+    )
     h = Harness(cfg)
     assert timing(h.run("WM 2000, k@10")) == [(1, 0, "LATE")]
 
@@ -211,7 +214,9 @@ def test_tumbling_count_window():
     h = Harness(OperatorConfig(assigner, SUM, trigger, evictor))
     fired = h.run("k:1@0, k:2@0, k:3@0, k:4@0, WM 99999, k:5@-5, k:6@0")
     assert [(f.value, f.start, f.end, f.timestamp) for f in fired] == [
-        (6, None, None, MAX_TIME), (15, None, None, MAX_TIME)]
+        (6, None, None, MAX_TIME),
+        (15, None, None, MAX_TIME),
+    ]
     assert h.op.counters.dropped == {}  # never late
 
 
@@ -282,8 +287,9 @@ def test_delta_trigger():
 
 
 def test_continuous_processing_time_on_processing_window():
-    cfg = OperatorConfig(TumblingWindows(1000, event_time=False), COUNT,
-                         ContinuousProcessingTimeTrigger(300))
+    cfg = OperatorConfig(
+        TumblingWindows(1000, event_time=False), COUNT, ContinuousProcessingTimeTrigger(300)
+    )
     h = Harness(cfg)
     h.run("PT 10")
     h.op.process_element(("k",), None, ())
@@ -318,8 +324,11 @@ def test_time_evictor_after_and_empty_buffer():
 
 def test_evict_before_everything_still_emits_like_flink():
     # Flink calls the window function on the empty remainder (COUNT = 0, SUM = None).
-    cfg = OperatorConfig(TumblingWindows(1000), (AggregateSpec("COUNT_STAR"),
-                         AggregateSpec("SUM", 0)), evictor=DeltaEvictor(0, -1.0))
+    cfg = OperatorConfig(
+        TumblingWindows(1000),
+        (AggregateSpec("COUNT_STAR"), AggregateSpec("SUM", 0)),
+        evictor=DeltaEvictor(0, -1.0),
+    )
     h = Harness(cfg)
     assert [f.value for f in h.run("k:1@0, END")] == [(0, None)]
 
@@ -330,10 +339,20 @@ def test_evict_before_everything_still_emits_like_flink():
 def test_process_batch_equals_row_loop():
     import numpy as np
 
-    cfg = OperatorConfig(SessionWindows(100), (AggregateSpec("COUNT_STAR"),
-                         AggregateSpec("MAX", 0)), allowed_lateness=50, late_output=True)
-    rows = [(("a",), 10, 1.0), (("b",), 20, None), (("a",), 400, 3.0), (("a",), 30, 2.0),
-            (("b",), None, 1.0), (("a",), 1000, 5.0)]
+    cfg = OperatorConfig(
+        SessionWindows(100),
+        (AggregateSpec("COUNT_STAR"), AggregateSpec("MAX", 0)),
+        allowed_lateness=50,
+        late_output=True,
+    )
+    rows = [
+        (("a",), 10, 1.0),
+        (("b",), 20, None),
+        (("a",), 400, 3.0),
+        (("a",), 30, 2.0),
+        (("b",), None, 1.0),
+        (("a",), 1000, 5.0),
+    ]
     wms = [-(2**63), 0, 10, 300, 300, 300]
     loop = WindowOperator(cfg)
     for (k, ts, v), wm in zip(rows, wms, strict=True):
@@ -341,13 +360,15 @@ def test_process_batch_equals_row_loop():
         loop.process_element(k, ts, (v,))
     loop.end_of_input()
     batch = WindowOperator(cfg)
-    batch.process_batch(RowBatch(
-        keys=[r[0] for r in rows],
-        timestamps=np.array([r[1] or 0 for r in rows], dtype=np.int64),
-        columns=([r[2] for r in rows],),
-        watermark_before=np.array(wms, dtype=np.int64),
-        timestamp_valid=np.array([r[1] is not None for r in rows]),
-    ))
+    batch.process_batch(
+        RowBatch(
+            keys=[r[0] for r in rows],
+            timestamps=np.array([r[1] or 0 for r in rows], dtype=np.int64),
+            columns=([r[2] for r in rows],),
+            watermark_before=np.array(wms, dtype=np.int64),
+            timestamp_valid=np.array([r[1] is not None for r in rows]),
+        )
+    )
     batch.end_of_input()
     assert sorted(batch.drain(), key=repr) == sorted(loop.drain(), key=repr)
     assert batch.drain_late() == loop.drain_late()

@@ -28,29 +28,65 @@ from wql.runtime import (
 )
 from wql.runtime.testing import Harness
 
-AGGS = (AggregateSpec("COUNT_STAR"), AggregateSpec("SUM", 0), AggregateSpec("FIRST_VALUE", 0),
-        AggregateSpec("COLLECT_LIST", 0), AggregateSpec("COUNT_DISTINCT", 0))
+AGGS = (
+    AggregateSpec("COUNT_STAR"),
+    AggregateSpec("SUM", 0),
+    AggregateSpec("FIRST_VALUE", 0),
+    AggregateSpec("COLLECT_LIST", 0),
+    AggregateSpec("COUNT_DISTINCT", 0),
+)
 
 CONFIGS = [
     OperatorConfig(TumblingWindows(1000), AGGS),
     OperatorConfig(SlidingWindows(2000, 500), AGGS, allowed_lateness=300, late_output=True),
-    OperatorConfig(SessionWindows(700), AGGS, PurgingTrigger(CountTrigger(3)),
-                   allowed_lateness=200),
+    OperatorConfig(
+        SessionWindows(700), AGGS, PurgingTrigger(CountTrigger(3)), allowed_lateness=200
+    ),
     OperatorConfig(SessionWindows(700), AGGS, ContinuousEventTimeTrigger(250)),
     OperatorConfig(SessionWindows(700), AGGS, evictor=CountEvictor(2)),
-    OperatorConfig(TumblingWindows(1000), AGGS,
-                   EarlyLateTrigger(ContinuousProcessingTimeTrigger(100), CountTrigger(2)),
-                   allowed_lateness=1000),
-    OperatorConfig(GlobalWindows(), AGGS, ProcessingTimeoutTrigger(CountTrigger(4), 150),
-                   evictor=CountEvictor(3, after=True)),
+    OperatorConfig(
+        TumblingWindows(1000),
+        AGGS,
+        EarlyLateTrigger(ContinuousProcessingTimeTrigger(100), CountTrigger(2)),
+        allowed_lateness=1000,
+    ),
+    OperatorConfig(
+        GlobalWindows(),
+        AGGS,
+        ProcessingTimeoutTrigger(CountTrigger(4), 150),
+        evictor=CountEvictor(3, after=True),
+    ),
     OperatorConfig(TumblingWindows(1000), AGGS, AllTrigger((CountTrigger(2), EventTimeTrigger()))),
 ]
 
 SCRIPT = [
-    "PT 0", "a:1@100", "b:2@150", "a:3@900", "PT 90", "WM 200", "a:4@1200", "b:5@400",
-    "PT 210", "WM 800", "a:6@300", "b:7@1700", "a:1@1100", "PT 400", "WM 1300", "b:2@950",
-    "a:8@2500", "PT 700", "a:9@2600", "WM 2100", "b:1@2000", "a:2@150", "PT 900", "WM 3100",
-    "b:3@3600", "PT 1000", "END",
+    "PT 0",
+    "a:1@100",
+    "b:2@150",
+    "a:3@900",
+    "PT 90",
+    "WM 200",
+    "a:4@1200",
+    "b:5@400",
+    "PT 210",
+    "WM 800",
+    "a:6@300",
+    "b:7@1700",
+    "a:1@1100",
+    "PT 400",
+    "WM 1300",
+    "b:2@950",
+    "a:8@2500",
+    "PT 700",
+    "a:9@2600",
+    "WM 2100",
+    "b:1@2000",
+    "a:2@150",
+    "PT 900",
+    "WM 3100",
+    "b:3@3600",
+    "PT 1000",
+    "END",
 ]
 
 
@@ -67,8 +103,11 @@ def run(config, restore_at=None, via_bytes=True):
     return out, (c.rows_in, c.rows_emitted, c.late_rows, c.dropped)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{type(c.assigner).__name__}"
-                         f"-{type(c.effective_trigger).__name__}")
+@pytest.mark.parametrize(
+    "config",
+    CONFIGS,
+    ids=lambda c: f"{type(c.assigner).__name__}-{type(c.effective_trigger).__name__}",
+)
 def test_restore_at_any_step_equals_uninterrupted_run(config):
     expected = run(config)
     assert any(fired for _, fired, _ in expected[0])  # the script exercises the config

@@ -80,8 +80,9 @@ def test_configuration_only(trigger):
     assert dataclasses.is_dataclass(trigger)
     before = dataclasses.astuple(trigger)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        trigger.__setattr__(dataclasses.fields(trigger)[0].name if dataclasses.fields(trigger)
-                            else "x", None)
+        trigger.__setattr__(
+            dataclasses.fields(trigger)[0].name if dataclasses.fields(trigger) else "x", None
+        )
     probe = TriggerProbe(trigger)
     drive(probe, W1)
     assert dataclasses.astuple(trigger) == before
@@ -160,8 +161,7 @@ def test_delta_trigger_cannot_merge_and_timeout_cannot_merge():
 
 def _scenario_ops(trigger, assigner, lateness):
     op = WindowOperator(
-        OperatorConfig(assigner, (AggregateSpec("COUNT_STAR"),), trigger,
-                       allowed_lateness=lateness)
+        OperatorConfig(assigner, (AggregateSpec("COUNT_STAR"),), trigger, allowed_lateness=lateness)
     )
     pt = 0
     for i, ts in enumerate([100, 900, 2500, 2600, 4000, 4100, 7000, 1500, 9000]):

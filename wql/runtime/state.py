@@ -113,8 +113,6 @@ class KeyState:
     @classmethod
     def from_data(cls, data: tuple, merge_windows: Any, eager: bool = False) -> KeyState:
         contents, trigger, panes, mapping = data
-        ks = cls(
-            None if mapping is None else MergingWindowSet(merge_windows, mapping, eager=eager)
-        )
+        ks = cls(None if mapping is None else MergingWindowSet(merge_windows, mapping, eager=eager))
         ks.contents, ks.trigger, ks.panes = contents, trigger, panes
         return ks
