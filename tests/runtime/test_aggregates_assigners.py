@@ -231,3 +231,11 @@ def test_global_windows():
     (w,) = GlobalWindows().assign_windows(123, ())
     assert w.max_timestamp == 2**63 - 1
     assert not GlobalWindows().is_event_time
+
+
+def test_count_distinct_counts_nan_once():
+    agg = Aggregator((AggregateSpec("COUNT_DISTINCT", 0),))
+    acc = agg.create()
+    for seq, v in enumerate([float("nan"), float("nan"), 1.0, None]):
+        agg.add(acc, 0, seq, (v,))
+    assert agg.result(acc) == (2,)

@@ -175,3 +175,16 @@ def test_bad_snapshots_are_rejected():
         WindowOperator.restore(CONFIGS[1], data)
     with pytest.raises(SnapshotError, match="per-key"):
         WindowOperator(cfg).restore_key(("k",), data)
+
+
+def test_count_distinct_nan_survives_restore():
+    cfg = OperatorConfig(TumblingWindows(1000), (AggregateSpec("COUNT_DISTINCT", 0),))
+    op = WindowOperator(cfg)
+    op.process_element(("k",), 1, (float("nan"),))
+    op = WindowOperator.restore(cfg, op.snapshot())
+    op.process_element(("k",), 2, (float("nan"),))
+    other = WindowOperator(cfg)
+    other.restore_key(("k",), op.snapshot_key(("k",)))
+    other.process_element(("k",), 3, (float("nan"),))
+    other.end_of_input()
+    assert other.drain()[0][-1] == 1

@@ -8,7 +8,8 @@ Python (no per-row dispatch over aggregate kinds), because it runs for every
 Semantics (SQL, null-ignoring):
 
 - ``COUNT(*)`` counts rows; ``COUNT(x)`` non-null values; ``COUNT(DISTINCT x)``
-  distinct non-null values (kept as a set: memory O(distinct values)).
+  distinct non-null values (kept as a set: memory O(distinct values); every
+  NaN counts as the same value, as in Spark).
 - ``SUM``/``MIN``/``MAX``/``AVG`` ignore nulls and give ``None`` when the window
   has no non-null value. ``AVG`` is ``sum / count`` (true division).
 - ``FIRST_VALUE(x)``/``LAST_VALUE(x)``: the value of the row with the smallest /
@@ -51,6 +52,7 @@ KINDS = (
 )
 
 _SLOTS = {"AVG": 2}
+_NAN = float("nan")
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,8 @@ class Aggregator:
                 lines.append(f"        acc[{s}] = v if c is None else c + v")
                 lines.append(f"        acc[{s + 1}] += 1")
             elif k == "COUNT_DISTINCT":
-                lines.append(f"        acc[{s}].add(v)")
+                # NaN != NaN: one canonical NaN, so all NaNs count as one value (Spark)
+                lines.append(f"        acc[{s}].add(_NAN if v != v else v)")
             elif k == "FIRST_VALUE":
                 lines.append(f"        c = acc[{s}]")
                 lines.append(
@@ -152,7 +155,7 @@ class Aggregator:
                 lines.append(f"        acc[{s}].append((t, seq, v))")
         if len(lines) == 1:
             lines.append("    return None")
-        ns: dict[str, Any] = {}
+        ns: dict[str, Any] = {"_NAN": _NAN}
         exec(compile("\n".join(lines) + "\n", "<wql.runtime.aggregates.add>", "exec"), ns)  # noqa: S102
         return ns["add"]
 
@@ -202,6 +205,12 @@ class Aggregator:
         ns: dict[str, Any] = {"_order": _order}
         exec(compile(src, "<wql.runtime.aggregates.result>", "exec"), ns)  # noqa: S102
         return ns["result"]
+
+    def after_restore(self, acc: list) -> None:
+        """Re-establish invariants a snapshot cannot carry: NaNs unpickle as new objects."""
+        for spec, s in zip(self.specs, self._slot, strict=True):
+            if spec.kind == "COUNT_DISTINCT" and any(v != v for v in acc[s]):
+                acc[s] = {v for v in acc[s] if v == v} | {_NAN}
 
     def result_of_rows(self, rows: Iterable[tuple[int | None, int, tuple]]) -> tuple:
         """The aggregates over buffered rows (evictor windows), same semantics as ``add``."""

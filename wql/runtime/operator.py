@@ -707,6 +707,8 @@ class WindowOperator:
             k: KeyState.from_data(d, op._merge_windows, op._eager_merge)
             for k, d in payload["keys"].items()
         }
+        for ks in op._keys.values():
+            op._after_restore(ks)
         op._timers = TimerService.from_data(payload["timers"])
         op._out = list(payload["out"])
         op._late = list(payload["late"])
@@ -745,10 +747,16 @@ class WindowOperator:
             self._keys[key] = KeyState.from_data(
                 payload["state"], self._merge_windows, self._eager_merge
             )
+            self._after_restore(self._keys[key])
         self._timers.restore_key(key, payload["event_timers"], payload["processing_timers"])
         # Arrival numbers must keep increasing across hosts' restores (they
         # order FIRST_VALUE/LAST_VALUE/COLLECT_LIST ties and evictor buffers).
         self._seq = max(self._seq, payload["seq"])
+
+    def _after_restore(self, ks: KeyState) -> None:
+        if self._evictor is None and any(s.kind == "COUNT_DISTINCT" for s in self._agg.specs):
+            for acc in ks.contents.values():
+                self._agg.after_restore(acc)
 
     def forget_key(self, key: Key) -> None:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
