@@ -28,13 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from lark import Lark, Token
-from lark.exceptions import (
-    UnexpectedCharacters,
-    UnexpectedEOF,
-    UnexpectedInput,
-    UnexpectedToken,
-    VisitError,
-)
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from wql.errors import Span, WqlError, WqlErrors, WqlSyntaxError
 from wql.grammar import ast
@@ -87,6 +81,10 @@ RESERVED_WORDS = frozenset(
     }
 )  # fmt: skip
 
+# The AST builder runs inside the parser (one instance; the text being parsed
+# is set per parse and thread).
+_TRANSFORMER = WqlTransformer()
+
 # Comments seen by the lexer during the current parse (one list per thread,
 # since the cached parser is shared).
 _comments = threading.local()
@@ -137,7 +135,11 @@ def lark_parser() -> Lark:
         parser="lalr",
         lexer="contextual",
         postlex=_WordsAlwaysLexed(),
-        propagate_positions=True,
+        # Spans come from the tokens (see transformer.py): cheaper than
+        # propagate_positions, and the keyword tokens must be kept for it.
+        propagate_positions=False,
+        keep_all_tokens=True,
+        transformer=_TRANSFORMER,
         maybe_placeholders=False,
         lexer_callbacks={name: _collect_comment for name in _COMMENT_TERMINALS},
     )
@@ -302,21 +304,17 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
 
 
 def _parse_whole(text: str) -> ast.Script:
-    """Parse and transform ``text``; any problem is raised as a WqlError."""
+    """Parse ``text`` into an AST; any problem is raised as a WqlError."""
     comments: list[Token] = []
     _comments.sink = comments
     try:
-        tree = lark_parser().parse(text)
+        with _TRANSFORMER.parsing(text):
+            script = lark_parser().parse(text)
     except UnexpectedInput as err:
         raise _syntax_error(err, text) from None
     finally:
         _comments.sink = None
-    try:
-        script = WqlTransformer(text).transform(tree)
-    except VisitError as err:
-        if isinstance(err.orig_exc, WqlError):
-            raise err.orig_exc from None
-        raise
+    assert isinstance(script, ast.Script)
     found = tuple(
         ast.Comment(
             str(tok).rstrip(),

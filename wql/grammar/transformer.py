@@ -13,18 +13,29 @@ as positioned :class:`~wql.errors.WqlSyntaxError`:
 Scalar expressions stay Lark subtrees until :meth:`WqlTransformer.sql_expr`
 turns them into :class:`ast.Expr` with the exact source slice and a
 canonical rendering (keywords upper-case, single spaces).
+
+The transformer runs *inside* the LALR parser (Lark's ``transformer=``
+option): each rule's callback gets its children as the parser reduces it, so
+no parse tree is built and walked a second time. Lark's
+``propagate_positions`` is off (it cost a third of the parse); instead the
+parser keeps every token (``keep_all_tokens``) and :func:`_positioned`
+computes each node's span from its first and last child, then hands the
+method the children without keyword and punctuation tokens.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
 
 from lark import Token, Transformer, Tree, v_args
-from lark.tree import Meta
 
-from wql.errors import Span, WqlSyntaxError
+from wql.errors import Span, WqlError, WqlSyntaxError
 from wql.grammar import ast
 
 _INT64_MAX = 2**63 - 1
@@ -46,15 +57,6 @@ _INTERVAL_PART = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+))\s*([a-z]+)\s*", re.I
 # Token types whose text is printed as written in canonical expressions;
 # every other token of an expression is a keyword or an operator.
 _VERBATIM_TOKENS = frozenset({"NAME", "BACKQUOTED", "STRING", "INT", "DECIMAL", "COMP_OP"})
-
-
-def span_of(meta: Meta) -> Span | None:
-    """The :class:`Span` of a tree node (``None`` for an empty rule)."""
-    if getattr(meta, "empty", True):
-        return None
-    return Span(
-        meta.start_pos, meta.end_pos, meta.line, meta.column, meta.end_line, meta.end_column
-    )
 
 
 def token_span(token: Token) -> Span:
@@ -97,35 +99,156 @@ def unquote_ident(text: str) -> tuple[str, bool]:
     return str(text), False
 
 
-@v_args(meta=True)
-class WqlTransformer(Transformer[Token, ast.Script]):
-    """Builds AST nodes; one method per grammar rule that becomes a node."""
+# Tokens that carry a value; every other token is a keyword or punctuation,
+# which only contributes its position.
+_VALUE_TOKENS = frozenset({"NAME", "BACKQUOTED", "STRING", "INT", "DECIMAL"})
 
-    def __init__(self, source: str) -> None:
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """A helper rule's result (a unit, a clause body, ...) with its span."""
+
+    value: Any
+    span: Span | None
+
+
+def _edge(node: Any, last: bool) -> tuple[int, int, int] | None:
+    """(offset, line, column) of the first character of ``node`` -- or, with
+    ``last``, just past its last character -- or None if it has no position."""
+    if isinstance(node, Token):
+        if node.start_pos is None:
+            return None
+        if last:
+            return node.end_pos or 0, node.end_line or 1, node.end_column or 1
+        return node.start_pos, node.line or 1, node.column or 1
+    span = getattr(node, "span", None)
+    if isinstance(span, Span):
+        return (
+            (span.end, span.end_line, span.end_column)
+            if last
+            else (
+                span.start,
+                span.line,
+                span.column,
+            )
+        )
+    if isinstance(node, Tree):
+        return _children_edge(node.children, last)
+    return None
+
+
+def _children_edge(children: list[Any], last: bool) -> tuple[int, int, int] | None:
+    for child in reversed(children) if last else children:
+        edge = _edge(child, last)
+        if edge is not None:
+            return edge
+    return None
+
+
+def span_of(children: list[Any]) -> Span | None:
+    """The span from the first to the last positioned child (None if none is)."""
+    first = _children_edge(children, last=False)
+    final = _children_edge(children, last=True)
+    if first is None or final is None:
+        return None
+    return Span(first[0], final[0], first[1], first[2], final[1], final[2])
+
+
+# Errors raised by callbacks during the current parse (per thread).
+_deferred = threading.local()
+
+
+def _call(f: Callable[..., Any], span: Span | None, children: list[Any]) -> Any:
+    """Run a callback; a WqlError it raises is deferred, not raised.
+
+    Callbacks run as the parser reduces, i.e. before it has read the rest of
+    the text. A syntax error further on (``INTERVAL '1' WEEK``: the interval
+    is reduced, and complains about its missing unit, before ``WEEK`` is
+    rejected) is the better report, so callback errors wait until the parse
+    succeeds (:meth:`WqlTransformer.parsing` raises the first). Meanwhile the
+    callback yields None, and later callbacks that trip over such a hole are
+    silenced too -- they are fallout, not new errors.
+    """
+    try:
+        return f(span, children)
+    except WqlError as err:
+        _deferred.errors.append(err)
+        return None
+    except Exception:
+        if getattr(_deferred, "errors", None):
+            return None
+        raise
+
+
+def _positioned(f: Callable[..., Any], _data: str, children: list[Any], _meta: Any) -> Any:
+    """Call ``f(span, values)``: values are the children minus keyword/punctuation tokens."""
+    values = [c for c in children if not isinstance(c, Token) or c.type in _VALUE_TOKENS]
+    return _call(f, span_of(children), values)
+
+
+def _positioned_all(f: Callable[..., Any], _data: str, children: list[Any], _meta: Any) -> Any:
+    """Call ``f(span, children)`` with every token (for rules that read keywords)."""
+    return _call(f, span_of(children), children)
+
+
+@v_args(wrapper=_positioned)
+class WqlTransformer(Transformer[Token, ast.Script]):
+    """Builds AST nodes; one method per grammar rule that becomes a node.
+
+    One instance is shared by the cached parser; the text being parsed (for
+    expression and interval slices) is set per parse and per thread with
+    :meth:`parsing`.
+    """
+
+    def __init__(self) -> None:
         super().__init__(visit_tokens=False)
-        self.source = source
+        self._local = threading.local()
+
+    @property
+    def source(self) -> str:
+        return cast(str, self._local.source)
+
+    @contextmanager
+    def parsing(self, source: str) -> Iterator[None]:
+        """Parse ``source`` inside this block; raise the first deferred callback error.
+
+        Sets the text the callbacks slice. When the parse itself fails, its
+        error propagates and deferred callback errors are dropped (see
+        :func:`_call`).
+        """
+        previous = getattr(self._local, "source", None)
+        self._local.source = source
+        _deferred.errors = []
+        try:
+            yield
+            if _deferred.errors:
+                raise _deferred.errors[0]
+        finally:
+            self._local.source = previous
+            _deferred.errors = []
 
     # ------------------------------------------------------------- script
 
-    def start(self, meta: Meta, children: list[Any]) -> ast.Script:
+    def start(self, span: Span | None, children: list[Any]) -> ast.Script:
         return children[0]
 
-    def script(self, meta: Meta, children: list[Any]) -> ast.Script:
-        return ast.Script(statements=tuple(children), span=span_of(meta))
+    def script(self, span: Span | None, children: list[Any]) -> ast.Script:
+        return ast.Script(statements=tuple(children), span=span)
 
     # ------------------------------------------------------------- sources
 
-    def create_source(self, meta: Meta, children: list[Any]) -> ast.CreateSource:
+    def create_source(self, span: Span | None, children: list[Any]) -> ast.CreateSource:
         name = children[0]
         columns = tuple(c for c in children[1:] if isinstance(c, ast.ColumnDef))
         watermark = next((c for c in children if isinstance(c, ast.Watermark)), None)
-        options = next((c for c in children if isinstance(c, tuple)), ())
-        return ast.CreateSource(name, columns, watermark, options, span=span_of(meta))
+        options = next((c.value for c in children if isinstance(c, _Part)), ())
+        return ast.CreateSource(name, columns, watermark, options, span=span)
 
-    def column_def(self, meta: Meta, children: list[Any]) -> ast.ColumnDef:
-        return ast.ColumnDef(children[0], children[1], span=span_of(meta))
+    def column_def(self, span: Span | None, children: list[Any]) -> ast.ColumnDef:
+        return ast.ColumnDef(children[0], children[1], span=span)
 
-    def type_name(self, meta: Meta, children: list[Any]) -> ast.TypeName:
+    @v_args(wrapper=_positioned_all)
+    def type_name(self, span: Span | None, children: list[Any]) -> ast.TypeName:
         name = children[0].upper()
         if name == "INTEGER":
             name = "INT"
@@ -134,35 +257,37 @@ class WqlTransformer(Transformer[Token, ast.Script]):
             for tok in children
             if tok.type == "INT"
         )
-        return ast.TypeName(name, args, span=span_of(meta))
+        return ast.TypeName(name, args, span=span)
 
-    def watermark(self, meta: Meta, children: list[Any]) -> ast.Watermark:
+    def watermark(self, span: Span | None, children: list[Any]) -> ast.Watermark:
         delay = children[2] if len(children) > 2 else None
-        return ast.Watermark(children[0], children[1], delay, span=span_of(meta))
+        return ast.Watermark(children[0], children[1], delay, span=span)
 
-    def source_options(self, meta: Meta, children: list[Any]) -> tuple[ast.SourceOption, ...]:
-        return tuple(children)
+    def source_options(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(tuple(children), span)
 
-    def source_option(self, meta: Meta, children: list[Any]) -> ast.SourceOption:
-        return ast.SourceOption(children[0], children[1], span=span_of(meta))
+    def source_option(self, span: Span | None, children: list[Any]) -> ast.SourceOption:
+        return ast.SourceOption(children[0].value, children[1].value, span=span)
 
-    def option_key(self, meta: Meta, children: list[Token]) -> str:
+    @v_args(wrapper=_positioned_all)
+    def option_key(self, span: Span | None, children: list[Token]) -> _Part:
         if len(children) == 1 and children[0].type == "STRING":
-            return unquote_string(children[0])
-        return "".join(children)
+            return _Part(unquote_string(children[0]), span)
+        return _Part("".join(children), span)
 
-    def option_value(self, meta: Meta, children: list[Token]) -> str:
+    @v_args(wrapper=_positioned_all)
+    def option_value(self, span: Span | None, children: list[Token]) -> _Part:
         if len(children) == 1 and children[0].type == "STRING":
-            return unquote_string(children[0])
+            return _Part(unquote_string(children[0]), span)
         text = "".join(children)
-        return text.lower() if text.upper() in ("TRUE", "FALSE") else text
+        return _Part(text.lower() if text.upper() in ("TRUE", "FALSE") else text, span)
 
     # ------------------------------------------------------------- queries
 
-    def create_view(self, meta: Meta, children: list[Any]) -> ast.CreateView:
-        return ast.CreateView(children[0], children[1], span=span_of(meta))
+    def create_view(self, span: Span | None, children: list[Any]) -> ast.CreateView:
+        return ast.CreateView(children[0], children[1], span=span)
 
-    def query(self, meta: Meta, children: list[Any]) -> ast.Query:
+    def query(self, span: Span | None, children: list[Any]) -> ast.Query:
         select = tuple(c for c in children if isinstance(c, ast.SelectItem))
         parts: dict[str, Any] = {}
         for child in children[len(select) :]:
@@ -170,8 +295,8 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 parts["source"] = child
             elif isinstance(child, ast.GroupBy):
                 parts["group_by"] = child
-            elif isinstance(child, tuple) and child[0] in ("where", "having"):
-                parts[child[0]] = child[1]
+            elif isinstance(child, _Part):
+                parts[child.value[0]] = child.value[1]
             elif isinstance(child, ast.AllowedLateness):
                 parts["lateness"] = child
             elif isinstance(child, ast.TriggerClause):
@@ -180,24 +305,23 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 parts["evict"] = child
             elif isinstance(child, ast.LateDataTo):
                 parts["late_data"] = child
-        return ast.Query(select=select, span=span_of(meta), **parts)
+        return ast.Query(select=select, span=span, **parts)
 
-    def select_item(self, meta: Meta, children: list[Any]) -> ast.SelectItem:
+    def select_item(self, span: Span | None, children: list[Any]) -> ast.SelectItem:
         alias = children[1] if len(children) > 1 else None
-        return ast.SelectItem(children[0], alias, span=span_of(meta))
+        return ast.SelectItem(children[0], alias, span=span)
 
-    def table_ref(self, meta: Meta, children: list[Any]) -> ast.TableRef:
+    def table_ref(self, span: Span | None, children: list[Any]) -> ast.TableRef:
         watermark = children[1] if len(children) > 1 else None
-        return ast.TableRef(children[0], watermark, span=span_of(meta))
+        return ast.TableRef(children[0], watermark, span=span)
 
-    def where_clause(self, meta: Meta, children: list[Any]) -> tuple[str, ast.Expr]:
-        return ("where", children[0])
+    def where_clause(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("where", children[0]), span)
 
-    def having_clause(self, meta: Meta, children: list[Any]) -> tuple[str, ast.Expr]:
-        return ("having", children[0])
+    def having_clause(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("having", children[0]), span)
 
-    def group_by(self, meta: Meta, children: list[Any]) -> ast.GroupBy:
-        span = span_of(meta)
+    def group_by(self, span: Span | None, children: list[Any]) -> ast.GroupBy:
         windows = [c for c in children if isinstance(c, ast.WindowSpec)]
         keys = tuple(c for c in children if isinstance(c, ast.Expr))
         if not windows:
@@ -217,37 +341,39 @@ class WqlTransformer(Transformer[Token, ast.Script]):
 
     # ------------------------------------------------------------- windows
 
-    def tumble(self, meta: Meta, children: list[Any]) -> ast.Tumble:
-        return ast.Tumble(*children, span=span_of(meta))
+    def tumble(self, span: Span | None, children: list[Any]) -> ast.Tumble:
+        return ast.Tumble(*children, span=span)
 
-    def hop(self, meta: Meta, children: list[Any]) -> ast.Hop:
-        return ast.Hop(*children, span=span_of(meta))
+    def hop(self, span: Span | None, children: list[Any]) -> ast.Hop:
+        return ast.Hop(*children, span=span)
 
-    def cumulate(self, meta: Meta, children: list[Any]) -> ast.Cumulate:
-        return ast.Cumulate(*children, span=span_of(meta))
+    def cumulate(self, span: Span | None, children: list[Any]) -> ast.Cumulate:
+        return ast.Cumulate(*children, span=span)
 
-    def session(self, meta: Meta, children: list[Any]) -> ast.Session:
-        return ast.Session(*children, span=span_of(meta))
+    def session(self, span: Span | None, children: list[Any]) -> ast.Session:
+        return ast.Session(*children, span=span)
 
-    def dynamic_session(self, meta: Meta, children: list[Any]) -> ast.DynamicSession:
-        return ast.DynamicSession(*children, span=span_of(meta))
+    def dynamic_session(self, span: Span | None, children: list[Any]) -> ast.DynamicSession:
+        return ast.DynamicSession(*children, span=span)
 
-    def count_window(self, meta: Meta, children: list[Any]) -> ast.CountWindow:
-        return ast.CountWindow(*children, span=span_of(meta))
+    def count_window(self, span: Span | None, children: list[Any]) -> ast.CountWindow:
+        return ast.CountWindow(*children, span=span)
 
-    def global_window(self, meta: Meta, children: list[Any]) -> ast.GlobalWindow:
-        return ast.GlobalWindow(span=span_of(meta))
+    def global_window(self, span: Span | None, children: list[Any]) -> ast.GlobalWindow:
+        return ast.GlobalWindow(span=span)
 
-    def proctime(self, meta: Meta, children: list[Any]) -> ast.ProcTime:
-        return ast.ProcTime(span=span_of(meta))
+    def proctime(self, span: Span | None, children: list[Any]) -> ast.ProcTime:
+        return ast.ProcTime(span=span)
 
     # ------------------------------------------------------------- intervals
 
-    def interval(self, meta: Meta, children: list[Any]) -> ast.Interval:
-        span = span_of(meta)
-        text = self.source[meta.start_pos : meta.end_pos]
+    def interval(self, span: Span | None, children: list[Any]) -> ast.Interval:
+        assert span is not None
+        text = self.source[span.start : span.end]
         value = children[0]
-        unit = children[1] if len(children) > 1 else None
+        unit = children[1].value if len(children) > 1 else None
+        if isinstance(value, _Part):  # an unquoted number
+            value = value.value
         if isinstance(value, Token):  # a quoted string
             body = unquote_string(value)
             if unit is not None:
@@ -318,134 +444,143 @@ class WqlTransformer(Transformer[Token, ast.Script]):
             )
         return tuple(parts)
 
-    def signed_number(self, meta: Meta, children: list[Any]) -> Decimal:
+    @v_args(wrapper=_positioned_all)
+    def signed_number(self, span: Span | None, children: list[Any]) -> _Part:
         number = _parse_decimal(children[-1])
         assert number is not None
-        return -number if self._negative(meta) else number
+        return _Part(-number if _negative(children) else number, span)
 
-    def unit_millisecond(self, meta: Meta, children: list[Any]) -> ast.TimeUnit:
-        return ast.TimeUnit.MILLISECOND
+    def unit_millisecond(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeUnit.MILLISECOND, span)
 
-    def unit_second(self, meta: Meta, children: list[Any]) -> ast.TimeUnit:
-        return ast.TimeUnit.SECOND
+    def unit_second(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeUnit.SECOND, span)
 
-    def unit_minute(self, meta: Meta, children: list[Any]) -> ast.TimeUnit:
-        return ast.TimeUnit.MINUTE
+    def unit_minute(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeUnit.MINUTE, span)
 
-    def unit_hour(self, meta: Meta, children: list[Any]) -> ast.TimeUnit:
-        return ast.TimeUnit.HOUR
+    def unit_hour(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeUnit.HOUR, span)
 
-    def unit_day(self, meta: Meta, children: list[Any]) -> ast.TimeUnit:
-        return ast.TimeUnit.DAY
+    def unit_day(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeUnit.DAY, span)
 
     # ------------------------------------------------------------- clauses
 
-    def allowed_lateness(self, meta: Meta, children: list[Any]) -> ast.AllowedLateness:
-        return ast.AllowedLateness(children[0], span=span_of(meta))
+    def allowed_lateness(self, span: Span | None, children: list[Any]) -> ast.AllowedLateness:
+        return ast.AllowedLateness(children[0], span=span)
 
-    def trigger_clause(self, meta: Meta, children: list[Any]) -> ast.TriggerClause:
-        return ast.TriggerClause(children[0], span=span_of(meta))
+    def trigger_clause(self, span: Span | None, children: list[Any]) -> ast.TriggerClause:
+        return ast.TriggerClause(children[0], span=span)
 
-    def evict_clause(self, meta: Meta, children: list[Any]) -> ast.EvictClause:
-        position = children[1] if len(children) > 1 else None
-        return ast.EvictClause(children[0], position, span=span_of(meta))
+    def evict_clause(self, span: Span | None, children: list[Any]) -> ast.EvictClause:
+        position = children[1].value if len(children) > 1 else None
+        return ast.EvictClause(children[0], position, span=span)
 
-    def before(self, meta: Meta, children: list[Any]) -> ast.EvictPosition:
-        return ast.EvictPosition.BEFORE
+    def before(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.EvictPosition.BEFORE, span)
 
-    def after(self, meta: Meta, children: list[Any]) -> ast.EvictPosition:
-        return ast.EvictPosition.AFTER
+    def after(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.EvictPosition.AFTER, span)
 
-    def late_data_to(self, meta: Meta, children: list[Any]) -> ast.LateDataTo:
-        return ast.LateDataTo(children[1], span=span_of(meta))
+    def late_data_to(self, span: Span | None, children: list[Any]) -> ast.LateDataTo:
+        return ast.LateDataTo(children[0], span=span)
 
     # ------------------------------------------------------------- triggers
 
-    def watermark_trigger(self, meta: Meta, children: list[Any]) -> ast.WatermarkTrigger:
-        return ast.WatermarkTrigger(span=span_of(meta))
+    def watermark_trigger(self, span: Span | None, children: list[Any]) -> ast.WatermarkTrigger:
+        return ast.WatermarkTrigger(span=span)
 
-    def processing_time_trigger(self, meta: Meta, children: list[Any]) -> ast.ProcessingTimeTrigger:
-        return ast.ProcessingTimeTrigger(span=span_of(meta))
+    def processing_time_trigger(
+        self, span: Span | None, children: list[Any]
+    ) -> ast.ProcessingTimeTrigger:
+        return ast.ProcessingTimeTrigger(span=span)
 
-    def count_trigger(self, meta: Meta, children: list[Any]) -> ast.CountTrigger:
-        return ast.CountTrigger(children[0], span=span_of(meta))
+    def count_trigger(self, span: Span | None, children: list[Any]) -> ast.CountTrigger:
+        return ast.CountTrigger(children[0], span=span)
 
-    def every_trigger(self, meta: Meta, children: list[Any]) -> ast.EveryTrigger:
-        domain = children[1] if len(children) > 1 else None
-        return ast.EveryTrigger(children[0], domain, span=span_of(meta))
+    def every_trigger(self, span: Span | None, children: list[Any]) -> ast.EveryTrigger:
+        domain = children[1].value if len(children) > 1 else None
+        return ast.EveryTrigger(children[0], domain, span=span)
 
-    def event_domain(self, meta: Meta, children: list[Any]) -> ast.TimeDomain:
-        return ast.TimeDomain.EVENT
+    def event_domain(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeDomain.EVENT, span)
 
-    def processing_domain(self, meta: Meta, children: list[Any]) -> ast.TimeDomain:
-        return ast.TimeDomain.PROCESSING
+    def processing_domain(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.TimeDomain.PROCESSING, span)
 
-    def delta_trigger(self, meta: Meta, children: list[Any]) -> ast.DeltaTrigger:
-        return ast.DeltaTrigger(children[0], children[1], span=span_of(meta))
+    def delta_trigger(self, span: Span | None, children: list[Any]) -> ast.DeltaTrigger:
+        return ast.DeltaTrigger(children[0], children[1], span=span)
 
-    def timeout_trigger(self, meta: Meta, children: list[Any]) -> ast.TimeoutTrigger:
-        return ast.TimeoutTrigger(children[0], children[1], span=span_of(meta))
+    def timeout_trigger(self, span: Span | None, children: list[Any]) -> ast.TimeoutTrigger:
+        return ast.TimeoutTrigger(children[0], children[1], span=span)
 
-    def purging_trigger(self, meta: Meta, children: list[Any]) -> ast.PurgingTrigger:
-        return ast.PurgingTrigger(children[0], span=span_of(meta))
+    def purging_trigger(self, span: Span | None, children: list[Any]) -> ast.PurgingTrigger:
+        return ast.PurgingTrigger(children[0], span=span)
 
-    def any_trigger(self, meta: Meta, children: list[Any]) -> ast.AnyTrigger:
-        return ast.AnyTrigger(tuple(children), span=span_of(meta))
+    def any_trigger(self, span: Span | None, children: list[Any]) -> ast.AnyTrigger:
+        return ast.AnyTrigger(tuple(children), span=span)
 
-    def all_trigger(self, meta: Meta, children: list[Any]) -> ast.AllTrigger:
-        return ast.AllTrigger(tuple(children), span=span_of(meta))
+    def all_trigger(self, span: Span | None, children: list[Any]) -> ast.AllTrigger:
+        return ast.AllTrigger(tuple(children), span=span)
 
-    def early_late_trigger(self, meta: Meta, children: list[Any]) -> ast.EarlyLateTrigger:
-        early = next((t for kind, t in children if kind == "early"), None)
-        late = next((t for kind, t in children if kind == "late"), None)
-        return ast.EarlyLateTrigger(early, late, span=span_of(meta))
+    def early_late_trigger(self, span: Span | None, children: list[Any]) -> ast.EarlyLateTrigger:
+        firings = dict(c.value for c in children)
+        early, late = firings.get("early"), firings.get("late")
+        return ast.EarlyLateTrigger(early, late, span=span)
 
-    def early_firing(self, meta: Meta, children: list[Any]) -> tuple[str, ast.Trigger]:
-        return ("early", children[0])
+    def early_firing(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("early", children[0]), span)
 
-    def late_firing(self, meta: Meta, children: list[Any]) -> tuple[str, ast.Trigger]:
-        return ("late", children[0])
+    def late_firing(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("late", children[0]), span)
 
     # ------------------------------------------------------------- evictors
 
-    def count_evictor(self, meta: Meta, children: list[Any]) -> ast.CountEvictor:
-        return ast.CountEvictor(children[0], span=span_of(meta))
+    def count_evictor(self, span: Span | None, children: list[Any]) -> ast.CountEvictor:
+        return ast.CountEvictor(children[0], span=span)
 
-    def time_evictor(self, meta: Meta, children: list[Any]) -> ast.TimeEvictor:
-        return ast.TimeEvictor(children[0], span=span_of(meta))
+    def time_evictor(self, span: Span | None, children: list[Any]) -> ast.TimeEvictor:
+        return ast.TimeEvictor(children[0], span=span)
 
-    def delta_evictor(self, meta: Meta, children: list[Any]) -> ast.DeltaEvictor:
-        return ast.DeltaEvictor(children[0], children[1], span=span_of(meta))
+    def delta_evictor(self, span: Span | None, children: list[Any]) -> ast.DeltaEvictor:
+        return ast.DeltaEvictor(children[0], children[1], span=span)
 
     # ------------------------------------------------------------- leaves
 
-    def integer(self, meta: Meta, children: list[Any]) -> ast.Integer:
+    @v_args(wrapper=_positioned_all)
+    def integer(self, span: Span | None, children: list[Any]) -> ast.Integer:
         value = self._int(children[-1])
-        return ast.Integer(-value if self._negative(meta) else value, span=span_of(meta))
+        return ast.Integer(-value if _negative(children) else value, span=span)
 
-    def number(self, meta: Meta, children: list[Any]) -> ast.Number:
+    @v_args(wrapper=_positioned_all)
+    def number(self, span: Span | None, children: list[Any]) -> ast.Number:
         value = _parse_decimal(children[-1])
         assert value is not None
-        return ast.Number(-value if self._negative(meta) else value, span=span_of(meta))
+        return ast.Number(-value if _negative(children) else value, span=span)
 
-    def ident(self, meta: Meta, children: list[Token]) -> ast.Ident:
+    def ident(self, span: Span | None, children: list[Token]) -> ast.Ident:
         name, quoted = unquote_ident(children[0])
-        return ast.Ident(name, quoted, span=span_of(meta))
+        return ast.Ident(name, quoted, span=span)
 
-    def sql_expr(self, meta: Meta, children: list[Any]) -> ast.Expr:
-        text = self.source[meta.start_pos : meta.end_pos]
-        return ast.Expr(text, _join(children), span=span_of(meta))
+    @v_args(wrapper=_positioned_all)
+    def sql_expr(self, span: Span | None, children: list[Any]) -> ast.Expr:
+        assert span is not None
+        text = self.source[span.start : span.end]
+        return ast.Expr(text, _join(children), span=span)
 
     # ------------------------------------------------------------- helpers
-
-    def _negative(self, meta: Meta) -> bool:
-        return self.source[meta.start_pos : meta.end_pos].lstrip().startswith("-")
 
     def _int(self, token: Token) -> int:
         value = int(token)
         if value > _INT64_MAX:
             raise WqlSyntaxError(f"integer {token} does not fit in 64 bits", token_span(token))
         return value
+
+
+def _negative(children: list[Any]) -> bool:
+    """Whether a signed literal's children start with a ``-`` token."""
+    return bool(children) and isinstance(children[0], Token) and children[0] == "-"
 
 
 def _parse_decimal(text: str) -> Decimal | None:
