@@ -149,7 +149,18 @@ from wql.runtime import (  # noqa: E402
 )
 from wql.runtime.vectorized import try_process_batch  # noqa: E402
 
-FAST_AGGS = ["COUNT_STAR", "COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE"]
+FAST_AGGS = [
+    "COUNT_STAR",
+    "COUNT",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "FIRST_VALUE",
+    "LAST_VALUE",
+    "COUNT_DISTINCT",
+    "COLLECT_LIST",
+]
 
 
 @st.composite
@@ -246,6 +257,8 @@ def _norm(acc: Any) -> Any:
         return acc.hex()  # bit for bit: NaN equals NaN, -0.0 differs from 0.0
     if isinstance(acc, list | tuple):
         return tuple(_norm(x) for x in acc)
+    if isinstance(acc, set):  # COUNT_DISTINCT's accumulator
+        return ("set", tuple(sorted((_norm(x) for x in acc), key=repr)))
     return acc
 
 

@@ -265,6 +265,21 @@ _FLOAT_EXACT = 2**53
 _MAX_PAIRS = 4_000_000
 
 _SUPPORTED_AGGS = frozenset(
+    {
+        "COUNT_STAR",
+        "COUNT",
+        "SUM",
+        "MIN",
+        "MAX",
+        "AVG",
+        "FIRST_VALUE",
+        "LAST_VALUE",
+        "COUNT_DISTINCT",
+        "COLLECT_LIST",
+    }
+)
+# Aggregates whose per-pane partials combine into any window exactly.
+_PANE_AGGS = frozenset(
     {"COUNT_STAR", "COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE"}
 )
 _ASSIGNERS = (
@@ -519,6 +534,11 @@ def _columns_ok(op: WindowOperator, p: _Prepared, rows: IntArray) -> bool:
             biggest = max(abs(int(v.min())), abs(int(v.max())))
             if biggest * len(rows) >= _INT_EXACT:
                 return False
+    distinct = {s.arg for s in op.config.aggregates if s.kind == "COUNT_DISTINCT"}
+    for index in sorted(i for i in distinct if i is not None):
+        col = p.columns[index]
+        if col.dtype.kind == "f" and np.isnan(col[rows]).any():
+            return False  # every NaN is its own set member: keep the loop's objects
     for index in _minmax_columns(op):
         col = p.columns[index]
         if col.dtype.kind == "f":
@@ -590,6 +610,7 @@ def _plan_time_windows(op: WindowOperator, p: _Prepared) -> _Plan | None:
         return None
     shareable = (
         isinstance(a, SlidingWindows | CumulateWindows)
+        and all(spec.kind in _PANE_AGGS for spec in op.config.aggregates)
         and keep.any()
         and not mixed.any()
         and _float_sums_integral(op, p, rows[keep])
@@ -985,6 +1006,21 @@ def _partials(
                     ufunc = np.minimum if kind == "MIN" else np.maximum
                     extrema[(kind, arg)] = ufunc.reduceat(p.columns[arg][g.rows], g.starts).tolist()
             per_spec.append(extrema[(kind, arg)])
+        elif kind in ("COLLECT_LIST", "COUNT_DISTINCT"):
+            # per group the accumulator's own shape: (t, seq, value) entries or a set
+            assert arg is not None and g.rows is not None and g.starts is not None
+            r = g.rows
+            values = p.columns[arg][r].tolist()
+            bounds = np.append(g.starts, len(r)).tolist()
+            if kind == "COUNT_DISTINCT":
+                per_spec.append(
+                    [set(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+                )
+            else:
+                entries = list(zip(p.ts[r].tolist(), (r + seq0).tolist(), values, strict=True))
+                per_spec.append(
+                    [entries[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+                )
         else:  # FIRST_VALUE / LAST_VALUE: (event time, arrival seq, value)
             assert arg is not None and first_row is not None and last_row is not None
             chosen = first_row if kind == "FIRST_VALUE" else last_row
@@ -1034,6 +1070,12 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
                 fold.append(f"        acc[{s}] = v if c is None else c + v")
             if k == "AVG":
                 fold.append(f"        acc[{s + 1}] += cnt")
+        elif k == "COUNT_DISTINCT":
+            results.append(f"len(P{j}[i])")
+            fold.append(f"        acc[{s}] |= P{j}[i]")
+        elif k == "COLLECT_LIST":
+            results.append(f"[x[2] for x in sorted(P{j}[i], key=by_time)]")
+            fold.append(f"        acc[{s}].extend(P{j}[i])")
         elif k in ("MIN", "MAX"):
             op = "<" if k == "MIN" else ">"
             results.append(f"P{j}[i]")
@@ -1101,7 +1143,11 @@ def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, pa
             if ks is None:
                 ks = new_key_state(key)
 {store}"""
-    namespace: dict[str, Any] = {"TimeWindow": TimeWindow, "ON_TIME": ON_TIME}
+    namespace: dict[str, Any] = {
+        "TimeWindow": TimeWindow,
+        "ON_TIME": ON_TIME,
+        "by_time": _by_time_then_arrival,
+    }
     exec(compile(src, "<wql.runtime.vectorized.group_loop>", "exec"), namespace)  # noqa: S102
     fn = _GROUP_LOOPS[shape] = namespace["group_loop"]
     return fn
@@ -1156,6 +1202,11 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
         op._out.extend(direct)
         counters.rows_emitted += len(direct)
     op.advance_watermark(p.wm_last)
+
+
+def _by_time_then_arrival(entry: tuple) -> tuple:
+    # COLLECT_LIST's order (wql.runtime.aggregates): event time, then arrival
+    return entry[0], entry[1]
 
 
 def _by_window_time(row: tuple) -> int:
