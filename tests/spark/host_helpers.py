@@ -1,0 +1,112 @@
+"""Helpers for the batch-host tests: the same query run in-process, as one global operator.
+
+The Spark host splits the replay by key over partitions; the reference here
+feeds ONE ``WindowOperator`` every row in replay order with the per-row loop
+of docs/architecture.md (``advance_watermark(wm_before)``,
+``advance_processing_time(pt)``, ``process_element``) — Flink at parallelism
+1. Equal outputs mean the host's partitioning, sorting, batching and clock
+hand-over are exact. Only queries whose keys and aggregate arguments are
+plain source columns can be run here (no Spark to evaluate expressions).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+from wql.compiler import compile_source
+from wql.compiler.backends.operator import build_operator
+from wql.runtime.operator import WindowOperator
+
+MIN_TIME = -(2**63)
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def ts(ms: int | None) -> dt.datetime | None:
+    return None if ms is None else EPOCH + dt.timedelta(milliseconds=ms)
+
+
+def ms(value: dt.datetime | None) -> int | None:
+    if value is None:
+        return None
+    return (value - EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def replay_order(rows: list[dict], order: str | None) -> list[int]:
+    """Indices of ``rows`` in replay order (``order``: arrival column, else event time ``ts``)."""
+    if order is not None:
+        return sorted(range(len(rows)), key=lambda i: (rows[i][order], i))
+    return sorted(range(len(rows)), key=lambda i: (ms(rows[i]["ts"]), i))
+
+
+def run_in_process(
+    text: str,
+    rows: list[dict],
+    *,
+    delay_ms: int,
+    arrival: str | None = None,
+    processing_time: str | None = None,
+):
+    """``(results, late, counters)`` of the file's only query, one operator, global replay loop.
+
+    ``results`` are ``(key..., window_start, window_end, pane_index, pane_timing, aggs...)``
+    with datetimes for window bounds; ``late`` are ``(source values..., event_time)``.
+    """
+    query = compile_source(text, engine="operator").queries[0]
+    plan = build_operator(query)
+    columns = {c.name: c.name for c in query.source.columns}
+    columns.update({f"`{c}`": c for c in list(columns)})
+
+    def value(sql: str, row: dict) -> Any:
+        if sql in columns:
+            return row[columns[sql]]
+        if sql.startswith("CAST((") and sql.endswith(") AS DOUBLE)"):
+            v = value(sql[len("CAST((") : -len(") AS DOUBLE)")], row)
+            return None if v is None else float(v)
+        raise AssertionError(f"in-process reference cannot evaluate {sql!r}")
+
+    op = WindowOperator(plan.config)
+    seen = MIN_TIME
+    clock = MIN_TIME
+    with_time = [i for i, r in enumerate(rows) if r["ts"] is not None]
+    kept = [with_time[j] for j in replay_order([rows[i] for i in with_time], arrival)]
+    for i in kept:
+        row = rows[i]
+        t = ms(row["ts"])
+        op.advance_watermark(MIN_TIME if seen == MIN_TIME else seen - delay_ms - 1)
+        if plan.uses_processing_time:
+            clock = max(clock, row[processing_time])
+            op.advance_processing_time(clock)
+        seen = max(seen, t)
+        passes = query.filter is None or eval_filter(query.filter.sql, row)
+        if not passes:
+            continue
+        key = tuple(value(k.expr.sql, row) for k in plan.keys)
+        op.process_element(key, t, tuple(value(v.sql, row) for v in plan.values))
+    if seen != MIN_TIME:
+        op.advance_watermark(seen - delay_ms - 1)
+    op.end_of_input()
+    results = [(*r[0], ts(r[1]), ts(r[2]), r[4], r[5], *r[7:]) for r in op.drain()]
+    late = [(*vals, ts(t)) for _, t, vals in op.drain_late()]
+    return results, late, op.counters.as_dict()
+
+
+def eval_filter(sql: str, row: dict) -> bool:
+    """The few WHERE clauses the host tests use (``col > n``)."""
+    col, op, lit = sql.split()
+    assert op == ">", sql
+    v = row[col]
+    return v is not None and v > float(lit)
+
+
+def multiset(rows) -> Counter:
+    return Counter(tuple(_norm(v) for v in r) for r in rows)
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, float):
+        return round(v, 9)
+    if isinstance(v, list):
+        return tuple(v)
+    return v

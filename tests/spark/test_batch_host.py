@@ -1,0 +1,222 @@
+"""The batch host: the operator engine in Spark equals one global operator, whatever the layout."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.spark.host_helpers import multiset, run_in_process, ts
+from wql.compiler import compile_source
+from wql.errors import WqlUnsupportedError
+from wql.runtime.assigners import DROP_LATE
+from wql.spark import replay as R
+from wql.spark.batch import run_operator
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "k string, v double, ts timestamp, arr bigint, pt bigint"
+
+
+def source(delay_s: int, options: str = "") -> str:
+    return (
+        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, arr BIGINT, pt BIGINT, "
+        f"WATERMARK FOR ts AS ts - INTERVAL '{delay_s}' SECOND){options};\n"
+    )
+
+
+def frame(spark, rows):
+    return spark.createDataFrame(
+        [(r["k"], r["v"], r["ts"], r.get("arr"), r.get("pt")) for r in rows], SCHEMA
+    )
+
+
+def host(spark, text, rows):
+    query = compile_source(text, engine="operator").queries[0]
+    run = run_operator(query, frame(spark, rows))
+    try:
+        result = [tuple(r) for r in run.result.collect()]
+        late = [tuple(r) for r in run.late.collect()] if run.late is not None else []
+        return result, late, run.counters
+    finally:
+        run.release()
+
+
+def rows_of(*items):
+    """``(key, value, ts_ms[, arrival])`` tuples as row dicts."""
+    out = []
+    for i, item in enumerate(items):
+        k, v, t = item[:3]
+        out.append({"k": k, "v": v, "ts": ts(t), "arr": item[3] if len(item) > 3 else i, "pt": 0})
+    return out
+
+
+SELECT = (
+    "SELECT k, window_start, window_end, pane_index, pane_timing, SUM(v) AS total, COUNT(*) AS n"
+)
+
+
+def test_flink_vector_tumbling_through_spark(spark):
+    # flink-semantics.md vector 1 (rows in the given order, a large delay so all fire at the end)
+    text = source(10, " WITH (arrival_order = 'arr')") + (
+        f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '3' SECOND)"
+    )
+    rows = rows_of(
+        ("k2", 1.0, 3999),
+        ("k2", 1.0, 3000),
+        ("k1", 1.0, 20),
+        ("k1", 1.0, 0),
+        ("k1", 1.0, 999),
+        ("k2", 1.0, 1998),
+        ("k2", 1.0, 1999),
+        ("k2", 1.0, 1000),
+    )
+    result, late, counters = host(spark, text, rows)
+    assert sorted(result) == [
+        ("k1", ts(0), ts(3000), 0, "ON_TIME", 3.0, 3),
+        ("k2", ts(0), ts(3000), 0, "ON_TIME", 3.0, 3),
+        ("k2", ts(3000), ts(6000), 0, "ON_TIME", 2.0, 2),
+    ]
+    assert late == [] and counters["rows_emitted"] == 3 and counters["dropped"] == {}
+
+
+def test_the_watermark_is_global_across_keys(spark):
+    # b@5000 moves the watermark to 4999 (delay 0): a's window [0,1000) is done, so
+    # a@100 arriving afterwards is late although key a itself never saw a later row
+    text = source(0, " WITH (arrival_order = 'arr')") + (
+        f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND) LATE DATA TO late_s"
+    )
+    rows = rows_of(("a", 1.0, 0), ("b", 1.0, 5000), ("a", 5.0, 100))
+    result, late, counters = host(spark, text, rows)
+    assert sorted(result) == [
+        ("a", ts(0), ts(1000), 0, "ON_TIME", 1.0, 1),
+        ("b", ts(5000), ts(6000), 0, "ON_TIME", 1.0, 1),
+    ]
+    assert late == [("a", 5.0, ts(100), 2, 0, ts(100))]
+    assert counters["late_rows"] == 1
+
+
+def test_lateness_vector_7_with_late_output(spark):
+    # flink-semantics.md vector 7, watermarks made by rows of another key (delay 0)
+    text = source(0, " WITH (arrival_order = 'arr')") + (
+        f"{SELECT} FROM s WHERE v > 0 GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+        "ALLOWED LATENESS INTERVAL '500' MILLISECOND TRIGGER PURGING WATERMARK "
+        "LATE DATA TO late_s"
+    )
+    rows = rows_of(
+        ("k2", 1.0, 500),
+        ("w", 0.0, 1501),
+        ("k2", 1.0, 1300),
+        ("w", 0.0, 2301),
+        ("k2", 1.0, 1997),
+        ("w", 0.0, 6001),
+        ("k2", 1.0, 1998),
+    )
+    result, late, counters = host(spark, text, rows)
+    assert sorted(result) == [
+        ("k2", ts(0), ts(2000), 0, "ON_TIME", 2.0, 2),
+        ("k2", ts(0), ts(2000), 1, "LATE", 1.0, 1),
+    ]
+    assert [(r[0], r[2]) for r in late] == [("k2", ts(1998))]
+    assert counters["rows_filtered"] == 3 and counters["late_rows"] == 1
+
+
+def test_null_event_times_and_late_rows_without_output_are_counted(spark):
+    text = source(0, " WITH (arrival_order = 'arr')") + (
+        f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND)"
+    )
+    rows = rows_of(("a", 1.0, 5000), ("a", 1.0, None), ("a", 1.0, 10))
+    result, late, counters = host(spark, text, rows)
+    assert result == [("a", ts(5000), ts(6000), 0, "ON_TIME", 1.0, 1)]
+    assert counters["rows_in"] == 3
+    assert counters["dropped"] == {R.REASON_NULL_EVENT_TIME: 1, DROP_LATE: 1}
+
+
+def test_mixed_time_domains_need_the_processing_time_column(spark):
+    text = source(0) + (
+        f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND) "
+        "TRIGGER EVERY INTERVAL '1' SECOND OF PROCESSING TIME"
+    )
+    query = compile_source(text, engine="operator").queries[0]
+    with pytest.raises(WqlUnsupportedError, match="processing-time column") as info:
+        run_operator(query, frame(spark, rows_of(("a", 1.0, 0))))
+    assert info.value.span is not None
+
+
+def test_mixed_time_domains_replay_the_global_clock_sequence(spark):
+    # key a's EVERY-1s processing-time timer is due only because of b's rows' clock
+    text = source(0, " WITH (arrival_order = 'arr', processing_time = 'pt')") + (
+        f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) "
+        "TRIGGER ANY(WATERMARK, EVERY INTERVAL '1' SECOND OF PROCESSING TIME)"
+    )
+    rows = rows_of(("a", 1.0, 0), ("b", 2.0, 100), ("b", 3.0, 200), ("a", 4.0, 300))
+    for r, pt in zip(rows, (0, 500, 2500, 2600), strict=True):
+        r["pt"] = pt
+    expected = run_in_process(text, rows, delay_ms=0, arrival="arr", processing_time="pt")
+    result, _, counters = host(spark, text, rows)
+    assert multiset(result) == multiset(expected[0])
+    assert any(r[4] == "EARLY" for r in result)  # the processing-time firing happened
+    assert counters["rows_emitted"] == expected[2]["rows_emitted"]
+
+
+QUERIES = [
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND)",
+    f"{SELECT} FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
+    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) "
+    "ALLOWED LATENESS INTERVAL '500' MILLISECOND",
+    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) TRIGGER PURGING COUNT(2)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '2' SECOND TRIGGER WATERMARK WITH EARLY COUNT(2)",
+    "SELECT k, pane_index, SUM(v) AS total, COUNT(*) AS n FROM s GROUP BY k, COUNT_WINDOW(3, 2)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) TRIGGER COUNT(2) EVICT COUNT(2)",
+]
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    data=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(0, 9),
+            st.one_of(st.integers(0, 8000), st.none()),
+            st.integers(0, 30),
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    query=st.sampled_from(QUERIES),
+    delay=st.sampled_from([0, 1]),
+    arrival=st.booleans(),
+    partitions=st.sampled_from(["1", "3"]),
+    batch=st.sampled_from(["2", "10000"]),
+)
+def test_spark_host_equals_one_global_operator(
+    spark, data, query, delay, arrival, partitions, batch
+):
+    rows = [{"k": k, "v": float(v), "ts": ts(t), "arr": a, "pt": 0} for k, v, t, a in data]
+    options = " WITH (arrival_order = 'arr')" if arrival else ""
+    text = source(delay, options) + query
+    expected, expected_late, counters = run_in_process(
+        text, rows, delay_ms=delay * 1000, arrival="arr" if arrival else None
+    )
+    if "COUNT_WINDOW" in query:  # that query selects (k, pane_index, total, n)
+        expected = [(r[0], r[3], *r[5:]) for r in expected]
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        result, late, host_counters = host(spark, text, rows)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert multiset(result) == multiset(expected)
+    assert multiset(late) == multiset(expected_late)
+    assert host_counters["rows_emitted"] == counters["rows_emitted"]
+    assert host_counters["late_rows"] == counters["late_rows"]
+    nulls = sum(r["ts"] is None for r in rows)
+    assert host_counters["rows_in"] == len(rows)
+    assert host_counters["dropped"].get(R.REASON_NULL_EVENT_TIME, 0) == nulls
