@@ -32,7 +32,10 @@ def op(query: str, engine: str = "operator"):
             "HOP(ts, INTERVAL '2' SECOND, INTERVAL '6' SECOND, INTERVAL '1' SECOND)",
             A.SlidingWindows(6000, 2000, 1000),
         ),
-        ("CUMULATE(ts, INTERVAL '1' HOUR, INTERVAL '1' DAY)", A.CumulateWindows(3_600_000, 86_400_000)),
+        (
+            "CUMULATE(ts, INTERVAL '1' HOUR, INTERVAL '1' DAY)",
+            A.CumulateWindows(3_600_000, 86_400_000),
+        ),
         ("SESSION(ts, INTERVAL '30' MINUTE)", A.SessionWindows(1_800_000)),
         ("TUMBLE(PROCTIME(), INTERVAL '1' MINUTE)", A.TumblingWindows(60_000, event_time=False)),
         ("SESSION(PROCTIME(), INTERVAL '1' MINUTE)", A.SessionWindows(60_000, event_time=False)),
