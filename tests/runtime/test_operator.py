@@ -383,3 +383,8 @@ def test_after_end_of_input_every_window_is_late_even_with_huge_lateness():
         op.end_of_input()
         op.process_element(("k",), 2**62, ())
         assert op.counters.late_rows == 1 and op.drain_late()[0][1] == 2**62
+
+
+def test_row_batch_rejects_ragged_columns():
+    with pytest.raises(ValueError, match=r"columns\[0\] has 1 rows, keys has 2"):
+        RowBatch(keys=[("a",), ("b",)], timestamps=[1, 2], columns=([1],), watermark_before=[0, 0])

@@ -139,6 +139,19 @@ class RowBatch:
     processing_time: Column | None = None
     timestamp_valid: Column | None = None
 
+    def __post_init__(self) -> None:
+        n = len(self.keys)
+        named = [
+            ("timestamps", self.timestamps),
+            ("watermark_before", self.watermark_before),
+            ("processing_time", self.processing_time),
+            ("timestamp_valid", self.timestamp_valid),
+        ]
+        named += [(f"columns[{i}]", c) for i, c in enumerate(self.columns)]
+        for name, column in named:
+            if column is not None and len(column) != n:
+                raise ValueError(f"RowBatch.{name} has {len(column)} rows, keys has {n}")
+
     def __len__(self) -> int:
         return len(self.keys)
 
