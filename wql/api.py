@@ -171,7 +171,11 @@ class Compiled:
                 df = sources[key]
                 started = time.perf_counter()
                 engine = _engine_of(q)
-                if engine == "native":
+                if df.isStreaming:  # streaming host (engineer G): wql/spark/streaming.py
+                    from wql.spark.streaming import stream_query
+
+                    results[q.name] = stream_query(q, engine, df)
+                elif engine == "native":
                     results[q.name] = QueryResult(q, engine, build_native(q, df), None, df)
                 else:
                     from wql.spark.batch import run_operator
