@@ -1,0 +1,47 @@
+"""Every example runs and gives its expected outputs (derived by hand, see each .wql's comment)."""
+
+from __future__ import annotations
+
+import pytest
+
+import wql
+from tests.spark.examples_helpers import EXAMPLES, example_files, expected_outputs, rows_as_text
+
+pytestmark = pytest.mark.spark
+
+
+def test_every_example_has_expected_outputs():
+    stems = {p.stem for p in example_files()}
+    assert "clickstream_sessions" in stems and len(stems) >= 7
+    for stem in stems:
+        compiled = wql.compile_file(EXAMPLES / f"{stem}.wql")
+        names = set(compiled.queries)
+        names |= {q.late_output for q in compiled.program.queries if q.late_output}
+        assert set(expected_outputs(stem)) == names, stem
+
+
+@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
+def test_example_gives_expected_rows(spark, path):
+    results = wql.compile_file(path).apply(spark)
+    try:
+        expected = expected_outputs(path.stem)
+        for name, (header, rows) in expected.items():
+            got_header, got_rows = rows_as_text(results[name])
+            assert got_header == header, name
+            assert got_rows == rows, name
+        for r in results.queries:
+            assert r.counters["rows_out"] == len(expected[r.name][1])
+    finally:
+        results.release()
+
+
+def test_example_counters_account_for_every_row(spark):
+    results = wql.compile_file(EXAMPLES / "early_late_firings.wql").apply(spark)
+    try:
+        c = results.counters
+        assert c["engine"] == "operator"
+        # 7 views: 6 in windows, 1 too late (no LATE DATA TO, so dropped and counted)
+        assert c["rows_in"] == 7 and c["dropped"] == {"late": 1} and c["late_rows"] == 0
+        assert c["rows_out"] == 6
+    finally:
+        results.release()
