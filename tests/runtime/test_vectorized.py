@@ -146,6 +146,7 @@ from wql.runtime import (  # noqa: E402
     SlidingWindows,
     TumblingWindows,
     WindowOperator,
+    count_windows,
 )
 from wql.runtime.vectorized import try_process_batch  # noqa: E402
 
@@ -164,9 +165,14 @@ FAST_AGGS = [
 
 
 @st.composite
-def fast_configs(draw, lateness=None):
-    kind = draw(st.sampled_from(["tumble", "hop", "cumulate", "session", "dynamic"]))
-    if kind == "tumble":
+def fast_configs(draw, lateness=None, evictors=True):
+    kind = draw(st.sampled_from(["tumble", "hop", "cumulate", "session", "dynamic", "count"]))
+    trigger = evictor = None
+    if kind == "count":
+        # sliding count windows keep rows (an evictor): the fast path declines them
+        slide = draw(st.one_of(st.none(), st.integers(1, 3))) if evictors else None
+        assigner, trigger, evictor = count_windows(draw(st.integers(1, 5)), slide)
+    elif kind == "tumble":
         size = draw(st.integers(1, 30))
         assigner: Any = TumblingWindows(size, draw(st.integers(-(size - 1), size - 1)))
     elif kind == "hop":
@@ -193,6 +199,8 @@ def fast_configs(draw, lateness=None):
     return OperatorConfig(
         assigner,
         tuple(specs),
+        trigger=trigger,
+        evictor=evictor,
         allowed_lateness=draw(st.integers(0, 12) if lateness is None else lateness),
         late_output=draw(st.booleans()),
     )
@@ -207,7 +215,12 @@ def replay(rows: list[tuple], delay: int) -> list[int]:
 
 
 def batch_of(
-    rows: list[tuple], wms: list[int], float_values: bool, as_lists: bool, missing=()
+    rows: list[tuple],
+    wms: list[int],
+    float_values: bool,
+    as_lists: bool,
+    missing=(),
+    no_time: bool = False,
 ) -> RowBatch:
     values = [v for _, _, v in rows]
     vcol = np.array([v[0] for v in values], np.float64 if float_values else np.int64)
@@ -219,7 +232,7 @@ def batch_of(
         valid[list(missing)] = False
     return RowBatch(
         keys=[k for k, _, _ in rows],
-        timestamps=np.array([t for _, t, _ in rows], np.int64),
+        timestamps=None if no_time else np.array([t for _, t, _ in rows], np.int64),
         columns=columns,
         watermark_before=np.array(wms, np.int64),
         timestamp_valid=valid,
@@ -232,7 +245,8 @@ def loop(op: WindowOperator, batch: RowBatch) -> None:
     valid = batch.timestamp_valid
     for i in range(len(batch)):
         op.advance_watermark(int(batch.watermark_before[i]))
-        ts = int(batch.timestamps[i]) if valid is None or valid[i] else None
+        has_ts = batch.timestamps is not None and (valid is None or valid[i])
+        ts = int(batch.timestamps[i]) if has_ts else None  # type: ignore[index]
         op.process_element(batch.keys[i], ts, tuple(c[i] for c in columns))
 
 
@@ -248,7 +262,7 @@ def state_view(op: WindowOperator) -> dict:
         else:
             windows = {w: (_norm(acc), ks.panes.get(w)) for w, acc in ks.contents.items()}
             windows.update({w: (_norm(ks.contents.get(w)), p) for w, p in ks.panes.items()})
-        view[key] = (windows, op.timers(key))
+        view[key] = (windows, op.timers(key), _norm(sorted(ks.trigger.items(), key=repr)))
     return view
 
 
@@ -315,7 +329,12 @@ def run_both(config: OperatorConfig, rows, delay, cuts, floats, as_lists, missin
         if a == b:
             continue
         batch = batch_of(
-            rows[a:b], wms[a:b], floats, as_lists, [i - a for i in missing if a <= i < b]
+            rows[a:b],
+            wms[a:b],
+            floats,
+            as_lists,
+            [i - a for i in missing if a <= i < b],
+            no_time=not config.assigner.is_event_time and a % 2 == 1,
         )
         took = try_process_batch(fast, batch)
         if not took:
@@ -350,7 +369,7 @@ def test_fast_path_equals_the_per_row_loop(config, stream, delay, data):
 
 @settings(max_examples=120, deadline=None)
 @given(
-    fast_configs(lateness=st.just(0)),
+    fast_configs(lateness=st.just(0), evictors=False),
     streams(in_order=True, float_values=False),
     st.integers(1, 6),
     st.data(),

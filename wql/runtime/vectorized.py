@@ -72,13 +72,14 @@ from wql.runtime.assigners import (
     DROP_MISSING_TIMESTAMP,
     CumulateWindows,
     DynamicSessionWindows,
+    GlobalWindows,
     SessionWindows,
     SlidingWindows,
     TumblingWindows,
 )
-from wql.runtime.config import ON_TIME, RowBatch
-from wql.runtime.triggers import EventTimeTrigger
-from wql.runtime.windows import MAX_TIME, TimeWindow
+from wql.runtime.config import EARLY, LATE, ON_TIME, RowBatch
+from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
+from wql.runtime.windows import GLOBAL_WINDOW, MAX_TIME, MIN_TIME, TimeWindow
 
 if TYPE_CHECKING:
     from wql.runtime.operator import WindowOperator
@@ -301,6 +302,8 @@ def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
     prepared = _prepare(operator, batch)
     if prepared is None:
         return False
+    if _count_window_size(operator) is not None:
+        return _count_windows(operator, prepared)
     if prepared.merging:
         plan = _plan_sessions(operator, prepared)
     else:
@@ -387,21 +390,28 @@ def _prepare(op: WindowOperator, batch: RowBatch) -> _Prepared | None:
         return None
     cfg = op.config
     assigner = cfg.assigner
-    if type(assigner) not in _ASSIGNERS or not assigner.is_event_time:
+    # COUNT_WINDOW(n) (GlobalWindows + PurgingTrigger(CountTrigger(n))) has no time
+    count_window = _count_window_size(op) is not None
+    if not count_window and (
+        type(assigner) not in _ASSIGNERS
+        or not assigner.is_event_time
+        or (cfg.trigger is not None and type(cfg.trigger) is not EventTimeTrigger)
+    ):
         return None
-    if cfg.evictor is not None:
+    if cfg.evictor is not None or batch.processing_time is not None:
         return None
-    if cfg.trigger is not None and type(cfg.trigger) is not EventTimeTrigger:
-        return None
-    if batch.timestamps is None or batch.processing_time is not None:
+    if batch.timestamps is None and not count_window:
         return None
     if any(spec.kind not in _SUPPORTED_AGGS for spec in cfg.aggregates):
         return None
     for size in _assigner_lengths(assigner):
         if size >= _TIME_LIMIT:
             return None
-    ts = _int64(batch.timestamps)
     wm = _int64(batch.watermark_before)
+    if batch.timestamps is None:
+        ts: IntArray | None = np.full(n, MIN_TIME, dtype=np.int64)
+    else:
+        ts = _int64(batch.timestamps)
     if ts is None or wm is None or len(ts) != n or len(wm) != n:
         return None
     if batch.timestamp_valid is None:
@@ -410,7 +420,12 @@ def _prepare(op: WindowOperator, batch: RowBatch) -> _Prepared | None:
         valid = np.asarray(batch.timestamp_valid)
         if valid.dtype != np.bool_ or len(valid) != n:
             return None
-    if valid.any():
+    if count_window:
+        # not an event-time window: a row without a timestamp is not dropped,
+        # its aggregates order it at MIN_TIME (as Aggregator.add does for None)
+        ts = np.where(valid, ts, MIN_TIME)
+        valid = np.ones(n, dtype=bool)
+    elif valid.any():
         tv = ts[valid]
         if int(tv.min()) < -_TIME_LIMIT or int(tv.max()) > _TIME_LIMIT:
             return None
@@ -894,14 +909,7 @@ class _Found:
 
 def _lookup(op: WindowOperator, p: _Prepared, plan: _Plan) -> _Found | None:
     g = plan.groups
-    specs = op.config.aggregates
-    slots = op._agg._slot
-    sum_checks = []
-    for spec, slot in zip(specs, slots, strict=True):
-        if spec.kind in ("SUM", "AVG"):
-            assert spec.arg is not None
-            is_float = p.columns[spec.arg].dtype.kind == "f"
-            sum_checks.append((slot, float if is_float else int))
+    sum_checks = _sum_checks(op, p)
     keys_state = op._keys
     uniques = p.uniques
     codes = g.key.tolist()
@@ -931,24 +939,42 @@ def _lookup(op: WindowOperator, p: _Prepared, plan: _Plan) -> _Found | None:
         if acc is None:
             continue
         accs[i] = acc
-        for slot, kind in sum_checks:
-            value = acc[slot]
-            if value is None:
-                continue
-            # the loop's left-to-right arithmetic keeps the accumulator's type
-            if type(value) is not kind:
-                return None
-            if (
-                plan.float_sums_exact
-                and kind is float
-                and not (
-                    float(value).is_integer()
-                    and abs(value) < _FLOAT_EXACT / 2
-                    and not (value == 0 and np.signbit(value))
-                )
-            ):
-                return None
+        if not _acc_ok(acc, sum_checks, plan.float_sums_exact):
+            return None
     return _Found(keys, states, accs, fresh)
+
+
+def _sum_checks(op: WindowOperator, p: _Prepared) -> list[tuple[int, type]]:
+    """(slot, Python type) of every SUM/AVG accumulator slot, from its column's kind."""
+    checks: list[tuple[int, type]] = []
+    for spec, slot in zip(op.config.aggregates, op._agg._slot, strict=True):
+        if spec.kind in ("SUM", "AVG"):
+            assert spec.arg is not None
+            checks.append((slot, float if p.columns[spec.arg].dtype.kind == "f" else int))
+    return checks
+
+
+def _small_integral(value: float) -> bool:
+    """An integer-valued float whose sums with the batch's stay exact (and not -0.0)."""
+    return (
+        value.is_integer()
+        and abs(value) < _FLOAT_EXACT / 2
+        and not (value == 0 and bool(np.signbit(value)))
+    )
+
+
+def _acc_ok(acc: list, checks: list[tuple[int, type]], float_sums_exact: bool) -> bool:
+    """Can the batch partial be folded into this existing accumulator exactly?"""
+    for slot, kind in checks:
+        value: Any = acc[slot]
+        if value is None:
+            continue
+        # the loop's left-to-right arithmetic keeps the accumulator's type
+        if type(value) is not kind:
+            return False
+        if float_sums_exact and kind is float and not _small_integral(acc[slot]):
+            return False
+    return True
 
 
 def _partials(
@@ -1037,23 +1063,12 @@ def _partials(
     return counts.tolist(), per_spec
 
 
-_GROUP_LOOPS: dict[tuple, Any] = {}
-
-
-def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merging: bool) -> Any:
-    """Straight-line Python for the per-group work, generated once per shape.
-
-    The loop runs once per (key, window) group, so (as the runtime's own
-    ``Aggregator.add``) it is generated without per-aggregate dispatch.
-    For each group: either emit the window (created and completed inside
-    the batch) or fold the batch partial into the window's accumulator the
-    way ``Aggregator.add`` would have row by row, store it and register the
-    window's timers.
-    """
-    shape = (tuple((s.kind, s.arg) for s in specs), tuple(slots), seq_sums, merging)
-    fn = _GROUP_LOOPS.get(shape)
-    if fn is not None:
-        return fn
+def _codegen(
+    specs: tuple, slots: list[int], seq_sums: tuple[bool, ...]
+) -> tuple[list[str], list[str]]:
+    """Per aggregate: the result expression of a fresh group's partial (``P{j}[i]``,
+    ``cnt``) and the lines folding it into an accumulator ``acc`` the way
+    ``Aggregator.add`` would have, row by row."""
     results = []
     fold = []
     for j, (spec, s, seq_sum) in enumerate(zip(specs, slots, seq_sums, strict=True)):
@@ -1086,6 +1101,27 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
             results.append(f"P{j}[i][2]")
             fold.append(f"        c = acc[{s}]; v = P{j}[i]")
             fold.append(f"        if c is None or (v[0], v[1]) {op} (c[0], c[1]): acc[{s}] = v")
+    return results, fold
+
+
+_GROUP_LOOPS: dict[tuple, Any] = {}
+
+
+def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merging: bool) -> Any:
+    """Straight-line Python for the per-group work, generated once per shape.
+
+    The loop runs once per (key, window) group, so (as the runtime's own
+    ``Aggregator.add``) it is generated without per-aggregate dispatch.
+    For each group: either emit the window (created and completed inside
+    the batch) or fold the batch partial into the window's accumulator the
+    way ``Aggregator.add`` would have row by row, store it and register the
+    window's timers.
+    """
+    shape = (tuple((s.kind, s.arg) for s in specs), tuple(slots), seq_sums, merging)
+    fn = _GROUP_LOOPS.get(shape)
+    if fn is not None:
+        return fn
+    results, fold = _codegen(specs, slots, seq_sums)
     unpack = "".join(f"    P{j} = parts[{j}]\n" for j in range(len(specs)))
     row = ", ".join(["key", "start", "end", "end - 1", "0", "ON_TIME", "end - 1", *results])
     if merging:
@@ -1242,3 +1278,175 @@ def _reject(op: WindowOperator, p: _Prepared, rows: IntArray) -> None:
                 dropped[DROP_LATE] = dropped.get(DROP_LATE, 0) + 1
         else:
             dropped[DROP_LATE_WINDOW] = dropped.get(DROP_LATE_WINDOW, 0) + 1
+
+
+# --------------------------------------------------------------------------- count windows
+
+#: The CountTrigger's state under PurgingTrigger (child 0 of the trigger context).
+_COUNT_STATE = (GLOBAL_WINDOW, "0.count")
+
+
+def _count_window_size(op: WindowOperator) -> int | None:
+    """n for COUNT_WINDOW(n) (GlobalWindows + PurgingTrigger(CountTrigger(n))), else None."""
+    cfg = op.config
+    trigger = cfg.trigger
+    if (
+        type(cfg.assigner) is GlobalWindows
+        and cfg.evictor is None
+        and type(trigger) is PurgingTrigger
+        and type(trigger.nested) is CountTrigger
+    ):
+        return trigger.nested.count
+    return None
+
+
+def _count_windows(op: WindowOperator, p: _Prepared) -> bool:
+    """Tumbling count windows: every n-th row of a key fires and purges its window.
+
+    Per key, row r (arrival rank) of the batch is the (c0 + r + 1)-th row
+    since the last purge, where c0 is the count the trigger kept; rows with
+    the same ``(c0 + r) // n`` share one firing, the first of them on top
+    of the window's existing accumulator.  A firing happens on an element
+    (no timers), so its pane timing is EARLY below the end of time.
+    """
+    n_fire = _count_window_size(op)
+    assert n_fire is not None
+    if not _columns_ok(op, p, np.arange(p.n, dtype=np.int64)):
+        return False
+    order, kgroup, kstarts = group_rows(p.key_codes)
+    lengths = np.diff(np.append(kstarts, p.n))
+    key_codes = p.key_codes[order[kstarts]].tolist()
+    keys = [p.uniques[c] for c in key_codes]
+    key_states = op._keys
+    states = [key_states.get(k) for k in keys]
+    c0_list: list[int] = []
+    pane0: list[int] = []
+    acc0: list[list | None] = []
+    checks = _sum_checks(op, p)
+    for ks in states:
+        if ks is None:
+            c0_list.append(0)
+            pane0.append(0)
+            acc0.append(None)
+            continue
+        c0_list.append(ks.trigger.get(_COUNT_STATE) or 0)
+        pane0.append(ks.panes.get(GLOBAL_WINDOW, 0))
+        acc = ks.contents.get(GLOBAL_WINDOW)
+        if acc is not None and not _acc_ok(acc, checks, False):
+            return False
+        acc0.append(acc)
+    c0 = np.array(c0_list, dtype=np.int64)
+    rank = np.arange(p.n, dtype=np.int64) - np.repeat(kstarts, lengths)
+    fire_no = (np.repeat(c0, lengths) + rank) // n_fire
+    new = np.ones(p.n, dtype=bool)
+    new[1:] = (kgroup[1:] != kgroup[:-1]) | (fire_no[1:] != fire_no[:-1])
+    g_starts = np.flatnonzero(new).astype(np.int64)
+    g_group = np.cumsum(new, dtype=np.int64) - 1
+    g_key = kgroup[g_starts]
+    g_fire = fire_no[g_starts]
+    total = c0 + lengths
+    fires = (g_fire + 1) * n_fire <= total[g_key]
+    last_row = order[np.append(g_starts[1:], p.n) - 1]
+    g_key_l = g_key.tolist()
+    first_of_key = (g_fire == 0).tolist()
+    groups = _Groups(
+        key=p.key_codes[order[g_starts]],
+        start=np.zeros(len(g_starts), np.int64),
+        end=np.zeros(len(g_starts), np.int64),
+        rows=order.astype(np.int64),
+        group=g_group,
+        starts=g_starts,
+    )
+    accs = [acc0[k] if first else None for k, first in zip(g_key_l, first_of_key, strict=True)]
+    found = _Found([keys[k] for k in g_key_l], [None] * len(g_key_l), accs, [True] * len(g_key_l))
+    plan = _Plan(groups, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+    counts, per_spec = _partials(op, p, plan, found)
+    seq_sums = tuple(
+        spec.kind in ("SUM", "AVG") and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
+        for spec in op.config.aggregates
+    )
+    panes = (np.array(pane0, np.int64)[g_key] + g_fire).tolist()
+    timings = np.where(p.wm_raw[last_row] < MAX_TIME, 0, 1).tolist()
+    emitted: list[tuple] = []
+    keep: list[list | None] = [None] * len(keys)
+    loop = _count_loop(op.config.aggregates, op._agg._slot, seq_sums)
+    loop(
+        op,
+        found.keys,
+        accs,
+        counts,
+        per_spec,
+        fires.tolist(),
+        panes,
+        timings,
+        last_row.tolist(),
+        g_key_l,
+        keep,
+        emitted,
+    )
+    # the key's window after the batch: the trailing partial group, if any
+    fired_per_key = np.bincount(g_key[fires], minlength=len(keys)).tolist()
+    remainder = (total % n_fire).tolist()
+    for k, key in enumerate(keys):
+        ks = states[k]
+        if ks is None:
+            ks = key_states.get(key) or op._new_key_state(key)
+        if fired_per_key[k]:
+            ks.panes[GLOBAL_WINDOW] = pane0[k] + fired_per_key[k]
+        if remainder[k]:
+            ks.trigger[_COUNT_STATE] = remainder[k]
+            ks.contents[GLOBAL_WINDOW] = keep[k]
+        else:
+            ks.trigger.pop(_COUNT_STATE, None)
+            ks.contents.pop(GLOBAL_WINDOW, None)
+    emitted.sort(key=_by_row)
+    op._out.extend(row for _, row in emitted)
+    op.counters.rows_emitted += len(emitted)
+    op.counters.rows_in += p.n
+    op._seq += p.n
+    op.advance_watermark(p.wm_last)
+    return True
+
+
+def _by_row(entry: tuple) -> int:
+    return entry[0]
+
+
+_COUNT_LOOPS: dict[tuple, Any] = {}
+
+
+def _count_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...]) -> Any:
+    """Generated per-group loop of count windows (see ``_group_loop``)."""
+    shape = (tuple((s.kind, s.arg) for s in specs), tuple(slots), seq_sums)
+    fn = _COUNT_LOOPS.get(shape)
+    if fn is not None:
+        return fn
+    results, fold = _codegen(specs, slots, seq_sums)
+    unpack = "".join(f"    P{j} = parts[{j}]\n" for j in range(len(specs)))
+    head = "key, None, None, None, panes[i], TIMING[timings[i]], MAX_TIME"
+    src = f"""\
+def count_loop(op, keys, accs, counts, parts, fires, panes, timings, rows, key_of, keep, out):
+{unpack}    create = op._agg.create
+    result = op._agg.result
+    for i in range(len(keys)):
+        key = keys[i]; cnt = counts[i]
+        acc = accs[i]
+        if acc is None and fires[i]:
+            out.append((rows[i], ({head}, {", ".join(results)})))
+            continue
+        if acc is None:
+            acc = create()
+{chr(10).join(fold)}
+        if fires[i]:
+            out.append((rows[i], ({head}, *result(acc))))
+        else:
+            keep[key_of[i]] = acc
+"""
+    namespace: dict[str, Any] = {
+        "MAX_TIME": MAX_TIME,
+        "TIMING": (EARLY, LATE),
+        "by_time": _by_time_then_arrival,
+    }
+    exec(compile(src, "<wql.runtime.vectorized.count_loop>", "exec"), namespace)  # noqa: S102
+    fn = _COUNT_LOOPS[shape] = namespace["count_loop"]
+    return fn
