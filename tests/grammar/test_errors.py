@@ -397,9 +397,11 @@ CASES = [
 def test_syntax_error_fields(
     text: str, line: int, column: int, message: str, expected: tuple[str, ...]
 ) -> None:
-    with pytest.raises(WqlSyntaxError) as info:
+    with pytest.raises(WqlError) as info:
         parse(text, "q.wql")
-    err = info.value
+    # Recovery may find more errors further on; the first is the one listed.
+    err = info.value.errors[0] if isinstance(info.value, WqlErrors) else info.value
+    assert isinstance(err, WqlSyntaxError)
     assert (err.line, err.column) == (line, column)
     assert err.message == message
     assert tuple(err.expected) == expected
@@ -522,3 +524,68 @@ def test_interval_below_millisecond_precision_is_a_positioned_error() -> None:
     assert info.value.message == (
         "interval INTERVAL '0.0001' SECOND is not a whole number of milliseconds"
     )
+
+
+# ----------------------------------------------------------------- recovery inside a statement
+
+
+def _all(text: str) -> list[tuple[int, str]]:
+    with pytest.raises(WqlError) as info:
+        parse(text)
+    errors = info.value.errors if isinstance(info.value, WqlErrors) else (info.value,)
+    return [(e.column or 0, e.message) for e in errors]
+
+
+def test_recovery_finds_later_errors_in_the_same_statement() -> None:
+    text = (
+        "SELECT a b c, d FROM t GROUP BY TUMBLE(ts INTERVAL '1' MINUTE) "
+        "TRIGGER COUNT(x) EVICT TIME(5)"
+    )
+    assert _all(text) == [
+        (12, "unexpected identifier c"),  # repaired by assuming a ','
+        (43, "unexpected INTERVAL"),  # repaired by assuming a ','
+        (78, "unexpected identifier x"),  # skipped
+        (92, "unexpected number 5"),  # reported: EVICT started a new clause
+    ]
+
+
+def test_recovery_assumes_a_missing_keyword() -> None:
+    text = "SELECT CASE WHEN a THEN 1 FROM t GROUP BY GLOBAL() TRIGGER EVERY 5 SECONDS"
+    assert _all(text) == [
+        (27, "unexpected FROM"),  # repaired by assuming END
+        (66, "unexpected number 5"),  # repaired by assuming INTERVAL
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT a FROM t GROUP BY global, TUMBLE(ts, INTERVAL '1' SECOND)",
+        "SELECT a FROM t GROUP BY hop, TUMBLE(ts, INTERVAL '1' SECOND)",
+        "UPDATE t SET a = 1",
+        "SELECT a FROM t WHERE a = 'open GROUP BY GLOBAL() TRIGGER COUNT(1)",
+    ],
+)
+def test_recovery_does_not_report_echoes(text: str) -> None:
+    assert len(_all(text)) == 1
+
+
+def test_recovery_reports_at_most_five_errors_per_statement() -> None:
+    # `a b c d ...`: every third word is an error once `,` is assumed.
+    text = "SELECT a b c d e f g h i j k l m n FROM t GROUP BY GLOBAL()"
+    assert _all(text) == [
+        (c, f"unexpected identifier {w}")
+        for c, w in zip((12, 16, 20, 24, 28), "cegik", strict=True)
+    ]
+
+
+def test_a_flaw_in_recovery_never_hides_the_first_error(monkeypatch) -> None:
+    import wql.grammar.parser as parser_module
+
+    def broken(text: str) -> list:
+        raise RuntimeError("recovery bug")
+
+    monkeypatch.setattr(parser_module, "_syntax_errors_recovering", broken)
+    assert _all("SELECT a FROM t GROUP BY TUMBLE(ts INTERVAL '1' MINUTE) TRIGGER COUNT(x)") == [
+        (36, "unexpected INTERVAL")
+    ]

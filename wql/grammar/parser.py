@@ -22,6 +22,7 @@ several errors are raised together as :class:`~wql.errors.WqlErrors`.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from functools import cache
@@ -367,6 +368,141 @@ def _masked(text: str, start: int, end: int) -> str:
     return blank(text[:start]) + text[start:end] + blank(text[end:])
 
 
+# At most this many syntax errors are reported per statement: past the first
+# few, recovery guesses are more likely to be echoes than new mistakes.
+MAX_ERRORS_PER_STATEMENT = 5
+
+
+def _syntax_errors_recovering(text: str) -> list[WqlError]:
+    """Every syntax error of ``text`` that simple repairs let the parser reach.
+
+    On an unexpected token the parser tries to insert one token that would
+    make the unexpected one fit (a missing ``,``, ``)``, ``END``, an operand,
+    ``INTERVAL`` ...); if none does, it skips the token. Echoes are not
+    reported: an error with no text accepted since the previous one, and,
+    after a skip (which leaves the parser out of step with the text), any
+    error before the next clause keyword. Unterminated strings, comments and
+    quoted names end the search: what follows them is not code.
+    """
+    errors: list[WqlError] = []
+    last_end = -1
+    in_step = True
+
+    def on_error(err: UnexpectedInput) -> bool:
+        nonlocal last_end, in_step
+        if isinstance(err, UnexpectedToken) and err.token.type != "$END":
+            start, end = err.token.start_pos or 0, err.token.end_pos or 0
+        elif isinstance(err, UnexpectedCharacters):
+            start = err.pos_in_stream or 0
+            end = start + 1
+        else:
+            start = end = len(text)
+        between = text[last_end:start] if errors else ""
+        # Out of step, the parser is trusted again only past a clause keyword.
+        in_step = in_step or bool(_CLAUSE_WORD.search(between))
+        if not errors or (between.strip() and in_step):
+            errors.append(_syntax_error(err, text))
+        last_end = end
+        if len(errors) >= MAX_ERRORS_PER_STATEMENT:
+            return False
+        if isinstance(err, UnexpectedCharacters):
+            in_step = False  # the character is skipped
+            return text[start : start + 1] not in ("'", '"', "`", "/")
+        if not isinstance(err, UnexpectedToken) or err.token.type == "$END":
+            return False
+        in_step = _repair(err) and in_step
+        return True
+
+    comments: list[Token] = []
+    _comments.sink = comments
+    try:
+        with _TRANSFORMER.parsing(text, recovering=True):
+            lark_parser().parse(text, on_error=on_error)
+    except UnexpectedInput:
+        pass  # recovery gave up; what was found is reported
+    finally:
+        _comments.sink = None
+    return errors
+
+
+def _repair(err: UnexpectedToken) -> bool:
+    """Insert one token before ``err.token`` if that makes it fit (True); else skip it.
+
+    The token was lexed for the state the parser was in: a keyword the state
+    did not expect came out as an identifier (``TUMBLE(ts INTERVAL ...``), so
+    after an insertion it is also tried as that keyword.
+    """
+    interactive = err.interactive_parser
+    token = err.token
+    versions = [token]
+    keyword = _keyword_terminals().get(token.upper()) if token.type == "NAME" else None
+    if keyword is not None:
+        versions.append(Token.new_borrow_pos(keyword, token, token))
+    for name in sorted(interactive.accepts() - {"$END"}, key=_insertion_rank):
+        if _CLAUSE_WORD.fullmatch(_terminal_text(name)) or name == "LATE_DATA_TO":
+            continue  # inventing a clause (or a statement) would be a guess too far
+        value = _SAMPLE_VALUES.get(name) or _terminal_text(name)
+        filler = Token.new_borrow_pos(name, value, token)
+        for version in versions:
+            trial = interactive.copy()
+            try:
+                trial.feed_token(filler)
+                trial.feed_token(version)
+            except UnexpectedInput:
+                continue
+            interactive.feed_token(filler)
+            interactive.feed_token(version)
+            return True
+    return False
+
+
+@cache
+def _keyword_terminals() -> dict[str, str]:
+    """Upper-case keyword -> its terminal name."""
+    return {
+        str(t.pattern.value).upper(): t.name
+        for t in lark_parser().terminals
+        if t.pattern.type == "str" and str(t.pattern.value)[:1].isalpha()
+    }
+
+
+# Words that start a clause: after a skipped token, errors are reported again
+# only once the text has reached one of them.
+_CLAUSE_WORD = re.compile(
+    r"\b(SELECT|FROM|WHERE|GROUP|HAVING|ALLOWED|TRIGGER|EVICT|LATE|CREATE|WATERMARK|WITH)\b",
+    re.IGNORECASE,
+)
+
+# Values for inserted tokens of the terminals that are not literal strings.
+_SAMPLE_VALUES = {
+    "NAME": "_",
+    "BACKQUOTED": "`_`",
+    "STRING": "''",
+    "INT": "1",
+    "DECIMAL": "1.0",
+    "COMP_OP": "=",
+    "LATE_DATA_TO": "LATE DATA TO",
+}
+
+
+def _insertion_rank(name: str) -> tuple[int, str]:
+    """Punctuation first (the usual slip), then an operand, then keywords."""
+    text = _terminal_text(name)
+    if text and not text[:1].isalpha():
+        return (0, name)
+    if name in ("NAME", "INT", "STRING"):
+        return (1, name)
+    return (2, name)
+
+
+@cache
+def _terminal_text(name: str) -> str:
+    for term in lark_parser().terminals:
+        if term.name == name and term.pattern.type == "str":
+            return str(term.pattern.value)
+    return ""
+
+
 def _errors_per_statement(text: str) -> list[WqlError]:
     errors: list[WqlError] = []
     for start, end in split_statements(text):
@@ -375,8 +511,19 @@ def _errors_per_statement(text: str) -> list[WqlError]:
             continue
         # Keep the `;` in the piece, so that a statement cut short is
         # reported at its `;` rather than at an "end of input".
+        masked = _masked(text, start, min(end + 1, len(text)))
         try:
-            _parse_whole(_masked(text, start, min(end + 1, len(text))))
+            _parse_whole(masked)
+        except WqlSyntaxError as err:
+            try:
+                found = _syntax_errors_recovering(masked)
+            except Exception:  # noqa: BLE001 - recovery is best effort
+                # A flaw in the recovery heuristics must not hide the error
+                # already found; report that one alone.
+                found = []
+            # The recovering parse starts with the same first error; if it
+            # found nothing (a callback error), keep the one we have.
+            errors.extend(found if found else [err])
         except WqlErrors as err:
             errors.extend(err.errors)
         except WqlError as err:
@@ -393,7 +540,7 @@ def parse(text: str, filename: str | None = None) -> ast.Script:
     try:
         return _parse_whole(text)
     except WqlError as first:
-        errors = _errors_per_statement(text) if ";" in text else []
+        errors = _errors_per_statement(text)
         if not errors:
             errors = [first]
         for err in errors:

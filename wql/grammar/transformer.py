@@ -175,7 +175,7 @@ def _call(f: Callable[..., Any], span: Span | None, children: list[Any]) -> Any:
         _deferred.errors.append(err)
         return None
     except Exception:
-        if getattr(_deferred, "errors", None):
+        if getattr(_deferred, "errors", None) or getattr(_deferred, "recovering", False):
             return None
         raise
 
@@ -209,23 +209,27 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return cast(str, self._local.source)
 
     @contextmanager
-    def parsing(self, source: str) -> Iterator[None]:
+    def parsing(self, source: str, *, recovering: bool = False) -> Iterator[None]:
         """Parse ``source`` inside this block; raise the first deferred callback error.
 
         Sets the text the callbacks slice. When the parse itself fails, its
         error propagates and deferred callback errors are dropped (see
-        :func:`_call`).
+        :func:`_call`). With ``recovering`` the parser is patching its way
+        through syntax errors: callbacks see made-up input, so none of their
+        errors count and none is raised.
         """
         previous = getattr(self._local, "source", None)
         self._local.source = source
         _deferred.errors = []
+        _deferred.recovering = recovering
         try:
             yield
-            if _deferred.errors:
+            if _deferred.errors and not recovering:
                 raise _deferred.errors[0]
         finally:
             self._local.source = previous
             _deferred.errors = []
+            _deferred.recovering = False
 
     # ------------------------------------------------------------- script
 
