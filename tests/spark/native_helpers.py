@@ -123,6 +123,10 @@ def ref_window(w: P.Window):
         return R.Cumulate(w.step_ms, w.size_ms, w.offset_ms)
     if isinstance(w, P.Session):
         return R.Session(w.gap_ms)
+    if isinstance(w, P.DynamicSession):
+        # the tests' dynamic gaps are the column v itself
+        assert w.gap_ms.sql == "v", w.gap_ms.sql
+        return R.DynamicSession(_VALUE_INDEX["v"])
     raise AssertionError(w)
 
 

@@ -323,3 +323,22 @@ def test_double_sum_ties_follow_input_order(spark):
     assert actual_rows(native.build_native(q, frame(spark, only_null))) == [
         ("a", 0, 1000, 999, 0, "ON_TIME", None)
     ]
+
+
+_gap_row = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.integers(-4000, 9000),
+    st.integers(1, 2500),
+    st.one_of(st.none(), st.sampled_from([0.5, -1.25, 3.0])),
+)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rows=st.lists(_gap_row, max_size=12), keyed=st.booleans())
+def test_dynamic_gap_equals_reference_property(spark, rows, keyed):
+    caps = dataclasses.replace(NATIVE, dynamic_session_gap=True)
+    q = query(P.DynamicSession(EV, "ts", P.Expr("v", T.INT, ("v",))), keyed=keyed, delay_ms=100)
+    got = native.run_steps(native.lower(q, caps=caps).steps, frame(spark, rows))
+    assert actual_rows(got) == expected_rows(q, rows)
