@@ -159,6 +159,7 @@ def test_comments_survive_in_place() -> None:
     out = fmt(text)
     assert out == (
         "-- file header\n"
+        "\n"  # the blank line after a header comment is kept
         "/* the source */\n"
         "CREATE SOURCE s (\n"
         "    a INT,  -- the key\n"

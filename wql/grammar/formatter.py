@@ -52,10 +52,10 @@ def format_script(script: ast.Script) -> str:
     """The canonical text of a whole script (ends with a newline unless empty)."""
     statements = list(script.statements)
     spans = [(st.span.start, st.span.end) if st.span else None for st in statements]
-    leading: list[list[str]] = [[] for _ in statements]
+    leading: list[list[ast.Comment]] = [[] for _ in statements]
     inside: list[list[ast.Comment]] = [[] for _ in statements]
     trailing: list[list[str]] = [[] for _ in statements]
-    tail: list[str] = []
+    tail: list[ast.Comment] = []
     for comment in sorted(script.comments, key=lambda c: c.span.start if c.span else -1):
         where = comment.span.start if comment.span else None
         placed = False
@@ -72,7 +72,7 @@ def format_script(script: ast.Script) -> str:
                     if comment.follows_code and i > 0:
                         trailing[i - 1].append(comment.text)
                     else:
-                        leading[i].append(comment.text)
+                        leading[i].append(comment)
                 else:
                     continue
                 placed = True
@@ -81,17 +81,35 @@ def format_script(script: ast.Script) -> str:
             if comment.follows_code and statements:
                 trailing[-1].append(comment.text)
             else:
-                tail.append(comment.text)
+                tail.append(comment)
     blocks: list[str] = []
     for i, statement in enumerate(statements):
         lines = _statement_lines(statement)
         lines[-1].text += ";"
         for text in trailing[i]:
             lines[-1].text += "  " + text
-        blocks.append("\n".join(leading[i] + _attach(lines, inside[i])))
+        head = _comment_block(leading[i], statement.span.line if statement.span else None)
+        blocks.append("\n".join(head + _attach(lines, inside[i])))
     if tail:
-        blocks.append("\n".join(tail))
+        blocks.append("\n".join(_comment_block(tail, None)))
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def _comment_block(comments: list[ast.Comment], next_line: int | None) -> list[str]:
+    """Comments on their own lines, keeping one blank line where the source had any.
+
+    A file's header comment is usually set off from the first statement by a
+    blank line; that separation is layout worth keeping.
+    """
+    out: list[str] = []
+    for k, comment in enumerate(comments):
+        out.append(comment.text)
+        after = comments[k + 1].span if k + 1 < len(comments) else None
+        following = after.line if after is not None else next_line
+        span = comment.span
+        if span is not None and following is not None and following - span.end_line > 1:
+            out.append("")
+    return out
 
 
 def format_statement(statement: ast.Statement) -> str:
