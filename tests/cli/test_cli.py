@@ -194,3 +194,37 @@ def test_main_returns_status_without_exiting(capsys, tmp_path: Path) -> None:
     assert cli.main(["fmt", "--check", str(path)]) == 1
     assert capsys.readouterr().out == f"would reformat {path}\n"
     assert set(cli.COMMANDS) >= {"check", "explain", "fmt"}
+
+
+def test_colour_only_on_a_terminal(tmp_path: Path) -> None:
+    pty = pytest.importorskip("pty")
+    bad = write(tmp_path, "bad.wql", TWO_SYNTAX_ERRORS)
+    master, slave = pty.openpty()
+    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "WQL_DEBUG")}
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "wql.cli", "check", str(bad)],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            cwd=ROOT,
+            env=environment,
+            timeout=120,
+        )
+        os.close(slave)
+        slave = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    stderr = b"".join(chunks).decode()
+    assert result.returncode == 1
+    assert "\033[31m" in stderr and "unexpected INTERVAL" in stderr
