@@ -521,9 +521,7 @@ def test_interval_below_millisecond_precision_is_a_positioned_error() -> None:
     with pytest.raises(WqlSemanticError) as info:
         parse(text)
     assert (info.value.line, info.value.column) == (1, 37)
-    assert info.value.message == (
-        "interval INTERVAL '0.0001' SECOND is not a whole number of milliseconds"
-    )
+    assert info.value.message == ("INTERVAL '0.0001' SECOND is not a whole number of milliseconds")
 
 
 # ----------------------------------------------------------------- recovery inside a statement

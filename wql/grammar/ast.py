@@ -178,7 +178,7 @@ class Interval(Node):
         total = sum((p.value * p.unit.value for p in self.parts), Decimal(0))
         if total != total.to_integral_value():
             raise WqlSemanticError(
-                f"interval {self.text or self.describe()} is not a whole number of milliseconds",
+                f"{self.text or self.describe()} is not a whole number of milliseconds",
                 self.span,
                 hint="WQL time has millisecond precision",
             )
