@@ -1,4 +1,4 @@
-"""Lark parse tree -> AST (:mod:`wql.grammar.ast`).
+"""Grammar rules -> AST nodes (:mod:`wql.grammar.ast`), one callback per rule.
 
 The transformer only changes shape. It resolves no names, supplies no
 defaults and checks nothing the grammar could not express except a few
@@ -8,7 +8,11 @@ as positioned :class:`~wql.errors.WqlSyntaxError`:
 - exactly one window in ``GROUP BY`` (the grammar accepts any mix of keys
   and windows so that the error can say what is wrong);
 - an interval string must spell ``<number> <unit>`` pairs with known units;
-- integers must fit in a signed 64-bit value.
+- integers must fit in a signed 64-bit value;
+- a value with a unit-less interval (``INTERVAL '5'``) names the missing unit.
+
+(An interval below millisecond precision is refused by
+:class:`ast.Interval` itself, as a :class:`~wql.errors.WqlSemanticError`.)
 
 Scalar expressions stay Lark subtrees until :meth:`WqlTransformer.sql_expr`
 turns them into :class:`ast.Expr` with the exact source slice and a
