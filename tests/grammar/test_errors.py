@@ -587,3 +587,12 @@ def test_a_flaw_in_recovery_never_hides_the_first_error(monkeypatch) -> None:
     assert _all("SELECT a FROM t GROUP BY TUMBLE(ts INTERVAL '1' MINUTE) TRIGGER COUNT(x)") == [
         (36, "unexpected INTERVAL")
     ]
+
+
+def test_absurd_nesting_is_a_positioned_error_not_a_crash() -> None:
+    depth = 3000
+    text = "SELECT " + "(" * depth + "a" + ")" * depth + " FROM t GROUP BY GLOBAL()"
+    with pytest.raises(WqlSyntaxError) as info:
+        parse(text)
+    assert info.value.message == f"expression nested too deeply ({depth} levels of parentheses)"
+    assert info.value.column == 7 + depth

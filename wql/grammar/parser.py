@@ -313,6 +313,8 @@ def _parse_whole(text: str) -> ast.Script:
             script = lark_parser().parse(text)
     except UnexpectedInput as err:
         raise _syntax_error(err, text) from None
+    except RecursionError:
+        raise _too_deep(text) from None
     finally:
         _comments.sink = None
     assert isinstance(script, ast.Script)
@@ -327,6 +329,23 @@ def _parse_whole(text: str) -> ast.Script:
         for tok in comments
     )
     return ast.Script(script.statements, found, span=script.span)
+
+
+def _too_deep(text: str) -> WqlSyntaxError:
+    """The error for text nested beyond what the (recursive) AST builder handles."""
+    depth = deepest = at = 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, i
+        elif ch == ")":
+            depth -= 1
+    return WqlSyntaxError(
+        f"expression nested too deeply ({deepest} levels of parentheses)",
+        Span.point(text, at),
+        hint="split the expression or remove redundant parentheses",
+    )
 
 
 def split_statements(text: str) -> Iterator[tuple[int, int]]:
