@@ -658,7 +658,10 @@ def _plan_time_windows(op: WindowOperator, p: _Prepared) -> _Plan | None:
         hit = np.zeros(p.n, dtype=bool)
         hit[pair_row] = True
         rejected = rows[~hit[rows]]
-    order, group, starts = group_rows(p.key_codes[pair_row], pair_start, pair_end)
+    if isinstance(a, CumulateWindows):
+        order, group, starts = group_rows(p.key_codes[pair_row], pair_start, pair_end)
+    else:  # the end follows from the start
+        order, group, starts = group_rows(p.key_codes[pair_row], pair_start)
     srt_rows = pair_row[order]
     groups = _Groups(
         key=p.key_codes[srt_rows[starts]],
