@@ -56,26 +56,38 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     filename: str | None = None,
     base_dir: str | Path | None = None,
     schemas: Mapping[str, Any] | None = None,
+    require_declared: bool = False,
 ) -> Compiled:
     """Parse and plan a WQL text.
 
     ``engine`` is ``'auto'`` (the compiler chooses per query), ``'native'``
     or ``'operator'``. ``schemas`` (source name -> DataFrame, StructType or
     ``(name, type)`` pairs) lets the text use undeclared sources; without it,
-    planning such a text waits for :meth:`Compiled.apply`. Raises a
-    :class:`~wql.errors.WqlError` for any error in the text.
+    planning such a text waits for :meth:`Compiled.apply` — unless
+    ``require_declared`` (what ``wql run`` uses: no DataFrames will come),
+    which plans at once and reports an undeclared source as an error. Raises
+    a :class:`~wql.errors.WqlError` for any error in the text.
     """
     if engine not in ENGINES:
         raise WqlSemanticError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
-    return Compiled(text, engine, filename, Path(base_dir) if base_dir else None, schemas)
+    base = Path(base_dir) if base_dir else None
+    return Compiled(text, engine, filename, base, schemas, require_declared=require_declared)
 
 
-def compile_file(path: str | Path, engine: str = "auto") -> Compiled:
+def compile_file(
+    path: str | Path, engine: str = "auto", *, require_declared: bool = False
+) -> Compiled:
     """:func:`compile` the ``.wql`` file at ``path``; relative source paths resolve next to it."""
     from wql.commands import read_source
 
     p = Path(path)
-    return compile(read_source(str(p)), engine, filename=str(path), base_dir=p.parent)
+    return compile(
+        read_source(str(p)),
+        engine,
+        filename=str(path),
+        base_dir=p.parent,
+        require_declared=require_declared,
+    )
 
 
 class Compiled:
@@ -88,6 +100,8 @@ class Compiled:
         filename: str | None,
         base_dir: Path | None,
         schemas: Mapping[str, Any] | None,
+        *,
+        require_declared: bool = False,
     ) -> None:
         self.text = text
         self.engine_request = engine
@@ -96,7 +110,7 @@ class Compiled:
         self._schemas = dict(schemas or {})
         self._program: P.Program | None = None
         self._undeclared = _undeclared_sources(text, filename, self._schemas)
-        if not self._undeclared:
+        if require_declared or not self._undeclared:
             self._program = self._compile(self._schemas)
 
     # -- the plan -----------------------------------------------------------

@@ -65,6 +65,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a Spark configuration entry (repeatable)",
     )
+    # streaming (engineer G): wql/spark/stream_sinks.py
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="run as Structured Streaming over the sources' folders (needs --output, --checkpoint)",
+    )
+    parser.add_argument(
+        "--checkpoint", metavar="DIR", help="streaming checkpoints (one folder per sink)"
+    )
+    parser.add_argument(
+        "--trigger",
+        default="available-now",
+        metavar="available-now|interval=DURATION",
+        help="streaming trigger (default: available-now)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -81,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
             text = read_source(path)
             compiled.append(
                 wql.compile(
-                    text, args.engine, filename=display_name(path), base_dir=Path(path).parent
+                    text,
+                    args.engine,
+                    filename=display_name(path),
+                    base_dir=Path(path).parent,
+                    require_declared=True,
                 )
             )
         except WqlError as err:
@@ -96,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     if len(set(stems)) != len(stems):
         raise WqlError("several files have the same name; their outputs would collide")
     show = args.show if args.show is not None else (None if args.output else 20)
+    if getattr(args, "stream", False):  # streaming (engineer G): wql/spark/stream_sinks.py
+        from wql.spark.stream_sinks import run_stream_command
+
+        return run_stream_command(args, compiled, stems, conf)
 
     started = time.perf_counter()
     _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
