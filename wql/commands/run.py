@@ -130,14 +130,14 @@ def run(args: argparse.Namespace) -> int:
         for path, stem, c in zip(args.files, stems, compiled, strict=True):
             out_dir = None
             if args.output:
-                out_dir = Path(args.output) / stem if len(args.files) > 1 else Path(args.output)
+                out_dir = _join(args.output, stem) if len(args.files) > 1 else args.output
             failed |= not _run_file(spark, path, c, out_dir, args.format, show)
     _progress(f"done in {time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
 
 
 def _run_file(
-    spark: Any, path: str, compiled: Any, out_dir: Path | None, fmt: str, show: int | None
+    spark: Any, path: str, compiled: Any, out_dir: str | None, fmt: str, show: int | None
 ) -> bool:
     name = display_name(path)
     _progress(f"{name}: {len(compiled.queries)} quer{'y' if len(compiled.queries) == 1 else 'ies'}")
@@ -156,7 +156,7 @@ def _run_file(
                 outputs.append((r.late_name, r.late))
             for out_name, df in outputs:
                 if out_dir is not None:
-                    target = out_dir / out_name
+                    target = _join(out_dir, out_name)
                     _progress(f"{name}: writing {out_name} -> {target}")
                     _write(df, target, fmt)
                 if show:
@@ -174,7 +174,12 @@ def _run_file(
     return True
 
 
-def _write(df: Any, target: Path, fmt: str) -> None:
+def _join(base: str, name: str) -> str:
+    """``base/name`` for local paths and URIs alike (``Path`` would mangle ``hdfs://``)."""
+    return base.rstrip("/") + "/" + name
+
+
+def _write(df: Any, target: str, fmt: str) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -191,7 +196,7 @@ def _write(df: Any, target: Path, fmt: str) -> None:
     writer = df.write.mode("overwrite").format(fmt)
     if fmt == "csv":
         writer = writer.option("header", "true")
-    writer.save(str(target))
+    writer.save(target)
 
 
 def _summary(file: str, r: Any) -> None:
