@@ -342,3 +342,13 @@ def test_dynamic_gap_equals_reference_property(spark, rows, keyed):
     q = query(P.DynamicSession(EV, "ts", P.Expr("v", T.INT, ("v",))), keyed=keyed, delay_ms=100)
     got = native.run_steps(native.lower(q, caps=caps).steps, frame(spark, rows))
     assert actual_rows(got) == expected_rows(q, rows)
+
+
+def test_query_without_aggregates(spark):
+    output = (("k", "k", T.STRING), ("window_start", "window_start", T.TIMESTAMP))
+    q = query(P.Hop(EV, "ts", 1000, 2000), aggs=(), output=output)
+    df = frame(spark, [("a", 10, 1, 1.0), ("a", 20, 1, 1.0)])
+    got = actual_rows(native.build_native(q, df))
+    assert got == [("a", -1000), ("a", 0)]
+    df.createOrReplaceTempView("events")
+    assert actual_rows(spark.sql(native.to_spark_sql(q))) == got

@@ -69,6 +69,7 @@ CUM_START = "__wql_cs"  # CUMULATE: the size-aligned start, BIGINT ms
 CUM_STEP = "__wql_ck"  # CUMULATE: the window's number of steps (1..size/step)
 WIN = "__wql_w"  # the window struct (start, end)
 FILE = "__wql_file"  # input order, part 1: the file a row was read from
+ROWS = "__wql_rows"  # COUNT(*) of a query without aggregates (Spark's agg needs one)
 ROW_ID = "__wql_id"  # input order, part 2: its position (as batch replay numbers rows)
 RESERVED_PREFIX = "__wql_"
 
@@ -237,6 +238,10 @@ def lower(
 
     keys = tuple(Item(k.expr.sql, k.name) for k in query.keys)
     aggs = tuple(Item(_cast(_aggregate_sql(a), a.type), a.name) for a in query.aggregates)
+    if not aggs:
+        # a query may select only keys and window columns; Spark's agg() needs
+        # one expression, which the next projection leaves out
+        aggs = (Item("COUNT(*)", ROWS),)
     steps.append(GroupAggregate((*keys, Item(WIN, WIN)), aggs))
 
     post = [Item(_q(k.name), k.name) for k in query.keys]
@@ -362,7 +367,7 @@ def run_steps(steps: Sequence[Step], df):
         elif isinstance(step, GroupAggregate):
             keys = [F.expr(i.sql).alias(i.alias or i.sql) for i in step.keys]
             aggs = [F.expr(i.sql).alias(i.alias or i.sql) for i in step.aggregates]
-            df = df.groupBy(*keys).agg(*aggs) if aggs else df.groupBy(*keys).count().drop("count")
+            df = df.groupBy(*keys).agg(*aggs)
         else:  # pragma: no cover - the Step union is closed
             raise AssertionError(step)
     return df

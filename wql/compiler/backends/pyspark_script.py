@@ -181,11 +181,8 @@ def steps_to_python(steps: tuple[native.Step, ...], var: str = "df") -> list[str
             ]
         elif isinstance(step, native.GroupAggregate):
             keys = ", ".join(_col(i) for i in step.keys)
-            if step.aggregates:
-                aggs = ", ".join(_col(i) for i in step.aggregates)
-                out.append(f"{var} = {var}.groupBy({keys}).agg({aggs})")
-            else:
-                out.append(f'{var} = {var}.groupBy({keys}).count().drop("count")')
+            aggs = ", ".join(_col(i) for i in step.aggregates)
+            out.append(f"{var} = {var}.groupBy({keys}).agg({aggs})")
         else:  # pragma: no cover - the Step union is closed
             raise AssertionError(step)
     return out
