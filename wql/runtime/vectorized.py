@@ -1153,14 +1153,26 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
     else:
         store = """\
         window = TimeWindow(start, end)
+        if done[i] == 2:
+            # a window from an earlier batch that fires and is cleaned up in
+            # this one: emit it here instead of through its timers (which go)
+            pane = ks.panes.pop(window, 0)
+            direct.append((key, start, end, end - 1, pane, ON_TIME, end - 1, *result(acc)))
+            ks.contents.pop(window, None)
+            delete(key, window, end - 1)
+            delete_cleanup(key, window)
+            emptied.append(key)
+            continue
         ks.contents[window] = acc
         if fresh[i]:  # an existing window already has both timers
             register(key, window, end - 1)
             cleanup(key, window)
 """
     src = f"""\
-def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, parts, done, direct):
+def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, parts, done, direct,
+               emptied):
 {unpack}    create = op._agg.create
+    result = op._agg.result
     key_states = op._keys
     new_key_state = op._new_key_state
     register = op._timers.register_event_time_timer
@@ -1169,7 +1181,7 @@ def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, pa
     delete_cleanup = op._delete_cleanup_timer
     for i in range(len(keys)):
         key = keys[i]; start = starts[i]; end = ends[i]; cnt = counts[i]
-        if done[i]:
+        if done[i] == 1:
             direct.append(({row}))
             continue
         acc = accs[i]
@@ -1204,9 +1216,15 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
     # windows created and completed inside the batch are emitted directly
     ends = g.end
     cleanup = np.minimum(ends - 1 + min(p.lateness, _INT_EXACT), MAX_TIME)
-    done = (
-        np.array(found.fresh, dtype=bool) & (ends - 1 <= p.wm_last) & (cleanup <= p.wm_last)
-    ).tolist()
+    # 1: created and completed inside the batch (emitted from the partial);
+    # 2: existing, fires and is cleaned up inside the batch (non-merging only)
+    due = (ends - 1 <= p.wm_last) & (cleanup <= p.wm_last)
+    fresh = np.array(found.fresh, dtype=bool)
+    done = (due & fresh).astype(np.int64)
+    if g.existing is None:
+        done[due & ~fresh] = 2
+    done_list = done.tolist()
+    emptied: list[Hashable] = []
     direct: list[tuple] = []
     loop = _group_loop(specs, op._agg._slot, seq_sums, g.existing is not None)
     loop(
@@ -1220,9 +1238,15 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
         ends.tolist(),
         counts,
         per_spec,
-        done,
+        done_list,
         direct,
+        emptied,
     )
+    key_states = op._keys
+    for key in emptied:  # as the runtime does after a cleanup timer
+        ks = key_states.get(key)
+        if ks is not None and ks.is_empty() and not op._timers.has_timers(key):
+            del key_states[key]
 
     # rows that no window took, dropped rows, counters
     counters = op.counters
