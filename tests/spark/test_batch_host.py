@@ -220,3 +220,66 @@ def test_spark_host_equals_one_global_operator(
     nulls = sum(r["ts"] is None for r in rows)
     assert host_counters["rows_in"] == len(rows)
     assert host_counters["dropped"].get(R.REASON_NULL_EVENT_TIME, 0) == nulls
+
+
+def test_every_aggregate_type_comes_back_with_the_plan_type(spark):
+    import datetime as dt
+    import decimal
+
+    import wql
+
+    t0 = dt.datetime(2024, 5, 1)
+    rows = [
+        (dt.date(2024, 5, 1), decimal.Decimal("1.25"), 3, t0, "x"),
+        (dt.date(2024, 5, 1), decimal.Decimal("2.50"), None, t0 + dt.timedelta(seconds=1), "y"),
+        (dt.date(2024, 5, 2), None, 7, t0 + dt.timedelta(seconds=2), "x"),
+    ]
+    df = spark.createDataFrame(rows, "d date, price decimal(10,2), n int, ts timestamp, tag string")
+    text = (
+        "CREATE SOURCE s (d DATE, price DECIMAL(10,2), n INT, ts TIMESTAMP, tag STRING, "
+        "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);\n"
+        "SELECT d, window_time, SUM(price) AS total, AVG(price) AS mean, MIN(ts) AS first_ts, "
+        "COLLECT_LIST(tag) AS tags, FIRST_VALUE(tag) AS f, LAST_VALUE(n) AS l, "
+        "COUNT(DISTINCT tag) AS dt, COUNT(n) AS cn, AVG(n) AS an "
+        "FROM s GROUP BY d, TUMBLE(ts, INTERVAL '1' MINUTE)"
+    )
+    results = wql.compile(text, "operator").apply(spark, s=df)
+    try:
+        out = results.df
+        query = results.query("query_1").plan
+        assert [f.name for f in out.schema.fields] == [c.name for c in query.output]
+        assert out.schema.simpleString() == (
+            "struct<d:date,window_time:timestamp,total:decimal(20,2),mean:decimal(14,6),"
+            "first_ts:timestamp,tags:array<string>,f:string,l:int,dt:bigint,cn:bigint,an:double>"
+        )
+        window_time = t0 + dt.timedelta(seconds=59, milliseconds=999)
+        assert sorted(tuple(r) for r in out.collect()) == [
+            (
+                dt.date(2024, 5, 1),
+                window_time,
+                decimal.Decimal("3.75"),
+                decimal.Decimal("1.875000"),
+                t0,
+                ["x", "y"],
+                "x",
+                3,
+                2,
+                1,
+                3.0,
+            ),
+            (
+                dt.date(2024, 5, 2),
+                window_time,
+                None,
+                None,
+                t0 + dt.timedelta(seconds=2),
+                ["x"],
+                "x",
+                7,
+                1,
+                1,
+                7.0,
+            ),
+        ]
+    finally:
+        results.release()
