@@ -108,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         from wql.commands import print_error
 
-        for err in errors[:-1]:
-            print_error(err)
+        for earlier in errors[:-1]:
+            print_error(earlier)
         raise errors[-1]
     stems = [Path(p).stem for p in args.files]
     if len(set(stems)) != len(stems):

@@ -163,7 +163,7 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         R.WM,
         R.PT,
     )
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    partitions = R.shuffle_partitions(spark)
     staged = (
         staged.repartition(partitions, *key_cols) if key_cols else staged.repartition(1)
     ).sortWithinPartitions(R.SEQ)

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -306,7 +307,9 @@ def _replay_partitioned(
     def stats(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        pid = TaskContext.get().partitionId()
+        ctx = TaskContext.get()
+        assert ctx is not None, "runs inside a Spark task"
+        pid = ctx.partitionId()
         rows = 0
         max_ts = MIN_TIME
         max_pt = MIN_TIME
@@ -325,7 +328,7 @@ def _replay_partitioned(
                 counts = pc.value_counts(pc.drop_null(drop))
                 for item in counts.to_pylist():
                     reasons[item["values"]] = reasons.get(item["values"], 0) + item["counts"]
-        out = {
+        out: dict[str, list[Any]] = {
             "pid": [pid],
             "rows": [rows],
             "max_ts": [max_ts],
@@ -380,7 +383,9 @@ def _replay_partitioned(
     def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        pid = TaskContext.get().partitionId()
+        ctx = TaskContext.get()
+        assert ctx is not None, "runs inside a Spark task"
+        pid = ctx.partitionId()
         seq, carry, clock = starts.get(pid, (0, MIN_TIME, MIN_TIME))
         for batch in batches:
             n = batch.num_rows
@@ -418,7 +423,7 @@ def _replay_bucketed(
     spark = staged.sparkSession
     kept = staged.filter(F.col(_DROP).isNull())
     primary = order[0] if len(order) > 2 else None
-    n_buckets = max(1, min(MAX_BUCKETS, int(spark.conf.get("spark.sql.shuffle.partitions"))))
+    n_buckets = max(1, min(MAX_BUCKETS, shuffle_partitions(spark)))
     boundaries: list[int] = []
     if primary is not None and n_buckets > 1:
         probs = [i / n_buckets for i in range(1, n_buckets)]
@@ -430,6 +435,7 @@ def _replay_bucketed(
     # so equal values (ties) always share a bucket and buckets follow replay order
     bucket: Column = F.lit(0)
     for i, b in enumerate(boundaries):
+        assert primary is not None  # boundaries exist only with a primary order column
         bucket = F.when(F.col(primary) > F.lit(b), F.lit(i + 1)).otherwise(bucket)
     bucketed = staged.withColumn(_BUCKET, bucket.cast(T.IntegerType()))
     stats = (
@@ -524,6 +530,11 @@ def _replay_window(
         ).alias(PT),
     )
     return Replay(out, dropped, rows_in, dropped_counts, max_ts, max_pt)
+
+
+def shuffle_partitions(spark: Any) -> int:
+    """``spark.sql.shuffle.partitions`` as an int (200, Spark's default, when unset)."""
+    return int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
 
 
 def _known(value: int) -> int | None:
