@@ -30,9 +30,9 @@ def test_canonical_layout_of_the_spec_example() -> None:
     assert fmt(text) == (
         "CREATE SOURCE clicks (\n"
         "    user_id STRING,\n"
-        "    url STRING,\n"
-        "    amount DOUBLE,\n"
-        "    ts TIMESTAMP,\n"
+        "    url     STRING,\n"
+        "    amount  DOUBLE,\n"
+        "    ts      TIMESTAMP,\n"
         "    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND\n"
         ") WITH (format = 'csv', path = 'data/clicks.csv', header = 'true');\n"
         "\n"
@@ -162,7 +162,7 @@ def test_comments_survive_in_place() -> None:
         "\n"  # the blank line after a header comment is kept
         "/* the source */\n"
         "CREATE SOURCE s (\n"
-        "    a INT,  -- the key\n"
+        "    a  INT,  -- the key\n"
         "    ts TIMESTAMP\n"
         ");  -- done with s\n"
         "\n"

@@ -2,7 +2,7 @@
 
 Canonical form: upper-case keywords, one clause per line, the SELECT list
 one item per line indented by four spaces, ``CREATE SOURCE`` one column per
-line, intervals spelled ``INTERVAL '5' SECOND`` (compound ones
+line with the types aligned, intervals spelled ``INTERVAL '5' SECOND`` (compound ones
 ``INTERVAL '1 MINUTE 30 SECONDS'``), scalar expressions in their canonical
 token spelling (:attr:`ast.Expr.canonical`), every statement ended by ``;``
 and statements separated by a blank line.
@@ -168,8 +168,10 @@ def _statement_lines(statement: ast.Statement) -> list[_Line]:
 
 def _source_lines(source: ast.CreateSource) -> list[_Line]:
     lines = [_Line(f"CREATE SOURCE {format_ident(source.name)} (", _anchor(source))]
+    # Types line up in one column, as in the spec's examples.
+    width = max((len(format_ident(c.name)) for c in source.columns), default=0)
     entries: list[tuple[str, int | None]] = [
-        (f"{format_ident(c.name)} {_type(c.type)}", _anchor(c)) for c in source.columns
+        (f"{format_ident(c.name):<{width}} {_type(c.type)}", _anchor(c)) for c in source.columns
     ]
     if source.watermark is not None:
         entries.append((_watermark(source.watermark), _anchor(source.watermark)))
