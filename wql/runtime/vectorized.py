@@ -1139,6 +1139,17 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
         else:
             mapping = ks.merging.mapping
             sw = mapping[before]
+            if done[i] == 2:
+                # an earlier session that fires and is cleaned up in this batch:
+                # emit it here instead of through its timers (which go)
+                pane = ks.panes.pop(sw, 0)
+                direct.append((key, start, end, end - 1, pane, ON_TIME, end - 1, *result(acc)))
+                ks.contents.pop(sw, None)
+                del mapping[before]
+                delete(key, before, before.end - 1)
+                delete_cleanup(key, before)
+                emptied.append(key)
+                continue
             ks.contents[sw] = acc
             if before != window:
                 # the loop's merge callback: the absorbed window's trigger and
@@ -1217,12 +1228,11 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
     ends = g.end
     cleanup = np.minimum(ends - 1 + min(p.lateness, _INT_EXACT), MAX_TIME)
     # 1: created and completed inside the batch (emitted from the partial);
-    # 2: existing, fires and is cleaned up inside the batch (non-merging only)
+    # 2: existing before the batch, fires and is cleaned up inside it
     due = (ends - 1 <= p.wm_last) & (cleanup <= p.wm_last)
     fresh = np.array(found.fresh, dtype=bool)
     done = (due & fresh).astype(np.int64)
-    if g.existing is None:
-        done[due & ~fresh] = 2
+    done[due & ~fresh] = 2
     done_list = done.tolist()
     emptied: list[Hashable] = []
     direct: list[tuple] = []
