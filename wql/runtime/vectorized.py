@@ -18,10 +18,12 @@ in the runtime's timer order; the interleaving may differ from the loop's.
 When it applies (everything else falls back):
 
 - an event-time TUMBLE / HOP / CUMULATE / SESSION (static or integer dynamic
-  gap) assigner with the default ``WATERMARK`` trigger and no evictor;
+  gap) assigner with the default ``WATERMARK`` trigger and no evictor, or a
+  tumbling ``COUNT_WINDOW(n)`` (GlobalWindows + PURGING COUNT(n));
 - aggregates ``COUNT(*)``, ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG``,
-  ``FIRST_VALUE``, ``LAST_VALUE`` over numeric columns without nulls
-  (int64-exact or float64, no NaN or negative zero where MIN/MAX look);
+  ``FIRST_VALUE``, ``LAST_VALUE``, ``COUNT(DISTINCT)``, ``COLLECT_LIST`` over
+  numeric columns without nulls (int64-exact or float64; no NaN or negative
+  zero where MIN/MAX look, no NaN in COUNT DISTINCT);
 - no processing-time column;
 - every (row, window) pair is either *pending* (the window's end is ahead
   of the watermark the row sees, so the row only adds to it) or *dropped*
@@ -38,10 +40,13 @@ and a window fires at the first watermark >= its end - 1, after which every
 later pair for it is dropped (lateness 0) or would be a late firing
 (declined).  So each window fires once within the batch, with all of its
 accepted rows, and its pane timing depends only on the timer's time.
-Windows created and completed inside the batch (fired and cleaned up before
-its end) are emitted directly without touching operator state; all others
-are merged into the window state with their timers registered, and the
-operator's own ``advance_watermark`` fires what is due.
+Windows that fire and are cleaned up before the batch ends are emitted
+directly: from the batch partial when they are new (no operator state is
+touched), from their folded accumulator when they existed before the batch
+(their state and timers are removed, as the cleanup timer would).  All
+others are merged into the window state with their timers registered, and
+the operator's own ``advance_watermark`` fires what is due (windows the
+batch did not touch).
 
 Exact arithmetic: NumPy's ``reduce``/``reduceat`` sum floats pairwise,
 which rounds differently from the per-row ``acc = acc + x``.  Float sums
