@@ -36,6 +36,16 @@ DataFrame builder (:func:`build_native`), the Spark SQL printer
 (``wql.compiler.backends.pyspark_script``) all read the same steps, so the
 three targets cannot drift apart.
 
+>>> from wql.compiler import compile_source
+>>> q = compile_source(
+...     "CREATE SOURCE s (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);"
+...     "SELECT k, window_start, COUNT(*) AS n FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);"
+... ).queries[0]
+>>> [type(step).__name__ for step in lower(q).steps]
+['Project', 'Filter', 'Project', 'Watermark', 'Project', 'GroupAggregate', 'Project', 'Project']
+>>> lower(q).steps[4].items[0].sql
+"WINDOW(__wql_et, '60000 milliseconds')"
+
 Streaming: the steps contain no batch-only operation (no sort, no limit, no
 collect). On a streaming DataFrame, :func:`build_native` puts
 ``withWatermark`` on the millisecond event-time column ``__wql_et`` right
