@@ -228,3 +228,10 @@ def test_colour_only_on_a_terminal(tmp_path: Path) -> None:
     stderr = b"".join(chunks).decode()
     assert result.returncode == 1
     assert "\033[31m" in stderr and "unexpected INTERVAL" in stderr
+
+
+def test_byte_order_mark_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "bom.wql"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    result = wql("check", str(path))
+    assert (result.returncode, result.stdout) == (0, f"{path}: ok\n")

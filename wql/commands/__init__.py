@@ -22,7 +22,8 @@ def read_source(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark some editors write is not WQL text.
+        return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         reason = "no such file"
     except IsADirectoryError:
