@@ -163,3 +163,10 @@ def test_split_statements_respects_quotes_and_comments() -> None:
         " `x;y` -- c;d\n",
         " /* ; */ e",
     ]
+
+
+def test_byte_order_mark_is_blank() -> None:
+    script = parse("\ufeffSELECT a FROM t GROUP BY GLOBAL()")
+    query = script.statements[0]
+    assert isinstance(query, ast.Query)
+    assert query.span is not None and query.span.column == 2

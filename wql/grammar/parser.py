@@ -556,6 +556,10 @@ def parse(text: str, filename: str | None = None) -> ast.Script:
     Raises :class:`WqlSyntaxError` (or :class:`WqlErrors` when several
     statements are wrong), with ``source`` and ``filename`` attached.
     """
+    if text.startswith("\ufeff"):
+        # A byte-order mark (some editors write one) becomes a blank, so
+        # that every offset and column stays that of the original text.
+        text = " " + text[1:]
     try:
         return _parse_whole(text)
     except WqlError as first:
