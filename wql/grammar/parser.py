@@ -226,7 +226,7 @@ def _accepted(err: UnexpectedInput, fallback: Iterable[str]) -> Iterable[str]:
         return fallback
 
 
-def before_digits(text: str, pos: int) -> int:
+def _digits_before(text: str, pos: int) -> int:
     """How many digits end ``text[:pos]``."""
     count = 0
     while pos - count > 0 and text[pos - count - 1].isdigit():
@@ -257,9 +257,9 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
             span = Span.from_offsets(text, start, start + max(len(token), 1))
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
-        if token.type == "DECIMAL" and token.startswith(".") and before_digits(text, span.start):
+        if token.type == "DECIMAL" and token.startswith(".") and _digits_before(text, span.start):
             # `COUNT(1.5)`: the integer-only state lexed `1`, then `.5`.
-            start = span.start - before_digits(text, span.start)
+            start = span.start - _digits_before(text, span.start)
             number = text[start : span.end]
             return WqlSyntaxError(
                 f"{number} is not an integer",
