@@ -1,0 +1,462 @@
+"""The streaming processor without Spark's engine: a micro-batch driver with Spark's rules.
+
+``Driver`` plays Spark's part for :class:`wql.spark.streaming.WindowProcessor`
+exactly as Structured Streaming does for ``transformWithStateInPandas`` in
+EventTime mode: per micro-batch, the batch's watermark is
+``max(event time of earlier batches) - (delay + 1)`` (0 until it rises),
+``handleInputRows`` is called once per key with rows, then
+``handleExpiredTimer`` once per (key, timer) whose time is *strictly below*
+the watermark (Spark's ``TimerStateImpl.getExpiredTimers``), keyword
+arguments, in time order; per-key state lives in a dict of ValueStates.
+
+Reference (``reference_stream``): ONE ``WindowOperator`` at parallelism 1 fed
+the documented streaming semantics: before each micro-batch
+``advance_watermark(W)``, then the batch's rows in event-time order. Equal
+outputs mean the per-key snapshot/restore, the clock hand-over and the
+timer mapping of the processor are exact. ``reference_batch`` is batch
+replay (per-row watermark, spec §3) for the agreement and difference tests.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues  # noqa: E402
+
+from wql.compiler import compile_source  # noqa: E402
+from wql.compiler.backends.operator import build_operator  # noqa: E402
+from wql.runtime.operator import WindowOperator  # noqa: E402
+from wql.spark.batch import _output_schema  # noqa: E402
+from wql.spark.streaming import (  # noqa: E402
+    WindowProcessor,
+    _Layout,
+    spark_watermark_delay_ms,
+    time_mode,
+)
+
+MIN_TIME = -(2**63)
+BASE = 1_700_000_000_000  # Spark's watermark cannot go below the epoch: real timestamps
+END = 2**62  # a watermark past every window ("end of input" for a stream)
+
+
+def _source(delay_s: int = 0) -> str:
+    return (
+        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, "
+        f"WATERMARK FOR ts AS ts - INTERVAL '{delay_s}' SECOND);\n"
+    )
+
+
+class _Value:
+    def __init__(self, driver: Driver) -> None:
+        self.d = driver
+
+    def exists(self) -> bool:
+        return self.d.key in self.d.state
+
+    def get(self):
+        return self.d.state.get(self.d.key)
+
+    def update(self, value) -> None:
+        assert isinstance(value[0], bytes) and len(value) == 3
+        self.d.state[self.d.key] = value
+
+    def clear(self) -> None:
+        self.d.state.pop(self.d.key, None)
+
+
+class Driver:
+    """Spark's micro-batch loop for one query's processor (one partition)."""
+
+    def __init__(self, text: str) -> None:
+        self.query, op = _compiled(text)
+        self.op = op
+        _, arrow, aggs, lates = _output_schema(self.query, op)
+        self.proc = WindowProcessor(
+            _Layout(
+                op.config,
+                len(op.keys),
+                len(op.values),
+                tuple(k.type for k in op.keys),
+                aggs,
+                lates,
+                arrow,
+                time_mode(op),
+            )
+        )
+        self.delay = spark_watermark_delay_ms(self.query)
+        self.state: dict = {}
+        self.timers: dict = {}
+        self.key = None
+        self.max_ts: int | None = None
+        self.results: list[tuple] = []
+        self.late: list[tuple] = []
+        self.dropped: Counter = Counter()
+        self.proc.init(self)
+
+    # the StatefulProcessorHandle surface the processor uses
+    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
+        return _Value(self)
+
+    def registerTimer(self, t: int) -> None:  # noqa: N802
+        self.timers.setdefault(self.key, set()).add(t)
+
+    def deleteTimer(self, t: int) -> None:  # noqa: N802
+        self.timers.get(self.key, set()).discard(t)
+
+    def listTimers(self):  # noqa: N802
+        return iter(sorted(self.timers.get(self.key, ())))
+
+    @property
+    def watermark(self) -> int:
+        if self.max_ts is None:
+            return 0
+        return max(0, self.max_ts - self.delay)
+
+    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
+        """One micro-batch of ``(key, value, ts ms after BASE)`` rows."""
+        wm = self.watermark if watermark is None else watermark
+        tv = TimerValues(-1, wm)
+        # Spark's positional columns: key, values (as the operator plan lists them), ts
+        columns = {"_0": [r[0] for r in rows]}
+        for i, v in enumerate(self.op.values):
+            columns[f"_{i + 1}"] = {
+                "v": [float(r[1]) for r in rows],
+                "`k`": [r[0] for r in rows],
+                "`ts`": pd.to_datetime([BASE + r[2] for r in rows], unit="ms"),
+            }[v.sql]
+        columns[f"_{len(self.op.values) + 1}"] = [BASE + r[2] for r in rows]
+        frame = pd.DataFrame(columns)
+        for k in sorted({r[0] for r in rows}):
+            self.key = (k,)
+            part = frame[frame["_0"] == k].reset_index(drop=True)
+            self._collect(self.proc.handleInputRows((k,), iter([part]), tv))
+        due = sorted((t, key) for key, ts in self.timers.items() for t in ts if t < wm)
+        for t, key in due:
+            self.key = key
+            self._collect(
+                self.proc.handleExpiredTimer(
+                    key=key, timerValues=tv, expiredTimerInfo=ExpiredTimerInfo(t)
+                )
+            )
+            self.timers[key].discard(t)  # Spark deletes a timer once it fired
+        if rows:
+            top = BASE + max(r[2] for r in rows)
+            self.max_ts = top if self.max_ts is None else max(self.max_ts, top)
+
+    def end(self) -> None:
+        """A no-data batch whose watermark passed every window."""
+        self.batch([], END)
+
+    def _collect(self, frames) -> None:
+        import json
+
+        for f in frames:
+            for rec in f.to_dict("records"):
+                if rec["__wql_kind"] == "R":
+                    self.results.append(
+                        (
+                            rec["__wql_k0"],
+                            int(rec["__wql_ws"]) - BASE,
+                            int(rec["__wql_we"]) - BASE,
+                            int(rec["__wql_pane"]),
+                            rec["__wql_timing"],
+                            _num(rec["__wql_a0"]),
+                        )
+                    )
+                elif rec["__wql_kind"] == "L":
+                    self.late.append(
+                        (rec["__wql_l0"], rec["__wql_l1"], int(rec["__wql_late_ts"]) - BASE)
+                    )
+                else:
+                    self.dropped.update(json.loads(rec["__wql_counters"])["dropped"])
+
+
+def _num(x):
+    return None if x is None or x != x else float(x)
+
+
+def _emitted(op: WindowOperator, results: list, late: list) -> None:
+    for r in op.drain():
+        results.append((r[0][0], r[1] - BASE, r[2] - BASE, r[4], r[5], _num(r[7])))
+    for key, ts, values in op.drain_late():
+        late.append((values[0], values[1], ts - BASE))
+
+
+@functools.cache
+def _compiled(text: str):
+    q = compile_source(text, engine="operator").queries[0]
+    return q, build_operator(q)
+
+
+def _values(text: str, k: str, v: float, t: int) -> tuple:
+    sample = {"v": float(v), "`k`": k, "`ts`": None}
+    return tuple(sample[c.sql] for c in _compiled(text)[1].values)
+
+
+def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
+    """One operator, the documented streaming semantics (watermark per micro-batch)."""
+    q, plan = _compiled(text)
+    op = WindowOperator(plan.config)
+    delay = q.source.event_time.delay_ms + 1
+    results: list = []
+    late: list = []
+    max_ts = None
+    for rows in batches:
+        if max_ts is not None and max_ts - delay > 0:
+            op.advance_watermark(max_ts - delay)
+        for k, v, t in sorted(rows, key=lambda r: r[2]):
+            op.process_element((k,), BASE + t, _values(text, k, v, t))
+        _emitted(op, results, late)
+        if rows:
+            top = BASE + max(r[2] for r in rows)
+            max_ts = top if max_ts is None else max(max_ts, top)
+    op.advance_watermark(END)
+    _emitted(op, results, late)
+    return Counter(results), Counter(late)
+
+
+def reference_batch(text: str, rows: list[tuple]) -> tuple[Counter, Counter]:
+    """Batch replay in the given order: each row sees max(ts before it) - delay - 1."""
+    q, plan = _compiled(text)
+    op = WindowOperator(plan.config)
+    delay = q.source.event_time.delay_ms
+    results: list = []
+    late: list = []
+    max_ts = None
+    for k, v, t in rows:
+        if max_ts is not None:
+            op.advance_watermark(max_ts - delay - 1)
+        op.process_element((k,), BASE + t, _values(text, k, v, t))
+        max_ts = BASE + t if max_ts is None else max(max_ts, BASE + t)
+    op.end_of_input()
+    _emitted(op, results, late)
+    return Counter(results), Counter(late)
+
+
+def run_driver(text: str, batches: list[list[tuple]]) -> Driver:
+    d = Driver(text)
+    for rows in batches:
+        d.batch(rows)
+    d.end()
+    return d
+
+
+QUERIES = {
+    "session_purging_count": _source()
+    + "SELECT k, pane_index, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) "
+    "TRIGGER PURGING COUNT(3) LATE DATA TO late_s",
+    "tumble_lateness": _source(1)
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
+    "hop_every": _source()
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
+    "INTERVAL '3' SECOND) TRIGGER EVERY INTERVAL '500' MILLISECOND LATE DATA TO late_s",
+    "hop_count": _source()
+    + "SELECT k, pane_timing, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
+    "INTERVAL '3' SECOND) TRIGGER COUNT(2) LATE DATA TO late_s",
+    "session_watermark": _source(2)
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
+}
+
+
+# --------------------------------------------------------------------------- Flink vectors
+
+
+def test_session_vector_3_through_the_processor():
+    """Flink vector 3 (session gap 3 s) with the watermarks as micro-batches."""
+    text = _source() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) "
+        "LATE DATA TO late_s"
+    )
+    d = Driver(text)
+    d.batch(
+        [
+            ("k2", 1, 0),
+            ("k2", 2, 1000),
+            ("k2", 3, 2500),
+            ("k1", 1, 10),
+            ("k1", 2, 1000),
+            ("k1", 3, 2500),
+            ("k2", 4, 5501),
+            ("k2", 5, 6000),
+            ("k2", 5, 6000),
+            ("k2", 6, 6050),
+        ]
+    )
+    d.batch([], BASE + 12000)
+    assert Counter((r[0], r[1], r[2], r[5]) for r in d.results) == Counter(
+        {("k1", 10, 5500, 6.0): 1, ("k2", 0, 5500, 6.0): 1, ("k2", 5501, 9050, 20.0): 1}
+    )
+    d.results.clear()
+    d.batch([("k2", 10, 15000), ("k2", 20, 15000)], BASE + 12000)
+    d.batch([], BASE + 17999)
+    assert [(r[0], r[1], r[2], r[5]) for r in d.results] == [("k2", 15000, 18000, 30.0)]
+    assert d.late == [] and not d.state  # every window cleaned up, no key state left
+
+
+def test_lateness_vector_7_through_the_processor():
+    """Flink vector 7: tumbling 2 s, lateness 500, PURGING WATERMARK, one watermark per batch."""
+    text = _source() + (
+        "SELECT k, pane_index, pane_timing, SUM(v) AS total FROM s GROUP BY k, "
+        "TUMBLE(ts, INTERVAL '2' SECOND) ALLOWED LATENESS INTERVAL '500' MILLISECOND "
+        "TRIGGER PURGING WATERMARK LATE DATA TO late_s"
+    )
+    d = Driver(text)
+    d.batch([("k2", 1, 500)], 0)
+    d.batch([("k2", 1, 1300)], BASE + 1500)
+    d.batch([], BASE + 2300)
+    assert [(r[3], r[4], r[5]) for r in d.results] == [(0, "ON_TIME", 2.0)]
+    d.batch([("k2", 1, 1997)], BASE + 2300)  # cleanup 2499 > 2300: accepted, fires at once
+    assert [(r[3], r[4], r[5]) for r in d.results[1:]] == [(1, "LATE", 1.0)]
+    d.batch([], BASE + 2301)  # no timer left behind to fire it again
+    assert len(d.results) == 2
+    d.batch([("k2", 1, 1998)], BASE + 6000)
+    assert d.late == [("k2", 1.0, 1998)]
+    d.end()
+    assert len(d.results) == 2 and not d.state and not any(d.timers.values())
+
+
+def test_a_watermark_jump_between_batches_fires_every_boundary():
+    """EVERY 1 s on a 10 s window: the rise at a batch start fires each boundary passed
+    (Flink fires once per boundary, identical rows), an equal watermark fires nothing."""
+    text = _source() + (
+        "SELECT k, pane_timing, SUM(v) AS total FROM s GROUP BY k, "
+        "TUMBLE(ts, INTERVAL '10' SECOND) TRIGGER EVERY INTERVAL '1' SECOND"
+    )
+    d = Driver(text)
+    d.batch([("a", 1, 100)], 0)
+    d.batch([("a", 1, 2500)], BASE + 1000)  # boundary timer of the first row: 1000 <= W
+    assert [(r[4], r[5]) for r in d.results] == [("EARLY", 1.0)]
+    d.batch([], BASE + 1000)  # equal watermark: nothing
+    assert len(d.results) == 1
+    d.batch([], BASE + 3000)  # the rise fires the timers due at 2000 and 3000
+    assert [(r[4], r[5]) for r in d.results[1:]] == [("EARLY", 2.0), ("EARLY", 2.0)]
+
+
+def test_drops_are_counted_in_the_tagged_stream():
+    text = _source() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND)"
+    )
+    d = Driver(text)
+    d.batch([("a", 1, 5000)])
+    d.batch([("a", 1, 100), ("b", 1, 200)])
+    assert d.dropped == Counter({"late": 2})
+
+
+# --------------------------------------------------------------------------- properties
+
+_rows = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 5), st.integers(0, 20_000)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _split(rows: list, cuts: list[int]) -> list[list]:
+    points = sorted({c % (len(rows) + 1) for c in cuts})
+    out, prev = [], 0
+    for p in points + [len(rows)]:
+        out.append(rows[prev:p])
+        prev = p
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+@settings(max_examples=25, deadline=None)
+@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+def test_processor_equals_one_operator_with_a_watermark_per_batch(name, rows, cuts):
+    """Per-key state in Spark, timers at the due times: same as one global operator."""
+    text = QUERIES[name]
+    batches = _split(rows, cuts)
+    d = run_driver(text, batches)
+    results, late = reference_stream(text, batches)
+    assert Counter(d.results) == results
+    assert Counter(d.late) == late
+    assert not d.state or name == "hop_every"  # all windows fired and cleaned at the end
+
+
+@pytest.mark.parametrize("name", ["session_purging_count", "tumble_lateness", "hop_count"])
+@settings(max_examples=25, deadline=None)
+@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+def test_stream_agrees_with_batch_replay_when_no_row_is_late(name, rows, cuts):
+    """Rows arriving in event-time order, cut anywhere into micro-batches: no row is
+    late under either watermark, and the stream fires exactly what batch replay fires.
+
+    Not for EVERY: its early panes hold whatever arrived when the watermark
+    passed a boundary, and the watermark moves per row in batch replay but per
+    micro-batch in a stream (pinned below)."""
+    text = QUERIES[name]
+    ordered = sorted(rows, key=lambda r: r[2])
+    d = run_driver(text, _split(ordered, cuts))
+    results, late = reference_batch(text, ordered)
+    assert not d.late and not late
+    assert Counter(d.results) == results
+
+
+# --------------------------------------------------------------------------- pinned differences
+
+
+def test_a_micro_batch_shares_one_watermark_batch_replay_does_not():
+    """Arrival order a@1000, a@2500, a@1500 (tumble 2 s, delay 0, lateness 0).
+
+    Batch replay (arrival order): a@1500 sees max(1000, 2500) - 1 = 2499, its
+    window [0, 2000) has fired: late. One micro-batch: every row sees the
+    watermark left by EARLIER batches (none yet), so a@1500 joins [0, 2000).
+    Split as [a@1000, a@2500] then [a@1500], the stream agrees with batch replay.
+    """
+    text = (
+        QUERIES["tumble_lateness"]
+        .replace("'1' SECOND);", "'0' SECOND);")
+        .replace("ALLOWED LATENESS INTERVAL '1' SECOND ", "")
+    )
+    arrival = [("a", 1, 1000), ("a", 1, 2500), ("a", 1, 1500)]
+    batch_results, batch_late = reference_batch(text, arrival)
+    assert batch_late == Counter({("a", 1.0, 1500): 1})
+    assert sorted(r[5] for r in batch_results) == [1.0, 1.0]
+
+    one = run_driver(text, [arrival])
+    assert one.late == []
+    assert sorted((r[1], r[5]) for r in one.results) == [(0, 2.0), (2000, 1.0)]
+
+    two = run_driver(text, [arrival[:2], arrival[2:]])
+    assert Counter(two.results) == batch_results and Counter(two.late) == batch_late
+
+
+def test_a_watermark_rise_waits_for_the_next_micro_batch():
+    """A row that raises the watermark fires windows only at the next micro-batch;
+    rows of the same batch still see the old watermark and are on time."""
+    text = (
+        QUERIES["tumble_lateness"]
+        .replace("'1' SECOND);", "'0' SECOND);")
+        .replace("ALLOWED LATENESS INTERVAL '1' SECOND ", "")
+    )
+    d = Driver(text)
+    d.batch([("a", 1, 100), ("b", 1, 9000), ("a", 1, 200)])
+    assert d.results == [] and d.late == []  # b@9000 raises the watermark for the NEXT batch
+    d.batch([("a", 1, 300)])
+    assert [(r[0], r[5]) for r in d.results] == [("a", 2.0)]
+    assert d.late == [("a", 1.0, 300)]
+
+
+def test_every_panes_follow_the_micro_batch_watermark():
+    """EVERY 500 ms, rows 0, 501, 501 in event-time order. Batch replay: the third row
+    sees 501 - 1 = 500, the boundary timer at 500 fires with the first two rows. One
+    micro-batch: all three rows see no watermark; every boundary fires at the end with
+    all three. The final ON_TIME firing of each window agrees."""
+    text = QUERIES["hop_every"]
+    rows = [("a", 1, 0), ("a", 1, 501), ("a", 1, 501)]
+    batch_results, _ = reference_batch(text, rows)
+    stream = run_driver(text, [rows])
+    assert ("a", 0, 3000, 0, "EARLY", 2.0) in batch_results
+    assert all(r[5] == 3.0 for r in stream.results if r[1] == 0)
+    on_time = Counter(r for r in stream.results if r[4] == "ON_TIME")
+    assert on_time == Counter({r: n for r, n in batch_results.items() if r[4] == "ON_TIME"})
