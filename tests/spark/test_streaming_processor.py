@@ -186,7 +186,7 @@ def _num(x):
 def _emitted(op: WindowOperator, results: list, late: list) -> None:
     for r in op.drain():
         results.append((r[0][0], r[1] - BASE, r[2] - BASE, r[4], r[5], _num(r[7])))
-    for key, ts, values in op.drain_late():
+    for _key, ts, values in op.drain_late():
         late.append((values[0], values[1], ts - BASE))
 
 
