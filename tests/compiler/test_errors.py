@@ -382,3 +382,187 @@ def test_arrival_order_must_name_a_column():
 def test_errors_are_not_syntax_errors_for_valid_text():
     errs = errors_of(f"SELECT k, SUM(url) FROM c GROUP BY k, {T1};")
     assert not any(isinstance(e, WqlSyntaxError) for e in errs)
+
+
+# ----------------------------------------------------------------- out-of-range numbers
+
+# Intervals are milliseconds in a signed 64-bit integer (Java long, like
+# Flink's time); integers are 64-bit; DELTA thresholds are doubles. A literal
+# outside those ranges is refused at the literal, in every clause that takes
+# one, instead of overflowing later in the window arithmetic or the engine.
+BIG = "INTERVAL '99999999999999999999' DAY"
+NEG_BIG = "INTERVAL '-99999999999999999999' DAY"
+INTERVAL_MAX = "(max 9223372036854775807 ms, about 106751991167 days)"
+INT_MAX = "(max 9223372036854775807: a signed 64-bit integer)"
+DOUBLE_MAX = "(max 1.7976931348623157e+308: a double)"
+TOO_BIG = 99999999999999999999
+
+RANGE_CASES = [
+    # (id, query, needle, exact message)
+    (
+        "tumble_size",
+        f"SELECT k FROM c GROUP BY k, TUMBLE(ts, {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "tumble_offset",
+        f"SELECT k FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' DAY, {NEG_BIG});",
+        NEG_BIG,
+        f"{NEG_BIG} is out of range (min -9223372036854775808 ms, about -106751991167 days)",
+    ),
+    (
+        "hop_slide",
+        f"SELECT k FROM c GROUP BY k, HOP(ts, {BIG}, INTERVAL '1' DAY);",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "hop_size",
+        f"SELECT k FROM c GROUP BY k, HOP(ts, INTERVAL '1' DAY, {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "cumulate_size",
+        f"SELECT k FROM c GROUP BY k, CUMULATE(ts, INTERVAL '1' DAY, {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "session_gap",
+        f"SELECT k FROM c GROUP BY k, SESSION(ts, {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "session_gap_expr",
+        f"SELECT k FROM c GROUP BY k, SESSION(ts, GAP {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "lateness",
+        f"SELECT k FROM c GROUP BY k, {T1} ALLOWED LATENESS {BIG};",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "every",
+        f"SELECT k FROM c GROUP BY k, {T1} TRIGGER EVERY {BIG};",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "timeout",
+        f"SELECT k FROM c GROUP BY k, {T1} TRIGGER TIMEOUT(COUNT(5), {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "time_evictor",
+        f"SELECT k FROM c GROUP BY k, {T1} EVICT TIME({BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "watermark_delay_after_from",
+        f"SELECT k FROM p WATERMARK FOR ts AS ts - {BIG} GROUP BY k, {T1};",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "watermark_delay_in_source",
+        f"CREATE SOURCE s (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - {BIG});",
+        BIG,
+        f"{BIG} is out of range {INTERVAL_MAX}",
+    ),
+    (
+        "compound_interval",
+        "SELECT k FROM c GROUP BY k, TUMBLE(ts, INTERVAL '106751991167 days 1 day');",
+        "INTERVAL '1067",
+        "INTERVAL '106751991167 days 1 day' is out of range " + INTERVAL_MAX,
+    ),
+    (
+        "count_trigger",
+        f"SELECT k FROM c GROUP BY k, GLOBAL() TRIGGER COUNT({TOO_BIG});",
+        str(TOO_BIG),
+        f"integer {TOO_BIG} is out of range {INT_MAX}",
+    ),
+    (
+        "count_evictor",
+        f"SELECT k FROM c GROUP BY k, GLOBAL() TRIGGER COUNT(1) EVICT COUNT({TOO_BIG});",
+        str(TOO_BIG),
+        f"integer {TOO_BIG} is out of range {INT_MAX}",
+    ),
+    (
+        "count_window_size",
+        f"SELECT k FROM c GROUP BY k, COUNT_WINDOW({TOO_BIG});",
+        str(TOO_BIG),
+        f"integer {TOO_BIG} is out of range {INT_MAX}",
+    ),
+    (
+        "count_window_slide",
+        f"SELECT k FROM c GROUP BY k, COUNT_WINDOW(5, {TOO_BIG});",
+        str(TOO_BIG),
+        f"integer {TOO_BIG} is out of range {INT_MAX}",
+    ),
+    (
+        "decimal_precision",
+        f"CREATE SOURCE s (k STRING, x DECIMAL({TOO_BIG}, 2));",
+        str(TOO_BIG),
+        f"integer {TOO_BIG} is out of range {INT_MAX}",
+    ),
+    (
+        "decimal_scale",
+        f"CREATE SOURCE s (k STRING, x DECIMAL(10, {TOO_BIG}));",
+        str(TOO_BIG),
+        f"integer {TOO_BIG} is out of range {INT_MAX}",
+    ),
+    (
+        "decimal_precision_above_38",
+        "CREATE SOURCE s (k STRING, x DECIMAL(39, 2));",
+        "DECIMAL(39",
+        "DECIMAL(39, 2) is invalid: precision must be 1..38 and scale 0..precision",
+    ),
+    (
+        "delta_trigger_threshold",
+        "SELECT k FROM c GROUP BY k, GLOBAL() TRIGGER DELTA(v, 1e999);",
+        "1e999",
+        f"DELTA threshold 1E+999 is out of range {DOUBLE_MAX}",
+    ),
+    (
+        "delta_evictor_threshold",
+        "SELECT k FROM c GROUP BY k, GLOBAL() TRIGGER COUNT(1) EVICT DELTA(v, " + "9" * 400 + ");",
+        "9" * 400,
+        f"DELTA threshold 1.000000E+400 is out of range {DOUBLE_MAX}",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "query,needle,message", [c[1:] for c in RANGE_CASES], ids=[c[0] for c in RANGE_CASES]
+)
+def test_out_of_range_number_is_a_positioned_semantic_error(query: str, needle: str, message: str):
+    errs = errors_of(query)
+    assert len(errs) == 1, [e.message for e in errs]
+    (err,) = errs
+    assert isinstance(err, WqlSemanticError) and not isinstance(err, WqlSyntaxError)
+    assert err.message == message
+    assert (err.line, err.column) == (3, col(query, needle))
+    assert err.filename == "t.wql"
+    assert err.span is not None and err.span.end - err.span.start >= len(needle)
+
+
+def test_largest_values_that_fit_compile():
+    biggest = "INTERVAL '9223372036854775807' MILLISECOND"
+    program = compile_source(
+        HEADER
+        + f"SELECT k FROM c GROUP BY k, TUMBLE(ts, {biggest}) ALLOWED LATENESS {biggest} "
+        + f"TRIGGER DELTA(v, 1.7976931348623157e308) EVICT COUNT({2**63 - 1});"
+    )
+    (query,) = program.queries
+    assert query.window.size_ms == 2**63 - 1
+    assert query.allowed_lateness_ms == 2**63 - 1
+    assert query.trigger.threshold == 1.7976931348623157e308
+    assert query.evictor.n == 2**63 - 1

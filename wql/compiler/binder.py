@@ -18,6 +18,8 @@ queries in file order.
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -725,7 +727,16 @@ class _Binder:
     def _threshold(self, n: ast.Number) -> float:
         if n.value < Decimal(0):
             raise self.error(f"a DELTA threshold must be >= 0, got {n.value}", n.span)
-        return float(n.value)
+        # The threshold is compared as a double (Flink's DeltaTrigger): a
+        # literal beyond the double range would silently become infinity.
+        threshold = float(n.value)
+        if not math.isfinite(threshold):
+            shown = str(n.value) if len(str(n.value)) <= 24 else f"{n.value:.6E}"
+            raise self.error(
+                f"DELTA threshold {shown} is out of range (max {sys.float_info.max!r}: a double)",
+                n.span,
+            )
+        return threshold
 
     def _evictor(
         self,

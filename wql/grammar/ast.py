@@ -34,7 +34,13 @@ from decimal import Decimal
 
 from wql.errors import Span, WqlSemanticError
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""The range of integers and of interval lengths in milliseconds (Java ``long``)."""
+
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     "Node",
     "Comment",
     "Ident",
@@ -131,9 +137,22 @@ class Ident(Node):
 
 @dataclass(frozen=True)
 class Integer(Node):
-    """A (possibly signed) integer literal, e.g. the ``100`` of ``COUNT(100)``."""
+    """A (possibly signed) integer literal, e.g. the ``100`` of ``COUNT(100)``.
+
+    The value must fit a signed 64-bit integer (counts, sizes and DECIMAL
+    bounds end up in Java ``long``/NumPy ``int64``); a larger literal is a
+    :class:`~wql.errors.WqlSemanticError` at the literal.
+    """
 
     value: int
+
+    def __post_init__(self) -> None:
+        if not INT64_MIN <= self.value <= INT64_MAX:
+            limit = f"max {INT64_MAX}" if self.value > 0 else f"min {INT64_MIN}"
+            raise WqlSemanticError(
+                f"integer {self.value} is out of range ({limit}: a signed 64-bit integer)",
+                self.span,
+            )
 
 
 @dataclass(frozen=True)
@@ -168,7 +187,10 @@ class Interval(Node):
     ``parts`` holds each value with its unit as written (``SECONDS`` and
     ``second`` both become :attr:`TimeUnit.SECOND`); ``text`` is the exact
     source text (not compared). Whatever the spelling, the interval must be a
-    whole number of milliseconds: WQL time is integer milliseconds.
+    whole number of milliseconds that fits a signed 64-bit integer: WQL time
+    is integer milliseconds in a Java ``long`` (Flink's time type), so a
+    larger interval is refused here, at the literal, rather than overflowing
+    in a window computation later.
     """
 
     parts: tuple[IntervalPart, ...]
@@ -181,6 +203,17 @@ class Interval(Node):
                 f"{self.text or self.describe()} is not a whole number of milliseconds",
                 self.span,
                 hint="WQL time has millisecond precision",
+            )
+        if not INT64_MIN <= total <= INT64_MAX:
+            limit = (
+                f"max {INT64_MAX} ms, about {INT64_MAX // TimeUnit.DAY.value} days"
+                if total > 0
+                else f"min {INT64_MIN} ms, about {INT64_MIN // TimeUnit.DAY.value + 1} days"
+            )
+            raise WqlSemanticError(
+                f"{self.text or self.describe()} is out of range ({limit})",
+                self.span,
+                hint="WQL time is milliseconds in a signed 64-bit integer",
             )
 
     @property

@@ -8,11 +8,12 @@ as positioned :class:`~wql.errors.WqlSyntaxError`:
 - exactly one window in ``GROUP BY`` (the grammar accepts any mix of keys
   and windows so that the error can say what is wrong);
 - an interval string must spell ``<number> <unit>`` pairs with known units;
-- integers must fit in a signed 64-bit value;
 - a value with a unit-less interval (``INTERVAL '5'``) names the missing unit.
 
-(An interval below millisecond precision is refused by
-:class:`ast.Interval` itself, as a :class:`~wql.errors.WqlSemanticError`.)
+(Range checks belong to the nodes: an integer outside the signed 64-bit
+range is refused by :class:`ast.Integer`, an interval below millisecond
+precision or whose milliseconds do not fit 64 bits by :class:`ast.Interval`,
+both as a positioned :class:`~wql.errors.WqlSemanticError`.)
 
 Scalar expressions stay Lark subtrees until :meth:`WqlTransformer.sql_expr`
 turns them into :class:`ast.Expr` with the exact source slice and a
@@ -41,8 +42,6 @@ from lark import Token, Transformer, Tree, v_args
 
 from wql.errors import Span, WqlError, WqlSyntaxError
 from wql.grammar import ast
-
-_INT64_MAX = 2**63 - 1
 
 # Words of a Spark-style interval string ('1 minute 30 seconds') -> unit.
 _UNIT_WORDS: dict[str, ast.TimeUnit] = {}
@@ -261,9 +260,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         if name == "INTEGER":
             name = "INT"
         args = tuple(
-            ast.Integer(self._int(tok), span=token_span(tok))
-            for tok in children
-            if tok.type == "INT"
+            ast.Integer(int(tok), span=token_span(tok)) for tok in children if tok.type == "INT"
         )
         return ast.TypeName(name, args, span=span)
 
@@ -558,7 +555,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
 
     @v_args(wrapper=_positioned_all)
     def integer(self, span: Span | None, children: list[Any]) -> ast.Integer:
-        value = self._int(children[-1])
+        value = int(children[-1])
         return ast.Integer(-value if _negative(children) else value, span=span)
 
     @v_args(wrapper=_positioned_all)
@@ -576,14 +573,6 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         assert span is not None
         text = self.source[span.start : span.end]
         return ast.Expr(text, _join(children), span=span)
-
-    # ------------------------------------------------------------- helpers
-
-    def _int(self, token: Token) -> int:
-        value = int(token)
-        if value > _INT64_MAX:
-            raise WqlSyntaxError(f"integer {token} does not fit in 64 bits", token_span(token))
-        return value
 
 
 def _negative(children: list[Any]) -> bool:
