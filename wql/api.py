@@ -35,6 +35,7 @@ planned when :meth:`Compiled.apply` sees the DataFrame.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class Compiled:
         self._schemas = dict(schemas or {})
         self._program: P.Program | None = None
         self._undeclared = _undeclared_sources(text, filename, self._schemas)
+        self._only: tuple[str, ...] | None = None
         if require_declared or not self._undeclared:
             self._program = self._compile(self._schemas)
 
@@ -178,7 +180,7 @@ class Compiled:
         sources: dict[str, Any] = {}
         results: dict[str, QueryResult] = {}
         try:
-            for q in program.queries:
+            for q in self._selected(program):
                 key = q.source.name.lower()
                 if key not in sources:
                     sources[key] = self._source_df(spark, program, q.source.name, dataframes)
@@ -219,6 +221,30 @@ class Compiled:
             return self._program
         schemas = {**self._schemas, **dataframes}
         return self._compile(schemas)
+
+    def only(self, *names: str) -> Compiled:
+        """A view of this text whose :meth:`apply` runs only the queries ``names``.
+
+        Useful when one query of a multi-query file is wanted: the others (and
+        the operator engine's work for them) are skipped.
+        """
+        view = copy.copy(self)
+        view._only = tuple(names)
+        if self._program is not None:
+            view._selected(self._program)  # unknown names fail here, not at apply()
+        return view
+
+    def _selected(self, program: P.Program) -> tuple[P.Query, ...]:
+        if self._only is None:
+            return program.queries
+        known = {q.name.lower(): q for q in program.queries}
+        missing = [n for n in self._only if n.lower() not in known]
+        if missing:
+            raise WqlSemanticError(
+                f"no query named {missing[0]!r}",
+                hint=f"queries: {', '.join(q.name for q in program.queries)}",
+            )
+        return tuple(known[n.lower()] for n in self._only)
 
     def _query(self, name: str) -> P.Query:
         try:

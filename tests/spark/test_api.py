@@ -95,8 +95,19 @@ def test_multi_query_results_are_named_and_late_outputs_included(spark):
     finally:
         results.release()
     both = wql.compile_file(EXAMPLES / "count_windows.wql")
-    with pytest.raises(WqlSemanticError, match="2 queries"):
-        both.apply(spark).df  # noqa: B018 - the property raises
+    with pytest.raises(WqlSemanticError, match="no query named 'nope'"):
+        both.only("nope")
+    one = both.only("last_four").apply(spark)
+    try:
+        assert list(one) == ["last_four"] and one.df.count() == 4
+    finally:
+        one.release()
+    every = both.apply(spark)
+    try:
+        with pytest.raises(WqlSemanticError, match="2 queries"):
+            every.df  # noqa: B018 - the property raises
+    finally:
+        every.release()
 
 
 def test_source_errors_are_positioned(tmp_path, spark):
