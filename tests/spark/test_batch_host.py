@@ -283,3 +283,21 @@ def test_every_aggregate_type_comes_back_with_the_plan_type(spark):
         ]
     finally:
         results.release()
+
+
+def test_processing_time_windows_read_the_declared_clock(spark):
+    # PROCTIME() windows on the processing_time column: a's window [0, 1000) is due
+    # only because b's later row moves the (global) processing clock to 1500
+    text = source(0, " WITH (arrival_order = 'arr', processing_time = 'pt')") + (
+        "SELECT k, window_start, window_end, pane_index, pane_timing, SUM(v) AS total, "
+        "COUNT(*) AS n FROM s GROUP BY k, TUMBLE(PROCTIME(), INTERVAL '1' SECOND)"
+    )
+    rows = rows_of(("a", 1.0, 0), ("a", 2.0, 10), ("b", 4.0, 20), ("b", 8.0, 30))
+    for r, pt in zip(rows, (100, 900, 1500, 1600), strict=True):
+        r["pt"] = pt
+    expected, _, _ = run_in_process(text, rows, delay_ms=0, arrival="arr", processing_time="pt")
+    result, _, counters = host(spark, text, rows)
+    assert multiset(result) == multiset(expected)
+    # b's window [1000, 2000) is still open at end of input: processing time does not fire then
+    assert sorted(result) == [("a", ts(0), ts(1000), 0, "ON_TIME", 3.0, 2)]
+    assert counters["rows_operator"] == 4
