@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wql.errors import WqlSemanticError
+from wql.errors import WqlSemanticError, WqlUnsupportedError
 from wql.spark import replay as R
 
 pytestmark = pytest.mark.spark
@@ -112,6 +112,9 @@ def test_bad_columns_are_semantic_errors(spark):
         R.replay(df, R.ReplaySpec("ts", 0))
     with pytest.raises(WqlSemanticError, match="must be a TIMESTAMP"):
         R.replay(df, R.ReplaySpec("n", 0))
+    reserved = spark.createDataFrame([(1,)], "__wql_ts int")
+    with pytest.raises(WqlUnsupportedError, match="reserved"):
+        R.replay(reserved, R.ReplaySpec(None, 0))
 
 
 def test_file_input_order_survives_split_packing(spark, tmp_path):

@@ -68,12 +68,13 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from wql.errors import WqlSemanticError
+from wql.errors import WqlSemanticError, WqlUnsupportedError
 
 MIN_TIME = -(2**63)
 MAX_TIME = 2**63 - 1
 
-#: Columns the replay adds (prefixed so they never collide with source columns).
+#: Columns the replay adds; source columns may not use the prefix.
+RESERVED_PREFIX = "__wql_"
 SEQ = "__wql_seq"
 TS = "__wql_ts"
 WM = "__wql_wm"
@@ -199,6 +200,13 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
     for name in (spec.event_time, spec.arrival_order, spec.processing_time):
         if name is not None:
             _field(df, name)  # unknown column -> WqlSemanticError
+    reserved = [c for c in df.columns if c.lower().startswith(RESERVED_PREFIX)]
+    if reserved:
+        raise WqlUnsupportedError(
+            f"column {reserved[0]!r}: names starting with {RESERVED_PREFIX} are reserved for "
+            "WQL's own columns",
+            hint="rename the column (e.g. with withColumnRenamed) before passing the DataFrame",
+        )
     source_cols = list(df.columns)
     # input order first, on the DataFrame exactly as the caller gave it
     staged = df.select(
