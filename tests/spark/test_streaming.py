@@ -1,0 +1,182 @@
+"""Structured Streaming end to end: batch agreement, restarts, exactly-once after SIGKILL.
+
+Every stream here reads a folder of JSON files with ``maxFilesPerTrigger = 1``
+(one file = one micro-batch, files ordered by modification time), so the
+micro-batch boundaries are the same in every run; outputs are read with
+Spark, which honours the file sinks' ``_spark_metadata`` logs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import wql
+from wql.spark.stream_sinks import read_output, start_streams
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = 1_700_000_000_000
+
+# (key, value, ms after BASE) per file; event time never goes back across files,
+# so no row is late under either watermark; the last file is a far-future
+# sentinel of key "zz" that plays end of input for the other keys.
+FILES = [
+    [("a", 1, 0), ("b", 2, 500), ("a", 3, 1000)],
+    [("a", 1, 2500), ("b", 1, 2600), ("a", 2, 3500)],
+    [("b", 5, 4000), ("a", 1, 9000), ("a", 1, 9100)],
+    [("b", 1, 12000), ("a", 4, 12500), ("b", 2, 13000)],
+    [("a", 1, 20000), ("b", 1, 20001)],
+    [("zz", 0, 100000)],
+]
+
+TEXT = """
+CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (format = 'json', path = '{path}', maxFilesPerTrigger = '1');
+CREATE VIEW sessions AS
+SELECT k, window_start, window_end, pane_index, COUNT(*) AS n, SUM(v) AS total FROM s
+GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) TRIGGER COUNT(2) LATE DATA TO late_rows;
+CREATE VIEW tumbles AS
+SELECT k, window_start, COUNT(*) AS n, MAX(v) AS top FROM s
+GROUP BY k, TUMBLE(ts, INTERVAL '5' SECOND);
+"""
+
+
+def _iso(ms: int) -> str:
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=BASE + ms)).isoformat() + "Z"
+
+
+def write_files(folder: Path, indices) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in indices:
+        tmp = folder / f".f{i:03d}.tmp"
+        tmp.write_text(
+            "".join(json.dumps({"k": k, "v": v, "ts": _iso(t)}) + "\n" for k, v, t in FILES[i])
+        )
+        final = folder / f"f{i:03d}.json"
+        tmp.rename(final)
+        # the file source orders new files by modification time
+        os.utime(final, (1_000_000 + i, 1_000_000 + i))
+
+
+def rows(df) -> Counter:
+    return Counter(tuple(r) for r in df.collect())
+
+
+def stream_once(spark, folder: Path, out: Path, ck: Path):
+    """One available-now run of TEXT over ``folder`` (resumes from ``ck``)."""
+    from wql.spark.stream_sinks import read_stream_source
+
+    compiled = wql.compile(TEXT.format(path=folder))
+    assert compiled.engine == {"sessions": "operator", "tumbles": "native"}
+    source = read_stream_source(spark, compiled.program.source("s"), None)
+    results = compiled.apply(spark, s=source)
+    start_streams(results, out, ck, fmt="parquet")
+
+
+def outputs(spark, out: Path) -> dict[str, Counter]:
+    return {
+        name: rows(read_output(spark, out / name).orderBy("k"))
+        for name in ("sessions", "tumbles", "late_rows")
+        if (out / name).exists()
+    }
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(spark, tmp_path_factory):
+    """The reference: every file there from the start, one run."""
+    base = tmp_path_factory.mktemp("stream_ref")
+    write_files(base / "in", range(len(FILES)))
+    stream_once(spark, base / "in", base / "out", base / "ck")
+    return base, outputs(spark, base / "out")
+
+
+def test_stream_agrees_with_the_batch_run(spark, uninterrupted):
+    base, streamed = uninterrupted
+    batch = wql.compile(TEXT.format(path=base / "in")).apply(spark)
+    try:
+        for name in ("sessions", "tumbles"):
+            expected = Counter({r: n for r, n in rows(batch[name]).items() if r[0] != "zz"})
+            got = Counter({r: n for r, n in streamed[name].items() if r[0] != "zz"})
+            assert got == expected, name
+            assert sum(got.values()) > 3
+        assert sum(streamed.get("late_rows", Counter()).values()) == 0
+    finally:
+        batch.release()
+
+
+def test_restart_between_micro_batches_gives_the_uninterrupted_output(
+    spark, uninterrupted, tmp_path
+):
+    _, reference = uninterrupted
+    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_files(folder, range(3))
+    stream_once(spark, folder, out, ck)
+    first = outputs(spark, out)
+    assert 0 < sum(first["sessions"].values()) < sum(reference["sessions"].values())
+    write_files(folder, range(3, len(FILES)))
+    stream_once(spark, folder, out, ck)  # same checkpoint: resumes after batch 2
+    assert outputs(spark, out) == reference
+
+
+@pytest.mark.slow
+def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, uninterrupted, tmp_path):
+    """``wql run --stream`` killed with SIGKILL after some micro-batches committed,
+    restarted on the same checkpoint: each output equals the uninterrupted run's."""
+    _, reference = uninterrupted
+    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_files(folder, range(len(FILES)))
+    wql_file = tmp_path / "q.wql"
+    wql_file.write_text(TEXT.format(path=folder))
+    cmd = [
+        sys.executable,
+        "-m",
+        "wql.cli",
+        "run",
+        str(wql_file),
+        "--stream",
+        "--checkpoint",
+        str(ck),
+        "--output",
+        str(out),
+        "--format",
+        "parquet",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    commits = ck / "sessions" / "operator" / "commits"
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline and proc.poll() is None:
+            done = [p for p in commits.glob("*") if p.name.isdigit()] if commits.exists() else []
+            if len(done) >= 2:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        # the whole process group: the Python driver and the JVM it started
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    killed_at = len([p for p in commits.glob("*") if p.name.isdigit()])
+    assert 2 <= killed_at < len(FILES) + 1  # mid-stream: some batches committed, not all
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert outputs(spark, out) == reference
