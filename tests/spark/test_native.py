@@ -352,3 +352,16 @@ def test_query_without_aggregates(spark):
     assert got == [("a", -1000), ("a", 0)]
     df.createOrReplaceTempView("events")
     assert actual_rows(spark.sql(native.to_spark_sql(q))) == got
+
+
+def test_streaming_input_gets_a_watermark_on_the_millisecond_event_time(spark, tmp_path):
+    # no batch-only operation in the steps; a stream needs Spark's watermark
+    # on the column the windows use, with the query's delay
+    stream = spark.readStream.schema("k STRING, ts TIMESTAMP, v INT, d DOUBLE").csv(str(tmp_path))
+    got = native.build_native(query(P.Tumble(EV, "ts", 1000), delay_ms=1500), stream)
+    assert got.isStreaming
+    plan = got._jdf.queryExecution().analyzed().toString()
+    marks = [line for line in plan.splitlines() if "EventTimeWatermark" in line]
+    assert len(marks) == 1 and "__wql_et" in marks[0] and "1.5 seconds" in marks[0]
+    batch = native.build_native(query(P.Tumble(EV, "ts", 1000)), frame(spark, ROWS))
+    assert "EventTimeWatermark" not in batch._jdf.queryExecution().analyzed().toString()
