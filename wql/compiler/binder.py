@@ -848,7 +848,7 @@ class _Binder:
                 continue
             if item.alias is not None:
                 name, name_span = item.alias.name, item.alias.span
-            elif isinstance(pe.node, exp.Column) and bound.columns:
+            elif isinstance(pe.pristine, exp.Column) and bound.columns:
                 # A bare column keeps its (resolved) name, as in Spark.
                 name, name_span = bound.columns[0], item.span
             else:

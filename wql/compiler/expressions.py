@@ -27,7 +27,7 @@ import difflib
 import functools
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import sqlglot
@@ -215,14 +215,24 @@ class ParsedExpr:
     The binding functions rewrite ``node`` in place: bind a ParsedExpr once.
 
     ``text`` is the expression exactly as written; ``offset`` is where it
-    starts in ``source``.
+    starts in ``source``. ``pristine`` is sqlglot's tree for ``text``, shared
+    by every expression with the same text and never modified; ``node`` is
+    this expression's own copy of it, made on first use (a binding found in
+    the cache never needs one: copying is a large part of binding's cost).
     """
 
-    node: exp.Expression
+    pristine: exp.Expression
     text: str
     offset: int
     source: str
     span: Span
+    _node: exp.Expression | None = field(default=None, init=False, repr=False)
+
+    @property
+    def node(self) -> exp.Expression:
+        if self._node is None:
+            self._node = self.pristine.copy()
+        return self._node
 
     def span_of(self, node: exp.Expression) -> Span:
         """The ``.wql`` span of a sub-tree (the whole expression when unknown)."""
@@ -286,7 +296,7 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
     """
     offset = span.start
     try:
-        node = _parse_cached(text).copy()
+        node = _parse_cached(text)
     except ParseError as e:
         info = e.errors[0] if e.errors else {}
         rel = _offset_of(text, info.get("line"), info.get("col"))
@@ -296,18 +306,39 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
     except TokenError as e:
         raise WqlSyntaxError(f"invalid expression: {e}", span) from None
     parsed = ParsedExpr(node, text, offset, source, span)
-    if node is None:
+    problem = _shape_problem(text)
+    if problem is None:
+        return parsed
+    if problem == "empty":
         raise WqlSyntaxError("empty expression", span)
-    if isinstance(node, exp.Alias):
+    if problem == "alias":
         # sqlglot reads `a b` as `a AS b`; inside WQL an alias is the grammar's business.
         raise WqlSyntaxError(
             "unexpected alias inside an expression", parsed.span_of(node.args["alias"])
         )
-    if isinstance(node, (exp.Query, exp.Subquery)) or node.find(exp.Query):
+    if problem == "subquery":
         raise WqlSemanticError("subqueries are not supported in WQL expressions", span)
+    assert problem == "star"
+    raise WqlSemanticError("* is only allowed in COUNT(*)", span)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_problem(text: str) -> str | None:
+    """What makes ``text`` (which sqlglot parsed) unusable as a WQL expression, if anything.
+
+    One of ``'empty'``, ``'alias'``, ``'subquery'``, ``'star'`` (in the order
+    they are checked), or None. Cached per text: it walks the whole tree.
+    """
+    node = _parse_cached(text)
+    if node is None:
+        return "empty"
+    if isinstance(node, exp.Alias):
+        return "alias"
+    if isinstance(node, (exp.Query, exp.Subquery)) or node.find(exp.Query):
+        return "subquery"
     if node.find(exp.Star) and not _only_count_star(node):
-        raise WqlSemanticError("* is only allowed in COUNT(*)", span)
-    return parsed
+        return "star"
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -353,6 +384,22 @@ def column_node(name: str) -> exp.Column:
 
 def to_sql(node: exp.Expression) -> str:
     """Canonical Spark SQL for a (resolved) sqlglot tree."""
+    if type(node) is exp.Column:
+        # Most bound expressions are one column (a key, an aggregate's
+        # argument, ``__agg_<i>``): print it as sqlglot's Spark generator
+        # would, without paying for the generator.
+        ident = node.this
+        if (
+            type(ident) is exp.Identifier
+            and all(v is None for k, v in node.args.items() if k != "this")
+            and not (node.comments or ident.comments)
+            and isinstance(ident.this, str)
+        ):
+            name = ident.this
+            if ident.args.get("quoted"):
+                return "`" + name.replace("`", "``") + "`"
+            if _SIMPLE_IDENT.match(name) and name.lower() not in _RESERVED:
+                return name
     return node.sql(dialect=DIALECT)
 
 
@@ -578,10 +625,57 @@ def bind_scalar(
     Raises WqlSemanticError (or WqlErrors for several) on unknown columns or
     aggregates.
     """
+    tables = tuple(table_names)
+    key = (pe.text, relation, clause, tables)
+    hit = _SCALAR_BINDINGS.get(key)
+    if hit is not None:
+        return Expr(hit[0], hit[1], hit[2], pe.span)
     errors: list[WqlError] = reject_aggregates(pe, pe.node, clause)
-    node = _resolve_columns(pe, pe.node, relation, table_names, errors)
+    node = _resolve_columns(pe, pe.node, relation, tables, errors)
     raise_all(errors)
-    return Expr(to_sql(node), infer_type(node, relation), _referenced_columns(node), pe.span)
+    bound = Expr(to_sql(node), infer_type(node, relation), _referenced_columns(node), pe.span)
+    _SCALAR_BINDINGS.put(key, (bound.sql, bound.type, bound.columns))
+    return bound
+
+
+class _Memo:
+    """A bounded dict of successful bindings (oldest entries are dropped first).
+
+    Binding is a pure function of the expression's text and what it may
+    read (relation, clause, qualifiers, and for SELECT/HAVING the context
+    and the aggregates already registered), so a text bound before in the
+    same situation -- ``wql check`` re-run in an editor, the same file
+    compiled again, an expression repeated across queries -- reuses the
+    result instead of copying, resolving, printing and typing the sqlglot
+    tree again. Only successes are kept: errors carry positions.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.entries: dict[object, tuple] = {}
+
+    def get(self, key: object) -> tuple | None:
+        return self.entries.get(key)
+
+    def put(self, key: object, value: tuple) -> None:
+        if len(self.entries) >= self.maxsize:
+            self.entries.pop(next(iter(self.entries)), None)
+        self.entries[key] = value
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+_SCALAR_BINDINGS = _Memo(4096)
+_POST_BINDINGS = _Memo(4096)
+
+
+def clear_caches() -> None:
+    """Forget every cached parse and binding (benchmarks time cold binding with it)."""
+    _parse_cached.cache_clear()
+    _shape_problem.cache_clear()
+    _SCALAR_BINDINGS.clear()
+    _POST_BINDINGS.clear()
 
 
 def raise_all(errors: list[WqlError]) -> None:
@@ -601,8 +695,18 @@ class AggregateRegistry:
 
     def __init__(self) -> None:
         self.entries = []
+        self.log: list[tuple[AggKind, Expr | None, WqlType, Span]] | None = None
+
+    def signature(self) -> tuple:
+        """The entries without spans: what binding another expression can depend on."""
+        return tuple(
+            (k, a.sql if a is not None else None, a.type if a is not None else None, t)
+            for k, a, t, _ in self.entries
+        )
 
     def add(self, kind: AggKind, arg: Expr | None, result: WqlType, span: Span) -> str:
+        if self.log is not None:
+            self.log.append((kind, arg, result, span))
         key = (kind, arg.sql if arg is not None else None)
         for i, (k, a, _, _) in enumerate(self.entries):
             if (k, a.sql if a is not None else None) == key:
@@ -681,6 +785,51 @@ def bind_post_aggregation(
     A column outside any aggregate must be a grouping key, a window/pane
     column; anything else is a positioned error.
     """
+    key = (pe.text, ctx, clause, registry.signature())
+    hit = _POST_BINDINGS.get(key)
+    if hit is not None:
+        sql, typ, columns, adds = hit
+        # Register the same aggregates as binding did, at this text's place.
+        for kind, arg, result, (start, end) in adds:
+            if arg is not None:
+                arg = Expr(arg[0], arg[1], arg[2], _relative_span(pe, arg[3]))
+            registry.add(kind, arg, result, _relative_span(pe, (start, end)))
+        return Expr(sql, typ, columns, pe.span)
+    registry.log = []
+    try:
+        bound = _bind_post_aggregation(pe, ctx, registry, clause=clause)
+        adds = tuple(
+            (
+                kind,
+                None if arg is None else (arg.sql, arg.type, arg.columns, _offsets(pe, arg.span)),
+                result,
+                _offsets(pe, span),
+            )
+            for kind, arg, result, span in registry.log
+        )
+    finally:
+        registry.log = None
+    _POST_BINDINGS.put(key, (bound.sql, bound.type, bound.columns, adds))
+    return bound
+
+
+def _offsets(pe: ParsedExpr, span: Span | None) -> tuple[int, int]:
+    """A span inside ``pe`` as offsets relative to the start of its text."""
+    assert span is not None
+    return span.start - pe.offset, span.end - pe.offset
+
+
+def _relative_span(pe: ParsedExpr, offsets: tuple[int, int]) -> Span:
+    return Span.from_offsets(pe.source, pe.offset + offsets[0], pe.offset + offsets[1])
+
+
+def _bind_post_aggregation(
+    pe: ParsedExpr,
+    ctx: PostAggContext,
+    registry: AggregateRegistry,
+    *,
+    clause: str,
+) -> Expr:
     errors: list[WqlError] = []
     key_sql = dict(ctx.key_sql)
     forbidden = dict(ctx.forbidden)
