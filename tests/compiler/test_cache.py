@@ -14,9 +14,13 @@ import enum
 from pathlib import Path
 
 import pytest
+import sqlglot
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlglot import exp
 
 from wql.compiler import compile_source
-from wql.compiler.expressions import clear_caches
+from wql.compiler.expressions import _parse_cached, clear_caches, column_node, to_sql
 from wql.errors import WqlError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +104,42 @@ def test_errors_are_not_cached():
         assert "unknown column 'v'" in info.value.message
         assert (info.value.line, info.value.column) == (2, 15)
     assert dump(compile_source(good)) == cold(good)
+
+
+# ----------------------------------------------------------------- shortcuts that skip sqlglot
+
+
+def _nodes(node: exp.Expression) -> list[tuple]:
+    """Every node of a tree with its class, arguments, position metadata and comments."""
+    return [
+        (
+            type(n).__name__,
+            dict(n.meta),
+            {
+                k: type(v).__name__ if isinstance(v, exp.Expression) else v
+                for k, v in n.args.items()
+            },
+            n.comments,
+        )
+        for n in node.walk()
+    ]
+
+
+NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
+KNOWN_WORDS = ["user_id", "ts", "count", "Count", "date", "if", "true", "current_date", "N", "x1"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.one_of(NAMES, st.sampled_from(KNOWN_WORDS)))
+def test_a_bare_name_parses_exactly_as_sqlglot_parses_it(name: str):
+    mine = _parse_cached.__wrapped__(name)
+    theirs = sqlglot.parse_one(name, read="spark")
+    assert _nodes(mine) == _nodes(theirs)
+    assert to_sql(mine) == theirs.sql(dialect="spark")
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=NAMES, quoted=st.booleans())
+def test_a_column_prints_exactly_as_sqlglot_prints_it(name: str, quoted: bool):
+    for node in (column_node(name), exp.column(name, quoted=quoted)):
+        assert to_sql(node) == node.sql(dialect="spark")

@@ -32,6 +32,7 @@ from typing import cast
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
 
@@ -348,7 +349,38 @@ def _parse_cached(text: str) -> exp.Expression:
     Compiling the same text again (``wql check`` in an editor, benchmarks,
     several queries sharing expressions) skips sqlglot's parser.
     """
+    if _PLAIN_NAME.match(text) and text.upper() not in _SQLGLOT_KEYWORDS:
+        return _plain_column(text)
     return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
+
+
+# A bare column name -- the most common expression (keys, SELECT items,
+# aggregate arguments) -- is built directly: the tree sqlglot would build,
+# position metadata included, without running its tokenizer and parser.
+# Any word sqlglot's Spark tokenizer or parser knows by name (TRUE,
+# CURRENT_DATE, IF, function names, ...) still goes through sqlglot, since
+# some of them parse as something else.
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _sqlglot_words() -> frozenset[str]:
+    dialect = Dialect.get_or_raise(DIALECT)
+    words: set[str] = set()
+    for cls in (dialect.tokenizer_class, dialect.parser_class):
+        for attr in dir(cls):
+            value = getattr(cls, attr, None)
+            if isinstance(value, (dict, set, frozenset)):
+                words.update(k.upper() for k in value if isinstance(k, str))
+    return frozenset(words)
+
+
+_SQLGLOT_KEYWORDS = _sqlglot_words()
+
+
+def _plain_column(name: str) -> exp.Column:
+    ident = exp.Identifier(this=name, quoted=False)
+    ident.meta.update(line=1, col=len(name), start=0, end=len(name) - 1)
+    return exp.Column(this=ident)
 
 
 def _only_count_star(node: exp.Expression) -> bool:
@@ -849,7 +881,15 @@ def _bind_post_aggregation(
     def rewrite(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.AggFunc):
             return _bind_aggregate(pe, n, ctx, registry, errors)
-        if expression_keys and not isinstance(n, (exp.Column, exp.Literal, exp.Star)):
+        if (
+            expression_keys
+            and not isinstance(n, (exp.Column, exp.Literal, exp.Star))
+            # Keys read columns and contain no aggregate (GROUP BY rejects
+            # them), so a sub-tree without columns or with an aggregate is
+            # not worth copying and printing to compare.
+            and n.find(exp.Column) is not None
+            and n.find(exp.AggFunc) is None
+        ):
             # A whole sub-expression equal to a key expression reads the key column.
             probe = n.copy()
             sub_errors: list[WqlError] = []
