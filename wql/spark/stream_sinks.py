@@ -200,14 +200,16 @@ def start_streams(
     out = Path(output_dir)
     ck = Path(checkpoint_dir)
     sinks = StreamSinks()
-    spark = None
     first: list[tuple[Any, Any]] = []
     for r in results.queries:
+        if not r.df.isStreaming:
+            raise WqlSemanticError(
+                f"query {r.name!r} reads a batch source; start_streams needs streaming results",
+                hint="pass streaming DataFrames to apply() (spark.readStream...)",
+            )
         if r._run is None:  # native: one streaming query
-            spark = r.df.sparkSession
             first.append((r, None))
         else:
-            spark = r._run.tagged.sparkSession
             if trigger is None and r._run.time_mode == "ProcessingTime":
                 raise WqlUnsupportedError(
                     f"query {r.name!r} uses processing time: its Spark timers keep an "
@@ -246,6 +248,10 @@ def start_streams(
                 continue
             from wql.spark.batch import KIND, _late_output, _post_aggregation
 
+            spark = run.tagged.sparkSession
+            # a continuous stage 2 may start before stage 1 made its folder
+            if "://" not in str(sinks.tagged[r.name]):
+                sinks.tagged[r.name].mkdir(parents=True, exist_ok=True)
             tagged = spark.readStream.schema(run.tagged.schema).parquet(str(sinks.tagged[r.name]))
             result = _post_aggregation(r.plan, run.operator, tagged.where(F.col(KIND) == "R"))
             sinks.outputs[r.name] = out / r.name

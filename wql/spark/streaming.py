@@ -117,7 +117,7 @@ def spark_watermark_delay_ms(query: P.Query) -> int:
 
 
 def time_mode(op: OperatorPlan) -> str:
-    """The ``transformWithState`` time mode of a query (``EventTime``, ``ProcessingTime``, ``None``)."""
+    """The ``transformWithState`` time mode: ``EventTime``, ``ProcessingTime`` or ``None``."""
     if op.mixes_time_domains:
         q = op.query
         raise WqlUnsupportedError(
@@ -185,10 +185,7 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
     # column (a late-output value, a key) would otherwise keep Spark's watermark
     # marker, and Spark would drop rows behind the previous batch's watermark.
     staged = df.select(
-        *[
-            F.expr(k.expr.sql).alias(c, metadata={})
-            for k, c in zip(op.keys, key_cols, strict=True)
-        ],
+        *[F.expr(k.expr.sql).alias(c, metadata={}) for k, c in zip(op.keys, key_cols, strict=True)],
         *[F.expr(v.sql).alias(c, metadata={}) for v, c in zip(op.values, value_cols, strict=True)],
         ts_col,
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
@@ -227,9 +224,11 @@ def stream_query(query: P.Query, engine: str, source: DataFrame) -> Any:
     if engine == "native":
         from wql.compiler.backends.native import build_native
 
-        return QueryResult(query, engine, build_native(query, source), None, source, _STREAMING)
+        return QueryResult(
+            query, engine, build_native(query, source), None, source, dict(_STREAMING)
+        )
     run = run_streaming(query, source)
-    return QueryResult(query, engine, run.result, run.late, source, _STREAMING, None, run)
+    return QueryResult(query, engine, run.result, run.late, source, dict(_STREAMING), None, run)
 
 
 #: Counters of a streaming result: unknown until a streaming query runs (see
@@ -402,8 +401,10 @@ class WindowProcessor(StatefulProcessor):
         elif self.state.exists():
             self.state.clear()
         op.forget_key(k)
-        self._sync_timers(event_timers if self.layout.mode == "EventTime" else processing_timers,
-                          wm if self.layout.mode == "EventTime" else pt)
+        self._sync_timers(
+            event_timers if self.layout.mode == "EventTime" else processing_timers,
+            wm if self.layout.mode == "EventTime" else pt,
+        )
         if results:
             yield self.out._results_batch(results).to_pandas()
         if late:
