@@ -123,7 +123,9 @@ class Driver:
     def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
         """One micro-batch of ``(key, value, ts ms after BASE)`` rows."""
         wm = self.watermark if watermark is None else watermark
-        tv = TimerValues(-1, wm)
+        # ProcessingTime mode: ``watermark`` is the micro-batch's processing time
+        processing = self.proc.layout.mode == "ProcessingTime"
+        tv = TimerValues(wm, -1) if processing else TimerValues(-1, wm)
         # Spark's positional columns: key, values (as the operator plan lists them), ts
         columns = {"_0": [r[0] for r in rows]}
         for i, v in enumerate(self.op.values):
@@ -460,3 +462,26 @@ def test_every_panes_follow_the_micro_batch_watermark():
     assert all(r[5] == 3.0 for r in stream.results if r[1] == 0)
     on_time = Counter(r for r in stream.results if r[4] == "ON_TIME")
     assert on_time == Counter({r: n for r, n in batch_results.items() if r[4] == "ON_TIME"})
+
+
+def test_processing_time_windows_fire_on_the_micro_batch_clock():
+    """TUMBLE(PROCTIME(), 10 s): rows take the batch timestamp; a Spark processing-time
+    timer fires the window in the first batch whose clock passes its end."""
+    text = _source() + (
+        "SELECT k, window_start, pane_timing, COUNT(*) AS n FROM s "
+        "GROUP BY k, TUMBLE(PROCTIME(), INTERVAL '10' SECOND)"
+    )
+    d = Driver(text)
+    assert d.proc.layout.mode == "ProcessingTime"
+    d.batch([("a", 1, 0), ("b", 1, 0)], BASE + 1000)
+    d.batch([("a", 1, 0)], BASE + 9000)
+    assert d.results == []
+    d.batch([], BASE + 9999)  # the clock reaches the window's max timestamp: it fires
+    assert sorted((r[0], r[1], r[4], r[5]) for r in d.results) == [
+        ("a", 0, "ON_TIME", 2.0),
+        ("b", 0, "ON_TIME", 1.0),
+    ]
+    d.batch([("a", 1, 0)], BASE + 10500)  # the next window
+    d.batch([], BASE + 20000)
+    assert sorted((r[0], r[1], r[5]) for r in d.results)[1] == ("a", 10000, 1.0)
+    assert not d.state
