@@ -301,6 +301,7 @@ def streams(draw, in_order: bool | None = None, float_values: bool | None = None
         st.one_of(
             st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
             st.sampled_from([1e16, -1e16, 0.1, 0.0, -0.0, 2.5]),
+            st.integers(-1000, 1000).map(float),  # integral: HOP/CUMULATE may share panes
             st.just(float("nan")),
         )
         if floats
