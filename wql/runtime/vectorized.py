@@ -708,6 +708,8 @@ def _pane_groups(op: WindowOperator, p: _Prepared, rows: IntArray) -> _Groups | 
         prev_hi = np.concatenate(([0], j_hi[:-1]))
         j_first = np.where(same_key, np.maximum(j_lo, prev_hi + 1), j_lo)
         per_pane = np.maximum(0, j_hi - j_first + 1)
+        if int(per_pane.sum()) > _MAX_PAIRS:
+            return None
         rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
         within = np.arange(len(rep), dtype=np.int64) - np.repeat(
             np.cumsum(per_pane) - per_pane, per_pane
@@ -722,6 +724,8 @@ def _pane_groups(op: WindowOperator, p: _Prepared, rows: IntArray) -> _Groups | 
         new_base[1:] |= base[1:] != base[:-1]
         k_lo = pane_q - base + 1
         per_pane = np.where(new_base, per_size - k_lo + 1, 0)
+        if int(per_pane.sum()) > _MAX_PAIRS:
+            return None
         rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
         within = np.arange(len(rep), dtype=np.int64) - np.repeat(
             np.cumsum(per_pane) - per_pane, per_pane
