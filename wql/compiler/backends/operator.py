@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.types import WqlType
-from wql.errors import WqlUnsupportedError
+from wql.errors import WqlError, WqlUnsupportedError
 from wql.runtime import assigners as A
 from wql.runtime import evictors as E
 from wql.runtime import triggers as TR
@@ -130,15 +130,21 @@ def build_operator(query: P.Query) -> OperatorPlan:
         late_columns = tuple(
             (c.name, values.add_column(c.name, c.type)) for c in query.source.columns
         )
-    config = OperatorConfig(
-        assigner=assigner,
-        aggregates=aggregates,
-        trigger=trigger,
-        evictor=evictor,
-        allowed_lateness=query.allowed_lateness_ms,
-        late_output=query.late_output is not None,
-        late_columns=tuple(i for _, i in late_columns) if late_columns else None,
-    )
+    try:
+        config = OperatorConfig(
+            assigner=assigner,
+            aggregates=aggregates,
+            trigger=trigger,
+            evictor=evictor,
+            allowed_lateness=query.allowed_lateness_ms,
+            late_output=query.late_output is not None,
+            late_columns=tuple(i for _, i in late_columns) if late_columns else None,
+        )
+    except WqlError as e:
+        # the runtime's own checks (e.g. a trigger it cannot merge) know no source position
+        if e.span is None:
+            e.span = query.trigger.span if query.trigger is not None else query.span
+        raise
     domains = set(P.trigger_domains(query.effective_trigger)) if query.effective_trigger else set()
     if query.window.domain is not None:
         # a time window's cleanup timer runs on its own clock whatever the trigger
