@@ -278,6 +278,7 @@ class WindowProcessor(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("wql_key", STATE_SCHEMA)
         self.op = WindowOperator(self.layout.config)
+        self._had_state = False
         # an output helper sharing the batch host's Arrow conversions
         lay = self.layout
         self.out = _PartitionTask(
@@ -343,7 +344,9 @@ class WindowProcessor(StatefulProcessor):
     def _restore(self, k: tuple, wm: int, pt: int) -> None:
         op = self.op
         op.forget_key(k)
-        saved = self.state.get() if self.state.exists() else None
+        # get() alone (None when absent): every state call is a round trip to the JVM
+        saved = self.state.get()
+        self._had_state = saved is not None
         if saved is not None:
             blob, key_wm, key_pt = saved
             # the clocks this key last saw: a rise from there fires its due timers
@@ -398,7 +401,7 @@ class WindowProcessor(StatefulProcessor):
         event_timers, processing_timers = op.timers(k)
         if k in op.active_keys() or event_timers or processing_timers:
             self.state.update((op.snapshot_key(k), op.watermark, op.processing_time))
-        elif self.state.exists():
+        elif self._had_state:
             self.state.clear()
         op.forget_key(k)
         self._sync_timers(
