@@ -216,3 +216,38 @@ def test_cli_forcing_native_on_an_operator_query_is_a_positioned_error(tmp_path,
     assert code == 1
     err = capsys.readouterr().err
     assert "cannot run on the native engine" in err and "TRIGGER COUNT(3)" in err
+
+
+@pytest.mark.slow
+def test_pyspark_script_runs_as_its_own_process(spark, program, clicks, tmp_path):
+    """The real thing once: a fresh interpreter, its own SparkSession, Python workers.
+
+    Operator queries need Python workers that can import wql; in-process
+    tests share the fixture's session and would not notice if they could not.
+    """
+    import os
+    import subprocess
+    import sys
+
+    csv = tmp_path / "clicks.csv"
+    lines = ["user_id,url,amount,ts"]
+    for u, url, amt, ts in CLICKS:
+        stamp = "" if ts is None else at(ts).strftime("%Y-%m-%d %H:%M:%S.%f")
+        lines.append(f"{u},{url or ''},{amt},{stamp}")
+    csv.write_text("\n".join(lines) + "\n")
+    script = tmp_path / "job.py"
+    script.write_text(render_script(program, WQL, str(tmp_path / "clicks.wql")))
+    out = tmp_path / "out"
+    args = [sys.executable, str(script), "--output", str(out), "--format", "parquet"]
+    args += ["--query", "tumbling", "--query", "counted"]
+    # as a user runs it: without the PYSPARK_PYTHON the test session exported
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tumbling: 1 row(s) not windowed (null event time)" in done.stderr
+    written = spark.read.parquet(str(out / "tumbling"))
+    expected = native.build_native(program.query("tumbling"), clicks)
+    assert written.schema.simpleString() == expected.schema.simpleString()
+    assert actual_rows(written) == actual_rows(expected)
+    counted = [(r.user_id, r.c) for r in spark.read.parquet(str(out / "counted")).collect()]
+    assert counted == [("u2", 3)]

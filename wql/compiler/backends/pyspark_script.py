@@ -90,6 +90,8 @@ def render_script(
     out += ["", ""]
     out += _drops_function(program)
     out += ["", ""]
+    out += (_SESSION_RUNTIME if needs_runtime else _SESSION_NATIVE).splitlines()
+    out += ["", ""]
     out += _MAIN.splitlines()
     return "\n".join(out) + "\n"
 
@@ -208,6 +210,20 @@ def _drops_function(program: P.Program) -> list[str]:
     return lines
 
 
+_SESSION_NATIVE = '''def make_session():
+    """A SparkSession with WQL's time zone (UTC); native queries need nothing else."""
+    return (
+        SparkSession.builder.appName("wql-compiled")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )'''
+
+_SESSION_RUNTIME = '''def make_session():
+    """WQL's session: UTC, and on a local master Python workers that can import wql."""
+    from wql.spark.session import default_session
+
+    return default_session(app_name="wql-compiled")'''
+
 _MAIN = '''def report_not_windowed(name, sources):
     """Print how many rows a native query left out, and why (nothing is lost silently)."""
     for source, reason, condition in NOT_WINDOWED.get(name, []):
@@ -223,11 +239,7 @@ def main(argv=None):
     parser.add_argument("--format", default="csv", choices=["csv", "json", "parquet"])
     parser.add_argument("--query", action="append", help="run only these queries")
     args = parser.parse_args(argv)
-    spark = (
-        SparkSession.builder.appName("wql-compiled")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    spark = make_session()
     sources = read_sources(spark, args.base)
     for name in args.query or list(QUERIES):
         result = QUERIES[name](spark, sources)
