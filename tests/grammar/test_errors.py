@@ -529,21 +529,27 @@ def test_integers_at_the_64_bit_limits_parse() -> None:
         assert trigger is not None and trigger.trigger.count.value == value
 
 
-def test_interval_beyond_64_bit_milliseconds_is_a_positioned_error() -> None:
+def test_interval_beyond_sparks_interval_range_is_a_positioned_error() -> None:
     text = "SELECT a FROM t\nGROUP BY TUMBLE(ts, INTERVAL '99999999999999999999' DAY)"
     with pytest.raises(WqlSemanticError) as info:
         parse(text)
     assert (info.value.line, info.value.column) == (2, 21)
     assert info.value.message == (
         "INTERVAL '99999999999999999999' DAY is out of range "
-        "(max 9223372036854775807 ms, about 106751991167 days)"
+        "(max 9223372036854775 ms, about 106751991 days)"
     )
-    # The largest interval that fits is accepted, in any spelling.
-    biggest = "INTERVAL '9223372036854775807' MILLISECONDS"
+    # The longest interval Spark can hold (a long of microseconds) is
+    # accepted, in any spelling; one millisecond more is not.
+    biggest = "INTERVAL '9223372036854775' MILLISECONDS"
     window = parse(f"SELECT a FROM t GROUP BY TUMBLE(ts, {biggest})").statements[0].group_by.window
-    assert window.size.millis == 2**63 - 1
+    assert window.size.millis == 9223372036854775
+    shortest = "INTERVAL '-106751991 days -14454775 ms'"
+    window = parse(f"SELECT a FROM t GROUP BY TUMBLE(ts, {shortest})").statements[0].group_by.window
+    assert window.size.millis == -9223372036854775
     with pytest.raises(WqlSemanticError, match="out of range"):
-        parse("SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '9223372036854775 seconds 808 ms')")
+        parse("SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '9223372036854 seconds 776 ms')")
+    with pytest.raises(WqlSemanticError, match=r"out of range \(min -9223372036854775 ms"):
+        parse("SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '-9223372036854776' MILLISECOND)")
 
 
 def test_interval_below_millisecond_precision_is_a_positioned_error() -> None:

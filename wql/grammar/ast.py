@@ -36,11 +36,19 @@ from wql.errors import Span, WqlSemanticError
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-"""The range of integers and of interval lengths in milliseconds (Java ``long``)."""
+"""The range of integer literals (Java ``long``)."""
+
+INTERVAL_MAX_MS = INT64_MAX // 1000
+"""The longest interval, in milliseconds: Spark's day-time interval range
+(a ``long`` of microseconds, about 106751991 days). Every interval ends up in
+Spark as a duration, a TIMESTAMP offset or a window bound in microseconds,
+and in the runtime added to 64-bit millisecond timestamps; within this
+bound neither can overflow."""
 
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
+    "INTERVAL_MAX_MS",
     "Node",
     "Comment",
     "Ident",
@@ -187,10 +195,10 @@ class Interval(Node):
     ``parts`` holds each value with its unit as written (``SECONDS`` and
     ``second`` both become :attr:`TimeUnit.SECOND`); ``text`` is the exact
     source text (not compared). Whatever the spelling, the interval must be a
-    whole number of milliseconds that fits a signed 64-bit integer: WQL time
-    is integer milliseconds in a Java ``long`` (Flink's time type), so a
-    larger interval is refused here, at the literal, rather than overflowing
-    in a window computation later.
+    whole number of milliseconds (WQL time is integer milliseconds) within
+    +-:data:`INTERVAL_MAX_MS` (Spark's interval range); a longer interval is
+    refused here, at the literal, rather than overflowing later in Spark or
+    in a window computation.
     """
 
     parts: tuple[IntervalPart, ...]
@@ -204,16 +212,18 @@ class Interval(Node):
                 self.span,
                 hint="WQL time has millisecond precision",
             )
-        if not INT64_MIN <= total <= INT64_MAX:
+        if abs(total) > INTERVAL_MAX_MS:
+            days = INTERVAL_MAX_MS // TimeUnit.DAY.value
             limit = (
-                f"max {INT64_MAX} ms, about {INT64_MAX // TimeUnit.DAY.value} days"
+                f"max {INTERVAL_MAX_MS} ms, about {days} days"
                 if total > 0
-                else f"min {INT64_MIN} ms, about {INT64_MIN // TimeUnit.DAY.value + 1} days"
+                else f"min -{INTERVAL_MAX_MS} ms, about -{days} days"
             )
             raise WqlSemanticError(
                 f"{self.text or self.describe()} is out of range ({limit})",
                 self.span,
-                hint="WQL time is milliseconds in a signed 64-bit integer",
+                hint="intervals are limited to Spark's day-time interval range "
+                "(microseconds in a signed 64-bit integer)",
             )
 
     @property
