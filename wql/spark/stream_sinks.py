@@ -45,7 +45,9 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -363,7 +365,8 @@ def run_stream_command(
                     _summary(spark, path, r, sinks, args.format)
         if trigger is not None:
             _progress(f"running every {trigger}; Ctrl-C stops")
-            spark.streams.awaitAnyTermination()
+            if _wait_for_signal(spark):
+                _progress("interrupted; stopping (the checkpoints resume the run)")
             for s in all_sinks:
                 for q in s.queries:
                     if q.exception() is not None:
@@ -381,6 +384,27 @@ def run_stream_command(
             s.stop()
     _progress(f"done in {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def _wait_for_signal(spark: Any) -> bool:
+    """Block until a stream ends (True) or SIGINT/SIGTERM arrives (False).
+
+    The signals only set a flag: a KeyboardInterrupt raised inside a py4j
+    call breaks the gateway connection, and then the queries cannot be stopped
+    cleanly. Waiting in 1 s slices lets the loop see the flag.
+    """
+    stop = threading.Event()
+    handlers = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handlers[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            if spark.streams.awaitAnyTermination(1):
+                return False
+        return True
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def _summary(spark: Any, file: str, r: Any, sinks: StreamSinks, fmt: str) -> None:
