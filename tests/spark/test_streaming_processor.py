@@ -89,6 +89,7 @@ class Driver:
                 lates,
                 arrow,
                 time_mode(op),
+                True,
             )
         )
         self.delay = spark_watermark_delay_ms(self.query)
@@ -166,8 +167,8 @@ class Driver:
                     self.results.append(
                         (
                             rec["__wql_k0"],
-                            int(rec["__wql_ws"]) - BASE,
-                            int(rec["__wql_we"]) - BASE,
+                            _rel(rec["__wql_ws"]),
+                            _rel(rec["__wql_we"]),
                             int(rec["__wql_pane"]),
                             rec["__wql_timing"],
                             _num(rec["__wql_a0"]),
@@ -181,13 +182,18 @@ class Driver:
                     self.dropped.update(json.loads(rec["__wql_counters"])["dropped"])
 
 
+def _rel(x):
+    """A window bound relative to BASE (None for count and global windows)."""
+    return None if x is None or x != x else int(x) - BASE
+
+
 def _num(x):
     return None if x is None or x != x else float(x)
 
 
 def _emitted(op: WindowOperator, results: list, late: list) -> None:
     for r in op.drain():
-        results.append((r[0][0], r[1] - BASE, r[2] - BASE, r[4], r[5], _num(r[7])))
+        results.append((r[0][0], _rel(r[1]), _rel(r[2]), r[4], r[5], _num(r[7])))
     for _key, ts, values in op.drain_late():
         late.append((values[0], values[1], ts - BASE))
 
@@ -485,3 +491,18 @@ def test_processing_time_windows_fire_on_the_micro_batch_clock():
     d.batch([], BASE + 20000)
     assert sorted((r[0], r[1], r[5]) for r in d.results)[1] == ("a", 10000, 1.0)
     assert not d.state
+
+
+def test_rows_carry_event_time_in_a_count_window_too():
+    """GLOBAL() + COUNT(3) + EVICT TIME(1 s): no timers (time mode None), but the rows
+    keep their event time, so the TIME evictor works as in batch replay."""
+    text = _source() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+        "TRIGGER COUNT(3) EVICT TIME(INTERVAL '1' SECOND)"
+    )
+    d = Driver(text)
+    assert d.proc.layout.mode == "None"
+    d.batch([("a", 1, 5500), ("a", 1, 0), ("a", 1, 5000)])
+    assert [(r[0], r[1], r[5]) for r in d.results] == [("a", None, 2.0)]
+    results, _ = reference_batch(text, [("a", 1, 0), ("a", 1, 5000), ("a", 1, 5500)])
+    assert Counter(d.results) == results

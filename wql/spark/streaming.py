@@ -201,6 +201,7 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
             late_types=late_types,
             out_schema=arrow_schema,
             mode=mode,
+            has_event_time=et is not None,
         )
     )
     tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
@@ -257,6 +258,9 @@ class _Layout:
     late_types: tuple[WqlType, ...]
     out_schema: pa.Schema
     mode: str
+    #: the source has event time: rows carry it (ordering, TIME evictor,
+    #: FIRST/LAST_VALUE) whatever the time mode, as in batch replay
+    has_event_time: bool
 
 
 class WindowProcessor(StatefulProcessor):
@@ -289,7 +293,7 @@ class WindowProcessor(StatefulProcessor):
             key_types=lay.key_types,
             late_index=(),
             late_types=lay.late_types,
-            has_event_time=lay.mode == "EventTime",
+            has_event_time=lay.has_event_time,
             processing=lay.mode == "ProcessingTime",
             wall_clock=False,
             final_watermark=MIN_TIME,
@@ -369,7 +373,7 @@ class WindowProcessor(StatefulProcessor):
         n = batch.num_rows
         first_value = lay.n_keys
         ts_index = lay.n_keys + lay.n_values
-        if lay.mode == "EventTime":
+        if lay.has_event_time:
             ts_arr = batch.column(ts_index)
             valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
             ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
