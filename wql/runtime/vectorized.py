@@ -409,7 +409,7 @@ def _prepare(op: WindowOperator, batch: RowBatch) -> _Prepared | None:
         return None
     if any(spec.kind not in _SUPPORTED_AGGS for spec in cfg.aggregates):
         return None
-    for size in _assigner_lengths(assigner):
+    for size in [*_assigner_lengths(assigner), cfg.allowed_lateness]:
         if size >= _TIME_LIMIT:
             return None
     wm = _int64(batch.watermark_before)
