@@ -63,18 +63,14 @@ def render_script(
             "# the WQL text the operator queries are compiled from, and the engine request",
             f"WQL_TEXT = {text!r}",
             f"WQL_ENGINE = {engine!r}",
-            "_WQL_RESULTS = {}",
             "",
             "",
-            "def wql_results(spark, sources):",
-            f'{INDENT}"""Every query run once by the WQL runtime (operator queries eagerly)."""',
+            "def run_with_wql(spark, sources, name):",
+            f'{INDENT}"""Run one query with the WQL runtime (the operator engine)."""',
             f"{INDENT}import wql  # the WQL runtime: pip install wql",
             "",
-            f"{INDENT}key = tuple(sorted((name, id(df)) for name, df in sources.items()))",
-            f"{INDENT}if key not in _WQL_RESULTS:",
-            f"{INDENT * 2}compiled = wql.compile(WQL_TEXT, WQL_ENGINE, base_dir=BASE_DIR)",
-            f"{INDENT * 2}_WQL_RESULTS[key] = compiled.apply(spark, **sources)",
-            f"{INDENT}return _WQL_RESULTS[key]",
+            f"{INDENT}compiled = wql.compile(WQL_TEXT, WQL_ENGINE, base_dir=BASE_DIR)",
+            f"{INDENT}return compiled.only(name).apply(spark, **sources)[name]",
         ]
     out += ["", ""]
     out += _sources_function(program)
@@ -147,7 +143,7 @@ def _query_function(q: P.Query) -> list[str]:
     doc = f"{q.name}: {engine} engine" + (f" ({why})" if why else "")
     lines.append(f"{INDENT}{_docstring(doc)}")
     if engine == "operator":
-        lines.append(f"{INDENT}return wql_results(spark, sources)[{q.name!r}]")
+        lines.append(f"{INDENT}return run_with_wql(spark, sources, {q.name!r})")
         return lines
     program = native.lower(q)
     lines.append(f"{INDENT}df = sources[{q.source.name!r}]")
