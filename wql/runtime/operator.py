@@ -32,6 +32,7 @@ Calls (time is int ms; the watermark and processing time start at MIN_TIME):
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from heapq import heappush
 from operator import itemgetter
 from typing import Any
 
@@ -179,6 +180,14 @@ class WindowOperator:
         self._inline_event_trigger = type(self._trigger) is EventTimeTrigger and self._event_time
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
+        if (
+            type(assigner) is SessionWindows
+            and self._inline_event_trigger
+            and self._evictor is None
+        ):
+            # Static event-time sessions with the default trigger: a dedicated
+            # per-row method (same behaviour, see _session_element).
+            self.process_element = self._session_element  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ input
 
@@ -387,6 +396,107 @@ class WindowOperator:
                 continue  # the cleanup timer is the trigger's timer, registered above
             self._register_cleanup_timer(key, actual)
         return accepted
+
+    def _session_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
+        """``process_element`` for static event-time sessions, default trigger, no evictor.
+
+        The same steps as ``process_element`` -> ``_process_merging`` ->
+        ``MergingWindowSet.add_window`` (eager shortcut) -> ``_on_merge`` ->
+        ``TimerService`` register/delete, inlined for the common cases (the
+        row opens a session alone, falls inside one, or extends exactly one):
+        the same state changes and timer registrations in the same order.
+        A row bridging several sessions takes the general ``add_window``.
+        """
+        self.counters.rows_in += 1
+        seq = self._seq
+        self._seq = seq + 1
+        if timestamp is None:
+            self._drop(DROP_MISSING_TIMESTAMP)
+            return
+        start = timestamp
+        end = timestamp + self._session_gap
+        ks = self._keys.get(key)
+        if ks is None:
+            ks = self._new_key_state(key)
+        mapping = ks.merging.mapping  # type: ignore[union-attr]
+        wm = self.watermark
+        lateness = self._lateness
+        service = self._timers
+        queue = service.event
+        by_key = queue.by_key
+        hit: Any = None
+        hits = 0
+        for w in mapping:
+            if w[0] <= end and w[1] >= start:
+                hit = w
+                hits += 1
+        if hits == 0:
+            actual = make_window((start, end))
+            mapping[actual] = actual
+        elif hits == 1:
+            if hit[0] <= start and hit[1] >= end:
+                actual = hit  # inside one session, unchanged: no merge callback
+            else:
+                # One session extended: add_window's one-hit shortcut, then
+                # _on_merge with EventTimeTrigger.on_merge/clear inlined
+                # (register the cover's timer, delete the absorbed window's).
+                actual = make_window((min(hit[0], start), max(hit[1], end)))
+                mapping[actual] = mapping.pop(hit)
+                max_ts = actual[1] - 1
+                if max_ts > wm:
+                    kt = by_key.get(key)
+                    if kt is None:
+                        kt = by_key[key] = {}
+                    if (actual, max_ts) not in kt:
+                        n = service.seq
+                        kt[(actual, max_ts)] = n
+                        heappush(queue.heap, (max_ts, n, key, actual))
+                        queue.live += 1
+                        service.seq = n + 1
+                m_max = hit[1] - 1
+                kt = by_key.get(key)
+                if kt is not None and kt.pop((hit, m_max), None) is not None:
+                    queue.live -= 1
+                    if not kt:
+                        del by_key[key]
+                    heap = queue.heap
+                    if len(heap) > 1024 and len(heap) > 4 * queue.live:
+                        queue._compact()
+                if lateness and m_max + lateness < MAX_TIME:
+                    queue.delete(key, hit, m_max + lateness)
+        else:
+            self._merge_key, self._merge_ks = key, ks
+            actual = ks.merging.add_window(make_window((start, end)), self._on_merge)  # type: ignore[union-attr]
+        max_ts = actual[1] - 1
+        if min(max_ts + lateness, MAX_TIME) <= wm:
+            # A late merge result: retired and skipped (the row is not accepted).
+            ks.merging.retire_window(actual)  # type: ignore[union-attr]
+            self._not_accepted(key, ks, timestamp, values)
+            return
+        sw = mapping[actual]
+        contents = ks.contents
+        acc = contents.get(sw)
+        if acc is None:
+            acc = contents[sw] = self._agg_create()
+        self._agg_add(acc, timestamp, seq, values)
+        if max_ts > wm:
+            # EventTimeTrigger.on_element: CONTINUE after registering the
+            # max_ts timer (at lateness 0 it is also the cleanup timer).
+            kt = by_key.get(key)
+            if kt is None:
+                kt = by_key[key] = {}
+            if (actual, max_ts) not in kt:
+                n = service.seq
+                kt[(actual, max_ts)] = n
+                heappush(queue.heap, (max_ts, n, key, actual))
+                queue.live += 1
+                service.seq = n + 1
+            if not lateness:
+                return
+        else:
+            # Late but within allowed lateness: FIRE on this row.
+            self._emit(key, ks, actual, sw, acc, self._timing_now(actual))
+        self._register_cleanup_timer(key, actual)
 
     def _on_merge(
         self,
