@@ -166,6 +166,30 @@ def test_pyspark_script_main_reads_declared_sources_and_writes(spark, program, t
     assert "tumbling: 1 row(s) not windowed (null event time)" in capsys.readouterr().err
 
 
+def test_pyspark_script_matches_csv_columns_by_header_name(spark, program, tmp_path):
+    # the file's columns come in another order than the CREATE SOURCE declares them
+    csv = tmp_path / "clicks.csv"
+    lines = ["ts,amount,url,user_id"]
+    for u, url, amt, ts in CLICKS:
+        if ts is None:
+            continue
+        lines.append(f"{at(ts).strftime('%Y-%m-%d %H:%M:%S.%f')},{amt},{url or ''},{u}")
+    csv.write_text("\n".join(lines) + "\n")
+    module = _load_script(render_script(program, WQL, str(tmp_path / "clicks.wql")))
+    out = tmp_path / "out"
+    assert module.main(["--output", str(out), "--query", "tumbling"]) == 0
+    written = spark.read.option("header", "true").csv(str(out / "tumbling"))
+    rows = sorted((r.user_id, r.c) for r in written.collect())
+    assert rows == [("u1", "1"), ("u1", "1"), ("u1", "3"), ("u2", "3"), ("u3", "1")]
+
+
+def test_pyspark_script_names_a_header_column_that_is_missing(spark, program, tmp_path):
+    (tmp_path / "clicks.csv").write_text("user_id,url,ts\nu1,/a,2024-01-01 00:00:00\n")
+    module = _load_script(render_script(program, WQL, str(tmp_path / "clicks.wql")))
+    with pytest.raises(SystemExit, match="has no column amount"):
+        module.main(["--output", str(tmp_path / "out"), "--query", "tumbling"])
+
+
 def test_function_names_are_python_identifiers():
     assert function_name("per_user") == "per_user"
     assert function_name("class") == "query_class"

@@ -114,6 +114,9 @@ def _sources_function(program: P.Program) -> list[str]:
         f'{INDENT}"""The declared sources as DataFrames, read with their WITH options."""',
         f"{INDENT}sources = {{}}",
     ]
+    header_csv = [s for s in program.sources if _is_header_csv(s)]
+    if header_csv:
+        lines = _READ_CSV_BY_HEADER.splitlines() + ["", ""] + lines
     for s in program.sources:
         if s.path is None:
             lines.append(
@@ -123,6 +126,15 @@ def _sources_function(program: P.Program) -> list[str]:
         fmt = s.format or os.path.splitext(s.path)[1].lstrip(".").lower() or "csv"
         schema = ", ".join(f"`{c.name}` {to_spark(c.type).simpleString()}" for c in s.columns)
         options = dict(s.reader_options)
+        if _is_header_csv(s):
+            declared = {c.name: to_spark(c.type).simpleString() for c in s.columns}
+            lines += [
+                f"{INDENT}path = os.path.join(base_dir, {s.path!r})",
+                f"{INDENT}sources[{s.name!r}] = read_csv_by_header(",
+                f"{INDENT * 2}spark, {s.name!r}, path, {options!r}, {declared!r}",
+                f"{INDENT})",
+            ]
+            continue
         lines += [
             f"{INDENT}path = os.path.join(base_dir, {s.path!r})",
             f"{INDENT}sources[{s.name!r}] = (",
@@ -134,6 +146,26 @@ def _sources_function(program: P.Program) -> list[str]:
         ]
     lines.append(f"{INDENT}return sources")
     return lines
+
+
+def _is_header_csv(s: P.SourceDecl) -> bool:
+    fmt = s.format or os.path.splitext(s.path or "")[1].lstrip(".").lower() or "csv"
+    return fmt == "csv" and dict(s.reader_options).get("header", "false").lower() == "true"
+
+
+# A CSV with a header is matched to the declaration by column name, not by
+# position (as wql.spark.sources does), so a file whose columns come in
+# another order than the CREATE SOURCE still reads right.
+_READ_CSV_BY_HEADER = '''def read_csv_by_header(spark, name, path, options, declared):
+    """Read a headed CSV with the declared types, matching columns by header name."""
+    header = spark.read.options(**{**options, "inferSchema": "false"}).csv(path).columns
+    present = {h.lower() for h in header}
+    missing = [c for c in declared if c.lower() not in present]
+    if missing:
+        sys.exit(f"source {name!r}: the CSV header of {path!r} has no column {', '.join(missing)}")
+    types = {c.lower(): t for c, t in declared.items()}
+    schema = ", ".join(f"`{h}` {types.get(h.lower(), 'string')}" for h in header)
+    return spark.read.options(**options).schema(schema).csv(path)'''
 
 
 def _query_function(q: P.Query) -> list[str]:
