@@ -133,6 +133,33 @@ def test_early_late_window_first_seen_after_watermark():
     assert timing(h.run("WM 2000, k@10")) == [(1, 0, "LATE")]
 
 
+def test_early_late_window_first_seen_late_fires_every_row_whatever_late_says():
+    # Flink's AfterEndOfWindowEarlyAndLate: on_time_fired is only set by the on-time
+    # timer, so a window whose first row is already late fires on every row.
+    cfg = OperatorConfig(
+        TumblingWindows(1000),
+        COUNT,
+        EarlyLateTrigger(CountTrigger(5), CountTrigger(3)),
+        allowed_lateness=5000,
+    )
+    h = Harness(cfg)
+    assert timing(h.run("WM 2000, k@10")) == [(1, 0, "LATE")]
+    assert timing(h.run("k@11")) == [(2, 1, "LATE")]
+
+
+def test_early_late_late_merge_fires_late_then_on_time_as_flink():
+    # Flink registers the merged window's on-time timer even when the watermark has
+    # passed it (no FLINK-9201 fix in the table-runtime triggers): the late row fires
+    # LATE at once and the timer fires ON_TIME at the next watermark rise.
+    cfg = OperatorConfig(
+        SessionWindows(3000), COUNT, EarlyLateTrigger(CountTrigger(10)), allowed_lateness=10_000
+    )
+    h = Harness(cfg)
+    assert timing(h.run("k@1000, WM 4000")) == [(1, 0, "ON_TIME")]
+    assert timing(h.run("WM 5000, k@1500")) == [(2, 1, "LATE")]
+    assert timing(h.run("WM 5001")) == [(2, 2, "ON_TIME")]
+
+
 def test_every_fires_once_per_boundary_on_a_jump():
     cfg = OperatorConfig(TumblingWindows(10_000), SUM, ContinuousEventTimeTrigger(2000))
     h = Harness(cfg)

@@ -604,83 +604,84 @@ class EveryElementTrigger(Trigger):
 
 @dataclass(frozen=True)
 class EarlyLateTrigger(Trigger):
-    """WATERMARK WITH EARLY <e> [LATE <l>] (Flink table-runtime ``AfterEndOfWindowEarlyAndLate``).
+    """WATERMARK WITH EARLY <e> [LATE <l>]: Flink table-runtime's ``EventTimeTriggers``.
 
-    Before the on-time firing, rows and timers go to ``early`` and a timer at
-    the window's max timestamp is kept; that timer fires ON_TIME and flips the
-    state ``on_time_fired``. After it, rows and timers go to ``late`` — when
-    no LATE trigger is given, every late row (within allowed lateness) fires,
-    as the plain WATERMARK trigger and Flink SQL's late-fire default do. A
-    window whose first row arrives after the watermark passed it (possible
-    with allowed lateness) is in the late phase at once.
+    Without a LATE trigger this is ``AfterEndOfWindowNoLate(e)``: a row for a
+    window the watermark has passed fires (every late row within the allowed
+    lateness fires); otherwise the row registers the on-time timer at the
+    window's max timestamp and ``e`` decides. That timer fires ON_TIME; every
+    other timer goes to ``e`` (also after the on-time firing).
 
-    On merge both children merge; the merged window is in the early phase
-    with a timer at its max timestamp when that is still ahead of the
-    watermark, otherwise in the late phase (no second on-time firing; the
-    same reasoning as FLINK-9201 for the plain event-time trigger).
+    With a LATE trigger it is ``AfterEndOfWindowEarlyAndLate(e, l)``: the
+    state ``on_time_fired`` is set by the on-time timer; after it rows and
+    timers go to ``l``. Before it, a row for a window the watermark has passed
+    fires (so a window first seen late fires on every row, whatever ``l``
+    says, exactly as Flink), else it registers the on-time timer and ``e``
+    decides.
+
+    On merge both children merge and the on-time timer is registered at the
+    merged window's max timestamp even when the watermark has passed it
+    (Flink does not carry the FLINK-9201 fix into these triggers; with
+    EARLY/LATE, ``on_time_fired`` is reset too), so a late merge can give a
+    LATE firing for the row and then an ON_TIME firing on the next watermark
+    rise, as in Flink.
     """
 
     early: Trigger | None
     late: Trigger | None = None
 
-    def _late(self) -> Trigger:
-        return self.late if self.late is not None else _EVERY_ELEMENT
-
     def on_element(self, timestamp, values, window, ctx):
-        if ctx.get_state("on_time_fired"):
-            return self._late().on_element(timestamp, values, window, ctx.child(1))
+        if self.late is not None and ctx.get_state("on_time_fired"):
+            return self.late.on_element(timestamp, values, window, ctx.child(1))
         max_ts = window.max_timestamp
         if max_ts <= ctx.watermark:
-            ctx.set_state("on_time_fired", True)
-            return self._late().on_element(timestamp, values, window, ctx.child(1))
+            return FIRE
         ctx.register_event_time_timer(max_ts)
         if self.early is None:
             return CONTINUE
         return self.early.on_element(timestamp, values, window, ctx.child(0))
 
     def on_event_time(self, time, window, ctx):
-        if ctx.get_state("on_time_fired"):
-            return self._late().on_event_time(time, window, ctx.child(1))
+        if self.late is not None and ctx.get_state("on_time_fired"):
+            return self.late.on_event_time(time, window, ctx.child(1))
         if time == window.max_timestamp:
-            ctx.set_state("on_time_fired", True)
+            if self.late is not None:
+                ctx.set_state("on_time_fired", True)
             return FIRE
         if self.early is None:
             return CONTINUE
         return self.early.on_event_time(time, window, ctx.child(0))
 
     def on_processing_time(self, time, window, ctx):
-        if ctx.get_state("on_time_fired"):
-            return self._late().on_processing_time(time, window, ctx.child(1))
+        if self.late is not None and ctx.get_state("on_time_fired"):
+            return self.late.on_processing_time(time, window, ctx.child(1))
         if self.early is None:
             return CONTINUE
         return self.early.on_processing_time(time, window, ctx.child(0))
 
     def can_merge(self) -> bool:
-        return (self.early is None or self.early.can_merge()) and self._late().can_merge()
+        return (self.early is None or self.early.can_merge()) and (
+            self.late is None or self.late.can_merge()
+        )
 
     def on_merge(self, window, ctx) -> None:
         if self.early is not None:
             self.early.on_merge(window, ctx.child(0))
-        self._late().on_merge(window, ctx.child(1))
-        max_ts = window.max_timestamp
-        if max_ts > ctx.watermark:
+        if self.late is not None:
+            self.late.on_merge(window, ctx.child(1))
             ctx.clear_state("on_time_fired")
-            ctx.register_event_time_timer(max_ts)
-        else:
-            ctx.set_state("on_time_fired", True)
+        ctx.register_event_time_timer(window.max_timestamp)
 
     def clear(self, window, ctx) -> None:
         if self.early is not None:
             self.early.clear(window, ctx.child(0))
-        self._late().clear(window, ctx.child(1))
+        if self.late is not None:
+            self.late.clear(window, ctx.child(1))
         ctx.delete_event_time_timer(window.max_timestamp)
         ctx.clear_state("on_time_fired")
 
     def state_names(self) -> tuple[str, ...]:
         return ("on_time_fired",)
-
-
-_EVERY_ELEMENT = EveryElementTrigger()
 
 
 def walk(trigger: Trigger) -> list[Trigger]:
