@@ -440,7 +440,8 @@ class WindowOperator:
                 # One session extended: add_window's one-hit shortcut, then
                 # _on_merge with EventTimeTrigger.on_merge/clear inlined
                 # (register the cover's timer, delete the absorbed window's).
-                actual = make_window((min(hit[0], start), max(hit[1], end)))
+                h0, h1 = hit
+                actual = make_window((h0 if h0 < start else start, h1 if h1 > end else end))
                 mapping[actual] = mapping.pop(hit)
                 max_ts = actual[1] - 1
                 if max_ts > wm:
@@ -453,7 +454,7 @@ class WindowOperator:
                         heappush(queue.heap, (max_ts, n, key, actual))
                         queue.live += 1
                         service.seq = n + 1
-                m_max = hit[1] - 1
+                m_max = h1 - 1
                 kt = by_key.get(key)
                 if kt is not None and kt.pop((hit, m_max), None) is not None:
                     queue.live -= 1
@@ -468,7 +469,8 @@ class WindowOperator:
             self._merge_key, self._merge_ks = key, ks
             actual = ks.merging.add_window(make_window((start, end)), self._on_merge)  # type: ignore[union-attr]
         max_ts = actual[1] - 1
-        if min(max_ts + lateness, MAX_TIME) <= wm:
+        # isWindowLate: cleanup time (capped at MAX_TIME) <= watermark.
+        if max_ts + lateness <= wm or wm == MAX_TIME:
             # A late merge result: retired and skipped (the row is not accepted).
             ks.merging.retire_window(actual)  # type: ignore[union-attr]
             self._not_accepted(key, ks, timestamp, values)
