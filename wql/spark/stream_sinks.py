@@ -358,7 +358,10 @@ def run_stream_command(
                 f"{path}: streaming {len(results.queries)} quer"
                 f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
             )
-            sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
+            try:
+                sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
+            except WqlError as e:
+                raise e.with_source(c.text, c.filename) from None
             all_sinks.append(sinks)
             if trigger is None:
                 for r in results.queries:
