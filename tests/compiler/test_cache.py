@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from wql.compiler import compile_source
-from wql.compiler.expressions import _parse_cached, clear_caches, column_node, to_sql
+from wql.compiler.expressions import _Memo, _parse_cached, clear_caches, column_node, to_sql
 from wql.errors import WqlError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,3 +153,19 @@ def test_a_bare_name_parses_exactly_as_sqlglot_parses_it(name: str):
 def test_a_column_prints_exactly_as_sqlglot_prints_it(name: str, quoted: bool):
     for node in (column_node(name), exp.column(name, quoted=quoted)):
         assert to_sql(node) == node.sql(dialect="spark")
+
+
+def test_memo_is_bounded_and_drops_the_oldest_entry_first():
+    memo = _Memo(2)
+    for key in "abc":
+        memo.put(key, (key,))
+    assert memo.get("a") is None and memo.get("b") == ("b",) and memo.get("c") == ("c",)
+
+
+def test_concurrent_compiles_agree_with_cold_ones():
+    texts = [p.read_text(encoding="utf-8") for p in FILES]
+    expected = [cold(t) for t in texts]
+    clear_caches()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda t: dump(compile_source(t, "f.wql")), texts * 3))
+    assert got == expected * 3

@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
@@ -685,17 +686,22 @@ class _Memo:
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         self.entries: dict[object, tuple] = {}
+        # Compiles may run in several threads (embedded use): eviction
+        # iterates the dict, which must not change meanwhile.
+        self._lock = threading.Lock()
 
     def get(self, key: object) -> tuple | None:
         return self.entries.get(key)
 
     def put(self, key: object, value: tuple) -> None:
-        if len(self.entries) >= self.maxsize:
-            self.entries.pop(next(iter(self.entries)), None)
-        self.entries[key] = value
+        with self._lock:
+            if len(self.entries) >= self.maxsize:
+                self.entries.pop(next(iter(self.entries)), None)
+            self.entries[key] = value
 
     def clear(self) -> None:
-        self.entries.clear()
+        with self._lock:
+            self.entries.clear()
 
 
 _SCALAR_BINDINGS = _Memo(4096)
