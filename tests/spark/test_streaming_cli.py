@@ -80,3 +80,33 @@ def test_a_streaming_source_must_be_a_folder(tmp_path):
     ).source("s")
     with pytest.raises(WqlSemanticError, match="no such folder"):
         read_stream_source(None, missing, None)
+
+
+NATIVE_SUM = (
+    "SELECT k, window_start, COUNT(*) AS n, SUM(v) AS total FROM s "
+    "GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)"
+)
+
+
+def _stream(spark, tmp_path):
+    (tmp_path / "in").mkdir(exist_ok=True)
+    return spark.readStream.schema("k STRING, v DOUBLE, ts TIMESTAMP").json(str(tmp_path / "in"))
+
+
+def test_a_native_double_sum_streams_on_the_operator_engine(spark, tmp_path):
+    """Native folds DOUBLE sums in replay order (not possible on a stream): auto runs
+    the query on the operator engine, which gives the same result; forced native is a
+    positioned error. A query without such a sum stays native."""
+    import wql
+
+    text = SOURCE.format(path=tmp_path / "in") + NATIVE_SUM
+    assert wql.compile(text).engine == {"query_1": "native"}
+    r = wql.compile(text).apply(spark, s=_stream(spark, tmp_path)).query("query_1")
+    assert r.engine == "operator" and r.df.isStreaming
+    assert r.df.columns == ["k", "window_start", "n", "total"]
+    with pytest.raises(WqlUnsupportedError, match="floating-point SUM on a stream") as e:
+        wql.compile(text, engine="native").apply(spark, s=_stream(spark, tmp_path))
+    assert e.value.span is not None
+    counting = SOURCE.format(path=tmp_path / "in") + NATIVE_SUM.replace(", SUM(v) AS total", "")
+    r = wql.compile(counting).apply(spark, s=_stream(spark, tmp_path)).query("query_1")
+    assert r.engine == "native" and r.df.isStreaming

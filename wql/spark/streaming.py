@@ -221,10 +221,24 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
 def stream_query(query: P.Query, engine: str, source: DataFrame) -> Any:
     """The :class:`wql.api.QueryResult` of ``query`` over a streaming ``source`` (api hook)."""
     from wql.api import QueryResult
+    from wql.compiler.backends.native import _sequential, build_native
 
     if engine == "native":
-        from wql.compiler.backends.native import build_native
-
+        # F1's native backend folds floating-point SUM/AVG in replay order with
+        # monotonically_increasing_id(), which Spark rejects on streams; the
+        # operator engine gives the same result (that is why native was allowed)
+        folded = next((a for a in query.aggregates if _sequential(a)), None)
+        if folded is not None:
+            if query.engine is not None and query.engine.forced:
+                raise WqlUnsupportedError(
+                    f"query {query.name!r}: the native engine cannot run a floating-point "
+                    f"{folded.kind.value} on a stream (it sums in replay order, which needs "
+                    "monotonically_increasing_id(), not allowed on streaming DataFrames)",
+                    folded.span or query.span,
+                    hint="use --engine auto or operator for streams",
+                )
+            engine = "operator"
+    if engine == "native":
         return QueryResult(
             query, engine, build_native(query, source), None, source, dict(_STREAMING)
         )
