@@ -301,6 +301,21 @@ CASES = [
         "aggregate FIRST is not supported",
     ),
     (
+        "hop_windows_per_row",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, "
+        "HOP(ts, INTERVAL '1' MILLISECOND, INTERVAL '1' DAY);",
+        "INTERVAL '1' DAY",
+        "HOP puts every row into 86400000 windows (size 86400000 ms / slide 1 ms); "
+        "at most 100000 are supported",
+    ),
+    (
+        "cumulate_windows_per_row",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, "
+        "CUMULATE(ts, INTERVAL '1' MILLISECOND, INTERVAL '100001' MILLISECOND);",
+        "INTERVAL '100001'",
+        "CUMULATE puts every row into 100001 windows",
+    ),
+    (
         "key_named_like_window_column",
         "SELECT COUNT(*) FROM w GROUP BY window_start, GLOBAL() TRIGGER COUNT(1);",
         "window_start",
@@ -553,6 +568,20 @@ def test_out_of_range_number_is_a_positioned_semantic_error(query: str, needle: 
     assert (err.line, err.column) == (3, col(query, needle))
     assert err.filename == "t.wql"
     assert err.span is not None and err.span.end - err.span.start >= len(needle)
+
+
+def test_windows_per_row_limit_is_inclusive():
+    for window in (
+        "HOP(ts, INTERVAL '1' MILLISECOND, INTERVAL '100000' MILLISECOND)",
+        "HOP(ts, INTERVAL '3' MILLISECOND, INTERVAL '300000' MILLISECOND)",
+        "CUMULATE(ts, INTERVAL '1' MILLISECOND, INTERVAL '100000' MILLISECOND)",
+    ):
+        compile_source(HEADER + f"SELECT k, COUNT(*) FROM c GROUP BY k, {window};")
+    (err,) = errors_of(
+        "SELECT k FROM c GROUP BY k, "
+        "HOP(ts, INTERVAL '3' MILLISECOND, INTERVAL '300001' MILLISECOND);"
+    )
+    assert "into 100001 windows" in err.message
 
 
 def test_largest_values_that_fit_compile():

@@ -45,6 +45,9 @@ from wql.grammar import ast
 
 R = TypeVar("R")
 
+MAX_WINDOWS_PER_ROW = 100_000
+"""The most windows one row may belong to (HOP: size / slide, CUMULATE: size / step)."""
+
 SchemaLike = Any
 """A caller-passed schema: a Spark StructType, a DataFrame (its ``.schema``),
 a mapping ``name -> type`` or a sequence of ``(name, type)`` pairs, where a
@@ -503,6 +506,21 @@ class _Binder:
             raise self.error(f"{what} must be > 0, got {iv.describe()}", iv.span)
         return iv.millis
 
+    def _windows_per_row(
+        self, kind: str, size: int, every: int, what: str, size_node: ast.Interval
+    ) -> None:
+        # HOP assigns each row to ceil(size / slide) windows, CUMULATE to up
+        # to size / step (as Flink and Spark do, one window object each): a
+        # ratio in the millions would not fail, it would never finish.
+        count = -(-size // every)
+        if count > MAX_WINDOWS_PER_ROW:
+            raise self.error(
+                f"{kind} puts every row into {count} windows (size {size} ms / {what} "
+                f"{every} ms); at most {MAX_WINDOWS_PER_ROW} are supported",
+                size_node.span,
+                hint=f"use a larger {what} or a smaller size",
+            )
+
     def _offset(self, iv: ast.Interval | None, bound: int, what: str) -> int:
         if iv is None:
             return 0
@@ -560,6 +578,8 @@ class _Binder:
         if isinstance(w, ast.Hop):
             slide = check(self._positive, w.slide, "HOP slide")
             size = check(self._positive, w.size, "HOP size")
+            if slide and size:
+                check(self._windows_per_row, "HOP", size, slide, "slide", w.size)
             offset = check(self._offset, w.offset, slide, "slide") if slide else None
             _raise(errors)
             assert attr is not None and slide is not None and size is not None
@@ -575,6 +595,8 @@ class _Binder:
                         w.size.span,
                     )
                 )
+            elif step and size:
+                check(self._windows_per_row, "CUMULATE", size, step, "step", w.size)
             offset = check(self._offset, w.offset, size, "size") if size else None
             _raise(errors)
             assert attr is not None and step is not None and size is not None
