@@ -195,10 +195,9 @@ def test_operator_only_constructs_are_refused_with_their_clause():
 def test_refusal_carries_the_clause_span():
     from wql.errors import Span
 
-    text = "GROUP BY k, SESSION(ts, GAP v)"
-    span = Span.from_offsets(text, 12, 30)
-    gap = P.Expr("CAST(v AS BIGINT)", T.BIGINT, ("v",))
-    q = query(P.DynamicSession(EV, "ts", gap, span=span))
+    text = "GROUP BY k, TUMBLE(PROCTIME(), INTERVAL '1' SECOND)"
+    span = Span.from_offsets(text, 12, 51)
+    q = query(P.Tumble(P.TimeDomain.PROCESSING, None, 1000, span=span))
     err = _blocked(q)
     assert (err.span.line, err.span.column) == (1, 13)
     assert native.native_blockers(query(P.Tumble(EV, "ts", 1000))) == ()
@@ -215,10 +214,9 @@ def test_keyless_session_with_zero_delay_runs_natively(spark):
 
 
 def test_dynamic_gap_counts_invalid_gaps(spark):
-    # the declaration keeps dynamic gaps on the operator engine for now; the
-    # lowering itself is exact (vector 6 of flink-semantics.md) and counts
+    # the lowering is exact (vector 6 of flink-semantics.md) and counts
     # NULL and <= 0 gaps instead of letting session_window drop them
-    caps = dataclasses.replace(NATIVE, dynamic_session_gap=True)
+    caps = NATIVE
     gap = P.Expr("CASE WHEN v = 10 THEN 1000 WHEN v > 0 THEN 2000 ELSE v END", T.INT, ("v",))
     q = query(P.DynamicSession(EV, "ts", gap), aggs=((P.AggKind.SUM, "v"),))
     rows = [
@@ -338,7 +336,7 @@ _gap_row = st.tuples(
 )
 @given(rows=st.lists(_gap_row, max_size=12), keyed=st.booleans())
 def test_dynamic_gap_equals_reference_property(spark, rows, keyed):
-    caps = dataclasses.replace(NATIVE, dynamic_session_gap=True)
+    caps = NATIVE
     q = query(P.DynamicSession(EV, "ts", P.Expr("v", T.INT, ("v",))), keyed=keyed, delay_ms=100)
     got = native.run_steps(native.lower(q, caps=caps).steps, frame(spark, rows))
     assert actual_rows(got) == expected_rows(q, rows)

@@ -54,7 +54,9 @@ NATIVE = Capabilities(
     name="native",
     windows=frozenset({"TUMBLE", "HOP", "SESSION", "CUMULATE"}),
     processing_time=False,
-    dynamic_session_gap=False,
+    # exact: rows whose gap is <= 0 or NULL are filtered explicitly and counted
+    # (docs/native.md, difference 2), never dropped silently by session_window
+    dynamic_session_gap=True,
     aggregates=frozenset(
         {
             AggKind.COUNT_STAR,
@@ -78,11 +80,6 @@ NATIVE = Capabilities(
         (
             "processing_time",
             "Spark's native windows group by a column value, not by the wall clock of arrival",
-        ),
-        (
-            "dynamic_session_gap",
-            "Spark's session_window silently drops rows whose gap is <= 0 or NULL, where WQL "
-            "must count them",
         ),
         (
             "COUNT_WINDOW",
