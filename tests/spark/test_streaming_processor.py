@@ -65,7 +65,7 @@ class _Value:
         return self.d.state.get(self.d.key)
 
     def update(self, value) -> None:
-        assert isinstance(value[0], bytes) and len(value) == 3
+        assert isinstance(value[0], bytes) and len(value) == 4
         self.d.state[self.d.key] = value
 
     def clear(self) -> None:
@@ -390,6 +390,7 @@ def test_processor_equals_one_operator_with_a_watermark_per_batch(name, rows, cu
     assert Counter(d.results) == results
     assert Counter(d.late) == late
     assert not d.state or name == "hop_every"  # all windows fired and cleaned at the end
+    assert not any(d.timers.values())  # no Spark timer left behind
 
 
 @pytest.mark.parametrize("name", ["session_purging_count", "tumble_lateness", "hop_count"])

@@ -100,8 +100,10 @@ __all__ = [
 MIN_TIME = -(2**63)
 MAX_TIME = 2**63 - 1
 
-#: Per-key Spark state: the runtime's per-key snapshot and the clocks the key last saw.
-STATE_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG"
+#: Per-key Spark state: the runtime's per-key snapshot, the clocks the key last saw and
+#: the Spark timers the processor registered for it (kept here so that no call needs
+#: a listTimers() round trip to the JVM).
+STATE_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG, spark_timers ARRAY<LONG>"
 
 _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
@@ -297,6 +299,7 @@ class WindowProcessor(StatefulProcessor):
         self.state = handle.getValueState("wql_key", STATE_SCHEMA)
         self.op = WindowOperator(self.layout.config)
         self._had_state = False
+        self._spark_timers: set[int] = set()
         # an output helper sharing the batch host's Arrow conversions
         lay = self.layout
         self.out = _PartitionTask(
@@ -365,8 +368,10 @@ class WindowProcessor(StatefulProcessor):
         # get() alone (None when absent): every state call is a round trip to the JVM
         saved = self.state.get()
         self._had_state = saved is not None
+        self._spark_timers = set()
         if saved is not None:
-            blob, key_wm, key_pt = saved
+            blob, key_wm, key_pt, spark_timers = saved
+            self._spark_timers = {int(t) for t in spark_timers or ()}
             # the clocks this key last saw: a rise from there fires its due timers
             op.watermark = int(key_wm)
             op.processing_time = int(key_pt)
@@ -417,15 +422,19 @@ class WindowProcessor(StatefulProcessor):
         results = op.drain()
         late = op.drain_late()
         event_timers, processing_timers = op.timers(k)
+        if self.layout.mode == "EventTime":
+            spark_timers = self._sync_timers(event_timers, wm)
+        elif self.layout.mode == "ProcessingTime":
+            spark_timers = self._sync_timers(processing_timers, pt)
+        else:
+            spark_timers = set()
         if k in op.active_keys() or event_timers or processing_timers:
-            self.state.update((op.snapshot_key(k), op.watermark, op.processing_time))
+            self.state.update(
+                (op.snapshot_key(k), op.watermark, op.processing_time, sorted(spark_timers))
+            )
         elif self._had_state:
             self.state.clear()
         op.forget_key(k)
-        self._sync_timers(
-            event_timers if self.layout.mode == "EventTime" else processing_timers,
-            wm if self.layout.mode == "EventTime" else pt,
-        )
         if results:
             yield self.out._results_batch(results).to_pandas()
         if late:
@@ -444,24 +453,25 @@ class WindowProcessor(StatefulProcessor):
                 1,
             ).to_pandas()
 
-    def _sync_timers(self, due: list[int], now: int) -> None:
+    def _sync_timers(self, due: list[int], now: int) -> set[int]:
         """Spark timers at the distinct times the key's runtime timers become due.
 
         Spark fires a timer whose time is strictly below the batch's clock;
         a runtime timer at ``T`` is due when the clock reaches ``T``, and one
         at or below the current clock waits for the next rise: Spark time
-        ``max(T - 1, now)``. Timers at or below ``now`` are left alone (Spark
-        is firing or has fired them in this batch).
+        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
+        firing them in this batch and deletes them after), a stale one at
+        ``now`` only wakes the key once; later stale ones are deleted.
+        Returns the key's Spark timers from ``now`` on (kept in its state).
         """
-        if self.layout.mode == "None":
-            return
         wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
-        existing = set(self.handle.listTimers())
+        existing = {t for t in self._spark_timers if t >= now}
         for t in existing - wanted:
             if t > now:
                 self.handle.deleteTimer(t)
         for t in wanted - existing:
             self.handle.registerTimer(t)
+        return wanted | (existing & {now})
 
 
 def _quote(name: str) -> str:
