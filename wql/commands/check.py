@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from wql.commands import display_name, print_error, read_source
-from wql.errors import WqlError
+from wql.errors import WqlError, WqlErrors
 
 ENGINES = ("auto", "native", "operator")
 
@@ -31,17 +31,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wql.compiler import compile_source
+    from wql.compiler import check_source
 
     failed = False
     for path in args.files:
         name = display_name(path)
         try:
             text = read_source(path)
-            compile_source(text, filename=name, engine=args.engine)
+            errors = check_source(text, filename=name, engine=args.engine)
         except WqlError as err:
+            errors = [err]
+        if errors:
             failed = True
-            print_error(err)
+            print_error(errors[0] if len(errors) == 1 else WqlErrors(errors))
             continue
         print(f"{name}: ok")
     return 1 if failed else 0

@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from wql.compiler import plan
-from wql.errors import WqlError
+from wql.errors import WqlError, WqlErrors
 
-__all__ = ["compile_source", "plan"]
+__all__ = ["check_source", "compile_source", "plan"]
 
 
 def compile_source(
@@ -42,3 +43,42 @@ def compile_source(
         return bind(script, text, filename, schemas=schemas, engine=engine)
     except WqlError as e:
         raise e.with_source(text, filename) from None
+
+
+_DECLARED = re.compile(
+    r"^(?:\s+|--[^\n]*|/\*.*?\*/)*CREATE\s+SOURCE\s+(`[^`]+`|\w+)", re.IGNORECASE | re.DOTALL
+)
+
+
+def check_source(
+    text: str,
+    filename: str | None = None,
+    engine: str = "auto",
+    schemas: Mapping[str, Any] | None = None,
+) -> list[WqlError]:
+    """Every error of a WQL text, syntax and semantic, in source order; ``[]`` when it compiles.
+
+    Unlike :func:`compile_source`, a syntax error in one statement does not
+    stop the others from being bound and checked (``wql check`` reports them
+    all). A source whose declaration does not parse is not reported again as
+    unknown where a query reads it.
+    """
+    from wql.compiler.binder import bind
+    from wql.grammar.parser import parse_partial
+
+    script, errors, failed = parse_partial(text, filename)
+    broken = {m.group(1).strip("`").lower() for piece in failed if (m := _DECLARED.match(piece))}
+    try:
+        bind(script, text, filename, schemas=schemas, engine=engine)
+    except WqlErrors as e:
+        errors.extend(e.errors)
+    except WqlError as e:
+        errors.append(e)
+    kept = [err for err in errors if not _is_unknown(err, broken)]
+    for err in kept:
+        err.with_source(text, filename)
+    return sorted(kept, key=lambda err: err.span.start if err.span else -1)
+
+
+def _is_unknown(err: WqlError, broken: set[str]) -> bool:
+    return any(err.message.lower() == f"unknown source '{name}'" for name in broken)

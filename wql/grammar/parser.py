@@ -571,3 +571,38 @@ def parse(text: str, filename: str | None = None) -> ast.Script:
         if len(errors) == 1:
             raise errors[0] from None
         raise WqlErrors(errors).with_source(text, filename) from None
+
+
+def parse_partial(
+    text: str, filename: str | None = None
+) -> tuple[ast.Script, list[WqlError], list[str]]:
+    """Parse what can be parsed: the statements that parse, every syntax error,
+    and the text of each statement that did not parse.
+
+    For ``wql check``: a file with a syntax error in one statement still gets
+    its other statements bound and checked, so every error is reported at
+    once. Statements keep their offsets in ``text`` (the others are blanked,
+    not removed), so spans stay those of the whole file.
+    """
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]
+    try:
+        return _parse_whole(text), [], []
+    except WqlError:
+        pass
+    statements: list[ast.Statement] = []
+    errors: list[WqlError] = []
+    failed: list[str] = []
+    for start, end in split_statements(text):
+        if not text[start:end].strip():
+            continue
+        masked = _masked(text, start, min(end + 1, len(text)))
+        try:
+            statements.extend(_parse_whole(masked).statements)
+        except WqlError as first:
+            errors.extend(_errors_per_statement(masked) or [first])
+            failed.append(text[start:end])
+    for err in errors:
+        err.with_source(text, filename)
+    script = ast.Script(tuple(statements), (), span=Span.from_offsets(text, 0, len(text)))
+    return script, errors, failed
