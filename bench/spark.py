@@ -1,6 +1,7 @@
 """Spark benchmark: WQL on Spark vs the same query hand-written in PySpark.
 
     .venv/bin/python bench/spark.py [--rows N] [--keys K] [--repeat R] [--warmup W]
+                                    [--shuffle-partitions P]
 
 Input (seeded NumPy RNG, generated once into Parquet in a temp dir): N rows
 (default 2 000 000) over K keys (default 1 000), columns ``k BIGINT, amount
@@ -11,7 +12,9 @@ the rows are in order, so nothing is late and every scenario's WQL and
 hand-written forms compute the same windows.
 
 Scenarios, all in one run on the same local session
-(``wql.spark.session.default_session``) and the same DataFrame:
+(``wql.spark.session.default_session``; ``--shuffle-partitions`` sets
+``spark.sql.shuffle.partitions`` for every scenario, default Spark's 200)
+and the same DataFrame:
 
 a. TUMBLE 10 s, COUNT(*) + SUM(amount) per key: ``wql.compile(text)`` on the
    native engine (asserted) vs ``F.window`` + ``groupBy``/``agg`` by hand
@@ -198,11 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=1_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--shuffle-partitions", type=int, default=None)
     args = ap.parse_args(argv)
-    if args.rows < 1 or args.keys < 1 or args.repeat < 1 or args.warmup < 0:
-        ap.error("--rows, --keys and --repeat must be >= 1, --warmup >= 0")
+    if min(args.rows, args.keys, args.repeat, args.shuffle_partitions or 1) < 1 or args.warmup < 0:
+        ap.error("--rows, --keys, --repeat, --shuffle-partitions must be >= 1, --warmup >= 0")
 
-    spark = default_session(app_name="wql-bench")
+    conf = {}
+    if args.shuffle_partitions is not None:
+        conf["spark.sql.shuffle.partitions"] = str(args.shuffle_partitions)
+    spark = default_session(app_name="wql-bench", extra_conf=conf)
+    for key, value in conf.items():  # a session that already existed keeps its builder conf
+        spark.conf.set(key, value)
     with tempfile.TemporaryDirectory(prefix="wql-bench-spark-") as tmp:
         data = Path(tmp) / "events"
         generate(data, args.rows, args.keys)
