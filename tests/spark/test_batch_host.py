@@ -301,3 +301,19 @@ def test_processing_time_windows_read_the_declared_clock(spark):
     # b's window [1000, 2000) is still open at end of input: processing time does not fire then
     assert sorted(result) == [("a", ts(0), ts(1000), 0, "ON_TIME", 3.0, 2)]
     assert counters["rows_operator"] == 4
+
+
+def test_operator_partitions_follow_the_cores_unless_configured(spark):
+    from wql.spark.batch import OPERATOR_PARTITIONS_CONF, operator_partitions
+
+    cores = spark.sparkContext.defaultParallelism
+    try:
+        spark.conf.set("spark.sql.shuffle.partitions", "200")
+        assert operator_partitions(spark) == 2 * cores
+        spark.conf.set("spark.sql.shuffle.partitions", "1")
+        assert operator_partitions(spark) == 1
+        spark.conf.set(OPERATOR_PARTITIONS_CONF, "7")
+        assert operator_partitions(spark) == 7
+    finally:
+        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
