@@ -207,7 +207,62 @@ class Compiled:
             raise e.with_source(self.text, self.filename) from None
         return Results(results)
 
+    def timeline(
+        self,
+        path: str | Path,
+        spark: Any = None,
+        /,
+        *,
+        query: str | None = None,
+        keys: Any = None,
+        top: int = 3,
+        **dataframes: Any,
+    ) -> Any:
+        """Draw the windows and firings of a few keys of one query to ``path``.
+
+        ``path`` ends in ``.html``, ``.svg`` or ``.png``; ``query`` is needed
+        when the text has several; ``keys`` lists the keys to show (default:
+        the ``top`` keys with the most rows). The query runs on the operator
+        engine over batch DataFrames (passed by source name, as for
+        :meth:`apply`). Needs the ``viz`` extra (matplotlib). Returns the
+        :class:`wql.spark.timeline.Timeline` that was drawn.
+        """
+        from wql.spark.timeline import draw
+
+        if spark is None:
+            spark = _session()
+        program = self._bound(dataframes)
+        if query is None:
+            if len(program.queries) != 1:
+                raise WqlSemanticError(
+                    f"the text has {len(program.queries)} queries; say which to draw with query=",
+                    hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                )
+            q = program.queries[0]
+        else:
+            q = self._selected_one(program, query)
+        try:
+            df = self._source_df(spark, program, q.source.name, dataframes)
+            if df.isStreaming:
+                raise WqlUnsupportedError(
+                    "a timeline replays a batch source; pass a static DataFrame"
+                )
+            if keys is not None and not isinstance(keys, list | tuple):
+                keys = [keys]
+            return draw(q, df, path, keys=keys, top=top)
+        except WqlError as e:
+            raise e.with_source(self.text, self.filename) from None
+
     # -- helpers ------------------------------------------------------------
+
+    def _selected_one(self, program: P.Program, name: str) -> P.Query:
+        known = {q.name.lower(): q for q in program.queries}
+        if name.lower() not in known:
+            raise WqlSemanticError(
+                f"no query named {name!r}",
+                hint=f"queries: {', '.join(q.name for q in program.queries)}",
+            )
+        return known[name.lower()]
 
     def _compile(self, schemas: Mapping[str, Any]) -> P.Program:
         from wql.compiler import compile_source

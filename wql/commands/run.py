@@ -65,6 +65,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a Spark configuration entry (repeatable)",
     )
+    parser.add_argument(
+        "--timeline",
+        metavar="OUT",
+        help="also draw the windows and firings of a few keys to OUT (.html, .svg or .png; "
+        "needs the viz extra)",
+    )
+    parser.add_argument(
+        "--timeline-key",
+        action="append",
+        metavar="KEY",
+        help="a key to draw (repeatable; values of a composite key separated by commas; "
+        "default: the keys with the most rows)",
+    )
+    parser.add_argument(
+        "--timeline-top", type=int, default=3, metavar="N", help="draw the N busiest keys"
+    )
+    parser.add_argument(
+        "--timeline-query", metavar="NAME", help="the query to draw (needed with several)"
+    )
     # streaming (engineer G): wql/spark/stream_sinks.py
     parser.add_argument(
         "--stream",
@@ -115,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     if len(set(stems)) != len(stems):
         raise WqlError("several files have the same name; their outputs would collide")
     show = args.show if args.show is not None else (None if args.output else 20)
+    if args.timeline:
+        _check_timeline(args, compiled)
     if getattr(args, "stream", False):  # streaming (engineer G): wql/spark/stream_sinks.py
         from wql.spark.stream_sinks import run_stream_command
 
@@ -132,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
             if args.output:
                 out_dir = _join(args.output, stem) if len(args.files) > 1 else args.output
             failed |= not _run_file(spark, path, c, out_dir, args.format, show)
+        if args.timeline and not failed:
+            _draw_timeline(spark, compiled[0], args)
     _progress(f"done in {time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
 
@@ -174,6 +197,43 @@ def _run_file(
     finally:
         results.release()
     return True
+
+
+def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
+    """Refuse a --timeline that cannot be drawn before Spark starts."""
+    from wql.spark.timeline import FORMATS
+
+    if getattr(args, "stream", False):
+        raise WqlError("--timeline replays a batch run; it cannot be used with --stream")
+    if len(compiled) != 1:
+        raise WqlError("--timeline draws one query of one file; give one file")
+    if Path(args.timeline).suffix.lower() not in FORMATS:
+        raise WqlError(f"--timeline needs a file ending in {', '.join(FORMATS)}")
+    if args.timeline_top < 1:
+        raise WqlError("--timeline-top needs a number of keys >= 1")
+    names = compiled[0].queries
+    if args.timeline_query is None and len(names) != 1:
+        raise WqlError(
+            f"the file has {len(names)} queries; choose one with --timeline-query "
+            f"({', '.join(names)})"
+        )
+
+
+def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace) -> None:
+    keys = None
+    if args.timeline_key:
+        keys = [tuple(k.split(",")) if "," in k else k for k in args.timeline_key]
+    _progress(f"drawing the timeline -> {args.timeline}")
+    try:
+        timeline = compiled.timeline(
+            args.timeline, spark, query=args.timeline_query, keys=keys, top=args.timeline_top
+        )
+    except WqlError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
+        raise WqlError(f"Spark failed while drawing the timeline: {_first_line(e)}") from None
+    drawn = ", ".join(f"{k.label} ({len(k.firings)} firings)" for k in timeline.keys)
+    _progress(f"timeline of {timeline.query}: {drawn}")
 
 
 def _join(base: str, name: str) -> str:

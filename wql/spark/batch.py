@@ -125,6 +125,17 @@ def run_operator(
     (whose output is cached); the returned DataFrames read that cache.
     """
     op = operator_plan or build_operator(query)
+    spec = replay_spec(query, op)
+    replayed = R.replay(source, spec, strategy=replay_strategy)
+    try:
+        return _run(query, op, spec, replayed)
+    except BaseException:
+        replayed.release()
+        raise
+
+
+def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
+    """How ``query``'s source is replayed for the operator ``op`` (clocks and order)."""
     et = query.source.event_time
     spec = R.ReplaySpec(
         event_time=et.column if et else None,
@@ -140,12 +151,7 @@ def run_operator(
             query.trigger.span if query.trigger is not None else query.span,
             hint="declare WITH (processing_time = '<column>') on the source",
         )
-    replayed = R.replay(source, spec, strategy=replay_strategy)
-    try:
-        return _run(query, op, spec, replayed)
-    except BaseException:
-        replayed.release()
-        raise
+    return spec
 
 
 OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
@@ -168,8 +174,12 @@ def operator_partitions(spark: Any) -> int:
     return max(1, min(R.shuffle_partitions(spark), 2 * cores))
 
 
-def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Replay) -> OperatorRun:
-    spark = replayed.df.sparkSession
+def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFrame, list[str]]:
+    """The rows the operators see, and the names of their key columns.
+
+    ``WHERE`` applied; keys as ``__wql_k<i>``, the operator's input values as
+    ``__wql_v<i>``, and the replay columns (position, event time, clocks).
+    """
     df = replayed.df
     if query.filter is not None:
         df = df.where(F.expr(query.filter.sql))
@@ -183,18 +193,24 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         R.WM,
         R.PT,
     )
+    return staged, key_cols
+
+
+def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Replay) -> OperatorRun:
+    spark = replayed.df.sparkSession
+    staged, key_cols = stage(query, op, replayed)
     partitions = operator_partitions(spark)
     staged = (
         staged.repartition(partitions, *key_cols) if key_cols else staged.repartition(1)
     ).sortWithinPartitions(R.SEQ)
 
-    clock = _final_clocks(replayed, spec)
-    clock_events = _clock_events(replayed) if op.mixes_time_domains else None
+    clock = final_clocks(replayed, spec)
+    clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
     out_schema, arrow_schema, agg_types, late_types = _output_schema(query, op)
     task = _PartitionTask(
         config=op.config,
         n_keys=len(key_cols),
-        n_values=len(value_cols),
+        n_values=len(op.values),
         agg_types=agg_types,
         key_types=tuple(k.type for k in op.keys),
         late_index=tuple(i for _, i in op.late_columns),
@@ -234,7 +250,7 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
 # --------------------------------------------------------------------------- clocks
 
 
-def _final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
+def final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
     """The watermark and processing time after the last replayed row (global)."""
     max_ts = replayed.max_ts
     wm = R.MIN_TIME if max_ts is None else max(R.MIN_TIME, max_ts - spec.delay_ms - 1)
@@ -242,7 +258,7 @@ def _final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
     return wm, pt
 
 
-def _clock_events(replayed: R.Replay) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def global_clock_events(replayed: R.Replay) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The global clock sequence: ``(seq, watermark_before, processing_time)`` at each change."""
     rows = replayed.df.select(R.SEQ, R.WM, R.PT).orderBy(R.SEQ).toArrow()
     seq = rows.column(R.SEQ).to_numpy()
@@ -282,7 +298,7 @@ class _PartitionTask:
         from wql.runtime.operator import WindowOperator
 
         op = WindowOperator(self.config)
-        events = _EventCursor(self.clock_events) if self.clock_events is not None else None
+        events = ClockCursor(self.clock_events) if self.clock_events is not None else None
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -367,7 +383,7 @@ class _PartitionTask:
         return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
 
 
-class _EventCursor:
+class ClockCursor:
     """Walks the global clock sequence, replaying the changes made by other keys' rows."""
 
     def __init__(self, events: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
