@@ -1,4 +1,4 @@
-"""Measure batch replay and the operator host (``python tests/spark/bench_replay.py [ROWS]``).
+"""Measure batch replay and the operator host (``python bench/replay.py [ROWS]``).
 
 Not a test. Prints wall-clock seconds on generated data (1 000 keys,
 shuffled event times, 5 s watermark delay):
