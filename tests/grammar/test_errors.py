@@ -12,7 +12,7 @@ from wql.grammar.parser import parse
 CASES = [
     ("SELECT", 1, 7, "unexpected end of input", ("an expression",)),
     ("SELECT a", 1, 9, "unexpected end of input", ("','", "AS", "FROM", "an identifier")),
-    ("SELECT a FROM", 1, 14, "unexpected end of input", ("an identifier",)),
+    ("SELECT a FROM", 1, 14, "unexpected end of input", ("TABLE", "an identifier")),
     ("SELECT a FROM t", 1, 16, "unexpected end of input", ("GROUP", "WATERMARK", "WHERE")),
     ("SELECT a FROM t GROUP", 1, 22, "unexpected end of input", ("BY",)),
     (
@@ -312,7 +312,7 @@ CASES = [
         ("'-'", "FALSE", "TRUE", "a number", "a string", "an integer"),
     ),
     ("CREATE SOURCE s (a DECIMAL(10))", 1, 30, "unexpected ')'", ("','",)),
-    ("CREATE TABLE s (a INT)", 1, 8, "unexpected identifier TABLE", ("SOURCE", "VIEW")),
+    ("CREATE TABLE s (a INT)", 1, 8, "unexpected TABLE", ("SOURCE", "VIEW")),
     (
         "CREATE VIEW v SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)",
         1,

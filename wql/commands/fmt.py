@@ -1,9 +1,12 @@
-"""``wql fmt FILE... [--check | --write]``: canonical formatting of .wql files.
+"""``wql fmt FILE... [--check | --write] [--form wql|tvf]``: canonical formatting of .wql files.
 
 Without options the formatted text is printed (one file), or each file's
 text under a ``==> FILE <==`` header (several files). ``--check`` prints the
 files that would change and exits 1 if there are any; ``--write`` rewrites
-them in place. Formatting only parses: a file with semantic errors can still
+them in place. ``--form`` prints every windowed query in WQL's form or as
+Flink SQL's window table function (``FROM TABLE(TUMBLE(TABLE t,
+DESCRIPTOR(ts), ...))``); by default each keeps the form it was written in.
+Formatting only parses: a file with semantic errors can still
 be formatted; a file with syntax errors is reported and left alone (exit 1).
 """
 
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from wql.commands import display_name, print_error, read_source
 from wql.errors import WqlError
+from wql.grammar.ast import QueryForm
 from wql.grammar.formatter import format_script
 from wql.grammar.parser import parse
 
@@ -31,17 +35,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--check", action="store_true", help="list files that would change; exit 1 if any"
     )
     mode.add_argument("--write", action="store_true", help="rewrite files in place")
+    parser.add_argument(
+        "--form",
+        choices=[f.value for f in QueryForm],
+        help="print every query's window in WQL's form (GROUP BY k, TUMBLE(ts, ...)) or as "
+        "Flink SQL's window table function (FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))); "
+        "default: as written",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    form = QueryForm(args.form) if getattr(args, "form", None) else None
     failed = False
     changed: list[str] = []
     for path in args.files:
         name = display_name(path)
         try:
             text = read_source(path)
-            formatted = format_script(parse(text, filename=name))
+            formatted = format_script(parse(text, filename=name), form)
         except WqlError as err:
             failed = True
             print_error(err)

@@ -101,6 +101,7 @@ __all__ = [
     "EvictClause",
     "LateDataTo",
     "Query",
+    "QueryForm",
     "CreateView",
     "Statement",
     "Script",
@@ -592,12 +593,26 @@ class LateDataTo(Node):
     name: Ident
 
 
+class QueryForm(enum.Enum):
+    """How a query's window was written; both forms mean the same query.
+
+    ``WQL``: ``FROM t GROUP BY k, TUMBLE(ts, ...)``. ``TVF``: Flink SQL's
+    window table-valued function, ``FROM TABLE(TUMBLE(TABLE t,
+    DESCRIPTOR(ts), ...)) GROUP BY window_start, window_end, k``.
+    """
+
+    WQL = "wql"
+    TVF = "tvf"
+
+
 @dataclass(frozen=True)
 class Query(Node):
     """One windowed query, clauses in the spec's order.
 
     ``SELECT ... FROM ... [WHERE] GROUP BY ... [HAVING] [ALLOWED LATENESS]
     [TRIGGER] [EVICT] [LATE DATA TO]``. Absent clauses are ``None``; defaults are the binder's.
+    A query written with a window table-valued function is held in the same
+    shape (``form`` only tells the formatter how it was written).
     """
 
     select: tuple[SelectItem, ...]
@@ -609,6 +624,7 @@ class Query(Node):
     trigger: TriggerClause | None = None
     evict: EvictClause | None = None
     late_data: LateDataTo | None = None
+    form: QueryForm = field(default=QueryForm.WQL, compare=False)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ __all__ = ["format_script", "format_statement", "format_trigger", "format_ident"
 
 INDENT = "    "
 _SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_BACKQUOTED = re.compile(r"`(?:[^`]|``)+`\Z")
 _SIMPLE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
@@ -48,8 +49,15 @@ class _Line:
     anchor: int | None
 
 
-def format_script(script: ast.Script) -> str:
-    """The canonical text of a whole script (ends with a newline unless empty)."""
+def format_script(script: ast.Script, form: ast.QueryForm | None = None) -> str:
+    """The canonical text of a whole script (ends with a newline unless empty).
+
+    ``form`` prints every query in that form (:class:`ast.QueryForm`: WQL's
+    ``GROUP BY k, TUMBLE(...)`` or Flink SQL's window table function);
+    ``None`` keeps the form each query was written in. A window with no
+    table-function form (count, global, dynamic-gap and processing-time
+    windows, a SESSION keyed by expressions) is always printed in WQL's form.
+    """
     statements = list(script.statements)
     spans = [(st.span.start, st.span.end) if st.span else None for st in statements]
     leading: list[list[ast.Comment]] = [[] for _ in statements]
@@ -84,7 +92,7 @@ def format_script(script: ast.Script) -> str:
                 tail.append(comment)
     blocks: list[str] = []
     for i, statement in enumerate(statements):
-        lines = _statement_lines(statement)
+        lines = _statement_lines(statement, form)
         lines[-1].text += ";"
         for text in trailing[i]:
             lines[-1].text += "  " + text
@@ -157,13 +165,13 @@ def _anchor(node: ast.Node | None) -> int | None:
     return node.span.start if node is not None and node.span is not None else None
 
 
-def _statement_lines(statement: ast.Statement) -> list[_Line]:
+def _statement_lines(statement: ast.Statement, form: ast.QueryForm | None = None) -> list[_Line]:
     if isinstance(statement, ast.CreateSource):
         return _source_lines(statement)
     if isinstance(statement, ast.CreateView):
         head = _Line(f"CREATE VIEW {format_ident(statement.name)} AS", _anchor(statement))
-        return [head, *_query_lines(statement.query, anchor_first=False)]
-    return _query_lines(statement, anchor_first=True)
+        return [head, *_query_lines(statement.query, anchor_first=False, form=form)]
+    return _query_lines(statement, anchor_first=True, form=form)
 
 
 def _source_lines(source: ast.CreateSource) -> list[_Line]:
@@ -194,7 +202,9 @@ def _source_lines(source: ast.CreateSource) -> list[_Line]:
     return lines
 
 
-def _query_lines(query: ast.Query, *, anchor_first: bool) -> list[_Line]:
+def _query_lines(
+    query: ast.Query, *, anchor_first: bool, form: ast.QueryForm | None = None
+) -> list[_Line]:
     lines = [_Line("SELECT", _anchor(query) if anchor_first else None)]
     for i, item in enumerate(query.select):
         text = item.expr.canonical
@@ -202,13 +212,19 @@ def _query_lines(query: ast.Query, *, anchor_first: bool) -> list[_Line]:
             text += f" AS {format_ident(item.alias)}"
         comma = "," if i < len(query.select) - 1 else ""
         lines.append(_Line(f"{INDENT}{text}{comma}", _anchor(item)))
-    source = f"FROM {format_ident(query.source.name)}"
+    table = format_ident(query.source.name)
     if query.source.watermark is not None:
-        source += " " + _watermark(query.source.watermark)
-    lines.append(_Line(source, _anchor(query.source)))
+        table += " " + _watermark(query.source.watermark)
+    tvf = _table_function(query, table) if (form or query.form) is ast.QueryForm.TVF else None
+    lines.append(_Line(f"FROM {tvf or table}", _anchor(query.source)))
     if query.where is not None:
         lines.append(_Line(f"WHERE {query.where.canonical}", _anchor(query.where)))
-    group = [k.canonical for k in query.group_by.keys] + [format_window(query.group_by.window)]
+    keys = [k.canonical for k in query.group_by.keys]
+    group = (
+        ["window_start", "window_end", *keys]
+        if tvf
+        else [*keys, format_window(query.group_by.window)]
+    )
     lines.append(_Line("GROUP BY " + ", ".join(group), _anchor(query.group_by)))
     if query.having is not None:
         lines.append(_Line(f"HAVING {query.having.canonical}", _anchor(query.having)))
@@ -308,6 +324,33 @@ def format_window(window: ast.Window) -> str:
         case ast.GlobalWindow():
             return "GLOBAL()"
     raise TypeError(f"not a window: {window!r}")
+
+
+def _table_function(query: ast.Query, table: str) -> str | None:
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))`` for ``query``'s window, if it has one."""
+    window, fi = query.group_by.window, format_interval
+    time = getattr(window, "time", None)
+    if not isinstance(time, ast.Ident):
+        return None  # PROCTIME(), count and global windows
+    data = f"TABLE {table}"
+    descriptor = f"DESCRIPTOR({format_ident(time)})"
+    match window:
+        case ast.Tumble(_, size, offset):
+            call = "TUMBLE" + _args(data, descriptor, fi(size), offset and fi(offset))
+        case ast.Hop(_, slide, size, offset):
+            call = "HOP" + _args(data, descriptor, fi(slide), fi(size), offset and fi(offset))
+        case ast.Cumulate(_, step, size, offset):
+            call = "CUMULATE" + _args(data, descriptor, fi(step), fi(size), offset and fi(offset))
+        case ast.Session(_, gap):
+            keys = [k.canonical for k in query.group_by.keys]
+            if not all(_SIMPLE_NAME.match(k) or _BACKQUOTED.match(k) for k in keys):
+                return None  # PARTITION BY takes columns
+            if keys:
+                data += " PARTITION BY " + ", ".join(keys)
+            call = "SESSION" + _args(data, descriptor, fi(gap))
+        case _:
+            return None  # dynamic-gap sessions
+    return f"TABLE({call})"
 
 
 def format_trigger(trigger: ast.Trigger) -> str:

@@ -115,6 +115,90 @@ class _Part:
     span: Span | None
 
 
+@dataclass(frozen=True, slots=True)
+class _GroupItems:
+    """A ``GROUP BY`` list without a window (valid only after a window table function)."""
+
+    keys: tuple[ast.Expr, ...]
+    span: Span | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Tvf:
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))``: the table, the window, partition keys."""
+
+    table: ast.TableRef
+    window: ast.Window
+    partition: tuple[_Part, ...]
+    span: Span | None
+
+
+# Output columns a window table function adds; GROUP BY lists the bounds.
+_TVF_BOUNDS = ("window_start", "window_end")
+_TVF_COLUMNS = (*_TVF_BOUNDS, "window_time")
+
+
+def _no_window(span: Span | None) -> WqlSyntaxError:
+    return WqlSyntaxError(
+        "GROUP BY needs a window",
+        span,
+        expected=("TUMBLE", "HOP", "CUMULATE", "SESSION", "COUNT_WINDOW", "GLOBAL"),
+        hint="add one window to the GROUP BY list, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)",
+    )
+
+
+def _column_name(expr: ast.Expr) -> str | None:
+    """The lower-cased name of an expression that is a bare column, else None."""
+    text = expr.text.strip()
+    if text.startswith("`") and text.endswith("`") and len(text) > 1:
+        return text[1:-1].replace("``", "`").lower()
+    return text.lower() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) else None
+
+
+def _from_tvf(
+    tvf: _Tvf, group_by: ast.GroupBy | None, items: _GroupItems | None
+) -> tuple[ast.TableRef, ast.GroupBy]:
+    """A window table function query in WQL's shape: the table, keys + the window.
+
+    Flink SQL's rule: ``GROUP BY`` lists ``window_start`` and ``window_end``
+    (``window_time`` may be listed too) and the keys. A SESSION function
+    partitions by exactly the keys: WQL's sessions are per key.
+    """
+    if group_by is not None:
+        raise WqlSyntaxError(
+            "the window is already given by the table function in FROM",
+            group_by.window.span,
+            hint="GROUP BY window_start, window_end and the keys, without a window call",
+        )
+    assert items is not None
+    names = [_column_name(k) for k in items.keys]
+    missing = [b for b in _TVF_BOUNDS if b not in names]
+    if missing:
+        raise WqlSyntaxError(
+            f"a query over a window table function groups by window_start and window_end; "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing",
+            items.span,
+            hint="GROUP BY window_start, window_end[, keys] (as in Flink SQL)",
+        )
+    keys = tuple(k for k, n in zip(items.keys, names, strict=True) if n not in _TVF_COLUMNS)
+    if isinstance(tvf.window, ast.Session):
+        partition = [p.value.name.lower() for p in tvf.partition]
+        key_names = [_column_name(k) for k in keys]
+        if sorted(partition) != sorted(n or "" for n in key_names) or None in key_names:
+            where = tvf.partition[0].span if tvf.partition else tvf.span
+            raise WqlSyntaxError(
+                "SESSION(TABLE t PARTITION BY ...) must partition by exactly the GROUP BY keys "
+                "(WQL's sessions are per key)"
+                if tvf.partition
+                else "a SESSION table function with GROUP BY keys needs PARTITION BY those keys "
+                "(WQL's sessions are per key)",
+                where,
+                hint="SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap) ... "
+                "GROUP BY window_start, window_end, k",
+            )
+    return tvf.table, ast.GroupBy(keys, tvf.window, span=items.span)
+
+
 def _edge(node: Any, last: bool) -> tuple[int, int, int] | None:
     """(offset, line, column) of the first character of ``node`` -- or, with
     ``last``, just past its last character -- or None if it has no position."""
@@ -295,9 +379,15 @@ class WqlTransformer(Transformer[Token, ast.Script]):
     def query(self, span: Span | None, children: list[Any]) -> ast.Query:
         select = tuple(c for c in children if isinstance(c, ast.SelectItem))
         parts: dict[str, Any] = {}
+        tvf: _Tvf | None = None
+        items: _GroupItems | None = None
         for child in children[len(select) :]:
             if isinstance(child, ast.TableRef):
                 parts["source"] = child
+            elif isinstance(child, _Tvf):
+                tvf = child
+            elif isinstance(child, _GroupItems):
+                items = child
             elif isinstance(child, ast.GroupBy):
                 parts["group_by"] = child
             elif isinstance(child, _Part):
@@ -310,6 +400,11 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 parts["evict"] = child
             elif isinstance(child, ast.LateDataTo):
                 parts["late_data"] = child
+        if tvf is not None:
+            parts["source"], parts["group_by"] = _from_tvf(tvf, parts.get("group_by"), items)
+            parts["form"] = ast.QueryForm.TVF
+        elif items is not None:
+            raise _no_window(items.span)
         return ast.Query(select=select, span=span, **parts)
 
     def select_item(self, span: Span | None, children: list[Any]) -> ast.SelectItem:
@@ -326,16 +421,12 @@ class WqlTransformer(Transformer[Token, ast.Script]):
     def having_clause(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(("having", children[0]), span)
 
-    def group_by(self, span: Span | None, children: list[Any]) -> ast.GroupBy:
+    def group_by(self, span: Span | None, children: list[Any]) -> ast.GroupBy | _GroupItems:
         windows = [c for c in children if isinstance(c, ast.WindowSpec)]
         keys = tuple(c for c in children if isinstance(c, ast.Expr))
         if not windows:
-            raise WqlSyntaxError(
-                "GROUP BY needs a window",
-                span,
-                expected=("TUMBLE", "HOP", "CUMULATE", "SESSION", "COUNT_WINDOW", "GLOBAL"),
-                hint="add one window to the GROUP BY list, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)",
-            )
+            # a window table function in FROM gives the window; the query decides
+            return _GroupItems(keys, span)
         if len(windows) > 1:
             raise WqlSyntaxError(
                 "GROUP BY has more than one window",
@@ -369,6 +460,40 @@ class WqlTransformer(Transformer[Token, ast.Script]):
 
     def proctime(self, span: Span | None, children: list[Any]) -> ast.ProcTime:
         return ast.ProcTime(span=span)
+
+    # ------------------------------------------------- window table functions
+
+    def window_tvf(self, span: Span | None, children: list[Any]) -> _Tvf:
+        return children[0]
+
+    def tvf_tumble(self, span: Span | None, children: list[Any]) -> _Tvf:
+        table, time, *intervals = children
+        return _Tvf(table, ast.Tumble(time.value, *intervals, span=span), (), span)
+
+    def tvf_hop(self, span: Span | None, children: list[Any]) -> _Tvf:
+        table, time, *intervals = children
+        return _Tvf(table, ast.Hop(time.value, *intervals, span=span), (), span)
+
+    def tvf_cumulate(self, span: Span | None, children: list[Any]) -> _Tvf:
+        table, time, *intervals = children
+        return _Tvf(table, ast.Cumulate(time.value, *intervals, span=span), (), span)
+
+    def tvf_session(self, span: Span | None, children: list[Any]) -> _Tvf:
+        table, *rest, time, gap = children
+        window = ast.Session(time.value, gap, span=span)
+        return _Tvf(table, window, tuple(k for k in rest if isinstance(k, _Part)), span)
+
+    def tvf_partition_by(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(children[0], span)
+
+    def tvf_key(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(children[0], span)
+
+    def tvf_data(self, span: Span | None, children: list[Any]) -> ast.TableRef:
+        return children[0]
+
+    def tvf_descriptor(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(children[0], span)
 
     # ------------------------------------------------------------- intervals
 
