@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
+from tests.grammar.test_roundtrip_property import script
 from wql.cli import main
 from wql.compiler import compile_source
-from wql.errors import WqlSyntaxError
+from wql.errors import WqlError, WqlErrors, WqlSyntaxError
 from wql.grammar import ast
 from wql.grammar.formatter import format_script
 from wql.grammar.parser import parse
@@ -188,3 +190,17 @@ def test_wql_fmt_form_option(tmp_path, capsys):
     path.write_text(out)
     assert main(["fmt", "--form", "wql", str(path)]) == 0
     assert "GROUP BY auction, TUMBLE(date_time, INTERVAL '10' SECOND);" in capsys.readouterr().out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script())
+def test_both_forms_round_trip_on_random_scripts(text: str) -> None:
+    """Printing every query in either form gives a text that parses to the same script."""
+    try:
+        parsed = parse(text)
+    except (WqlError, WqlErrors):
+        return  # the generator may build a query with an invalid window argument
+    for form in ast.QueryForm:
+        printed = format_script(parsed, form)
+        assert parse(printed) == parsed
+        assert format_script(parse(printed)) == printed
