@@ -189,9 +189,9 @@ def _write(df: Any, target: str, fmt: str) -> None:
         # CSV has no arrays: COLLECT_LIST results are written as JSON text
         df = df.select(
             *[
-                F.to_json(F.col(f"`{f.name}`")).alias(f.name)
+                F.to_json(df[f.name]).alias(f.name)
                 if isinstance(f.dataType, T.ArrayType)
-                else F.col(f"`{f.name}`")
+                else df[f.name]
                 for f in df.schema.fields
             ]
         )
