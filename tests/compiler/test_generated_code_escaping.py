@@ -33,7 +33,7 @@ HOSTILE = [
     "/* block */",
     "ends with backslash\\",
     "unicode é ✓ \u2028 line separator",
-    '\'"`;\n--/*',
+    "'\"`;\n--/*",
 ]
 
 

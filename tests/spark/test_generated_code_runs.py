@@ -27,7 +27,7 @@ KEY = "k`e\"y;--'/*é"
 TS = 't"""s'
 VIEW = f"view\n;SELECT 1; --{PWN}"
 OP = "op`\r\n--"
-LIT = "it's;\n--\"\"\"`"
+LIT = 'it\'s;\n--"""`'
 PATH = "da\"ta ;--'é.csv"
 
 

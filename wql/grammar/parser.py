@@ -31,9 +31,10 @@ from pathlib import Path
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from wql import limits
 from wql.errors import Span, WqlError, WqlErrors, WqlSyntaxError
 from wql.grammar import ast
-from wql.grammar.transformer import WqlTransformer
+from wql.grammar.transformer import WqlTransformer, token_span
 
 __all__ = ["parse", "lark_parser", "split_statements", "describe_terminal", "RESERVED_WORDS"]
 
@@ -112,6 +113,14 @@ class _WordsAlwaysLexed:
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         types = _reserved_types()
         for token in stream:
+            if token.type in ("INT", "DECIMAL") and len(token) > limits.MAX_LITERAL_DIGITS:
+                # Python refuses to convert numbers of thousands of digits;
+                # no real literal comes near the limit.
+                raise WqlSyntaxError(
+                    f"number has {len(token)} digits; the limit on a literal is "
+                    f"{limits.MAX_LITERAL_DIGITS}",
+                    token_span(token),
+                )
             if token.type == "NAME":
                 reserved = types.get(token.upper())
                 if reserved is not None:
