@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from wql.commands import print_error
 from wql.errors import WqlError
+from wql.limits import recursion_headroom
 
 COMMANDS = ("check", "explain", "fmt", "compile", "run")
 
@@ -41,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``wql`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args))
+        with recursion_headroom():
+            return int(args.handler(args))
     except WqlError as err:
         print_error(err)
         return 1

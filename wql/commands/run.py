@@ -241,6 +241,11 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
+def _backquoted(name: str) -> str:
+    """A column name as Spark reads it in ``F.col``: back-quoted, back-quotes doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _write(df: Any, target: str, fmt: str) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -249,9 +254,9 @@ def _write(df: Any, target: str, fmt: str) -> None:
         # CSV has no arrays: COLLECT_LIST results are written as JSON text
         df = df.select(
             *[
-                F.to_json(F.col(f"`{f.name}`")).alias(f.name)
+                F.to_json(F.col(_backquoted(f.name))).alias(f.name)
                 if isinstance(f.dataType, T.ArrayType)
-                else F.col(f"`{f.name}`")
+                else F.col(_backquoted(f.name))
                 for f in df.schema.fields
             ]
         )

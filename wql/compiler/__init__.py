@@ -18,6 +18,7 @@ from typing import Any
 
 from wql.compiler import plan
 from wql.errors import WqlError, WqlErrors
+from wql.limits import recursion_headroom
 
 __all__ = ["check_source", "compile_source", "plan"]
 
@@ -39,8 +40,9 @@ def compile_source(
     from wql.grammar.parser import parse
 
     try:
-        script = parse(text, filename)
-        return bind(script, text, filename, schemas=schemas, engine=engine)
+        with recursion_headroom():
+            script = parse(text, filename)
+            return bind(script, text, filename, schemas=schemas, engine=engine)
     except WqlError as e:
         raise e.with_source(text, filename) from None
 
@@ -66,14 +68,17 @@ def check_source(
     from wql.compiler.binder import bind
     from wql.grammar.parser import parse_partial
 
-    script, errors, failed = parse_partial(text, filename)
-    broken = {m.group(1).strip("`").lower() for piece in failed if (m := _DECLARED.match(piece))}
-    try:
-        bind(script, text, filename, schemas=schemas, engine=engine)
-    except WqlErrors as e:
-        errors.extend(e.errors)
-    except WqlError as e:
-        errors.append(e)
+    with recursion_headroom():
+        script, errors, failed = parse_partial(text, filename)
+        broken = {
+            m.group(1).strip("`").lower() for piece in failed if (m := _DECLARED.match(piece))
+        }
+        try:
+            bind(script, text, filename, schemas=schemas, engine=engine)
+        except WqlErrors as e:
+            errors.extend(e.errors)
+        except WqlError as e:
+            errors.append(e)
     kept = [err for err in errors if not _is_unknown(err, broken)]
     for err in kept:
         err.with_source(text, filename)

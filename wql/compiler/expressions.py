@@ -307,6 +307,16 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
         raise WqlSyntaxError(f"invalid expression: {desc}", where) from None
     except TokenError as e:
         raise WqlSyntaxError(f"invalid expression: {e}", span) from None
+    except RecursionError:
+        # The grammar's limits (wql.limits) keep sqlglot within the headroom
+        # compile_source gives it; a caller without that headroom lands here.
+        raise WqlSyntaxError(
+            "expression too deeply nested for the SQL parser", span, hint="split the expression"
+        ) from None
+    except Exception as e:  # noqa: BLE001 - sqlglot's boundary: its failures are the text's
+        raise WqlSyntaxError(
+            f"invalid expression: the SQL parser failed ({type(e).__name__}: {e})", span
+        ) from None
     parsed = ParsedExpr(node, text, offset, source, span)
     problem = _shape_problem(text)
     if problem is None:

@@ -7,9 +7,11 @@ lists what would have been accepted in human terms (``')'``, ``INTERVAL``,
 ``an identifier``), never Lark's internal terminal names.
 
 Recovery: when a text has errors, each ``;``-separated statement is parsed
-again on its own (with the rest of the text blanked out, so positions stay
-those of the file) and the first error of every statement is reported;
-several errors are raised together as :class:`~wql.errors.WqlErrors`.
+again on its own, in place (a Lark ``TextSlice`` of the file, so positions
+stay those of the file and the cost stays that of the statement), and the
+errors of every statement are reported, at most
+:data:`wql.limits.MAX_ERRORS`; several errors are raised together as
+:class:`~wql.errors.WqlErrors`.
 
 >>> parse("SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)").statements[0].source.name.name
 't'
@@ -28,12 +30,13 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 
-from lark import Lark, Token
+from lark import Lark, TextSlice, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from wql import limits
 from wql.errors import Span, WqlError, WqlErrors, WqlSyntaxError
 from wql.grammar import ast
-from wql.grammar.transformer import WqlTransformer
+from wql.grammar.transformer import WqlTransformer, token_span
 
 __all__ = ["parse", "lark_parser", "split_statements", "describe_terminal", "RESERVED_WORDS"]
 
@@ -112,6 +115,14 @@ class _WordsAlwaysLexed:
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         types = _reserved_types()
         for token in stream:
+            if token.type in ("INT", "DECIMAL") and len(token) > limits.MAX_LITERAL_DIGITS:
+                # Python refuses to convert numbers of thousands of digits;
+                # no real literal comes near the limit.
+                raise WqlSyntaxError(
+                    f"number has {len(token)} digits; the limit on a literal is "
+                    f"{limits.MAX_LITERAL_DIGITS}",
+                    token_span(token),
+                )
             if token.type == "NAME":
                 reserved = types.get(token.upper())
                 if reserved is not None:
@@ -234,13 +245,19 @@ def _digits_before(text: str, pos: int) -> int:
     return count
 
 
-def _end_span(text: str) -> Span:
-    """A zero-width span just after the last non-blank character."""
-    end = len(text.rstrip())
+def _end_span(text: str, start: int = 0, end: int | None = None) -> Span:
+    """A zero-width span just after the last non-blank character of ``text[start:end]``."""
+    end = len(text) if end is None else end
+    while end > start and text[end - 1].isspace():
+        end -= 1
     return Span.from_offsets(text, end, end)
 
 
-def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
+def _syntax_error(
+    err: UnexpectedInput, text: str, start: int = 0, end: int | None = None
+) -> WqlSyntaxError:
+    """The WqlSyntaxError for Lark's ``err`` in the piece ``text[start:end]``."""
+    end = len(text) if end is None else end
     pos = getattr(err, "pos_in_stream", None)
     if isinstance(err, UnexpectedToken) and err.token.type != "$END":
         pos = err.token.start_pos
@@ -251,23 +268,23 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
     if isinstance(err, UnexpectedToken):
         token = err.token
         if token.type == "$END":
-            span = _end_span(text)
+            span = _end_span(text, start, end)
         else:
-            start = token.start_pos or 0
-            span = Span.from_offsets(text, start, start + max(len(token), 1))
+            at = token.start_pos or 0
+            span = Span.from_offsets(text, at, at + max(len(token), 1))
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
         if token.type == "DECIMAL" and token.startswith(".") and _digits_before(text, span.start):
             # `COUNT(1.5)`: the integer-only state lexed `1`, then `.5`.
-            start = span.start - _digits_before(text, span.start)
-            number = text[start : span.end]
+            first = span.start - _digits_before(text, span.start)
+            number = text[first : span.end]
             return WqlSyntaxError(
                 f"{number} is not an integer",
-                Span.from_offsets(text, start, span.end),
+                Span.from_offsets(text, first, span.end),
                 expected=("an integer",),
             )
         hint = None
-        before = text[: span.start]
+        before = text[start : span.start]
         if (
             "')'" in expected
             and token.type in ("$END", "_SEMI")
@@ -279,16 +296,15 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
         return WqlSyntaxError(f"unexpected {found}", span, expected=expected, hint=hint)
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream or 0
-        rest = text[pos:]
-        if rest[:1] in ("'", '"'):
-            line_end = text.find("\n", pos)
-            end = len(text) if line_end < 0 else line_end
+        opening = text[pos : pos + 1]
+        if opening in ("'", '"'):
+            line_end = text.find("\n", pos, end)
             return WqlSyntaxError(
                 "unterminated string",
-                Span.from_offsets(text, pos, end),
-                hint=f"close it with {rest[0]} on the same line",
+                Span.from_offsets(text, pos, end if line_end < 0 else line_end),
+                hint=f"close it with {opening} on the same line",
             )
-        if rest.startswith("`"):
+        if opening == "`":
             return WqlSyntaxError(
                 "unterminated quoted identifier", Span.point(text, pos), hint="close it with `"
             )
@@ -299,22 +315,27 @@ def _syntax_error(err: UnexpectedInput, text: str) -> WqlSyntaxError:
         )
     if isinstance(err, UnexpectedEOF):
         return WqlSyntaxError(
-            "unexpected end of input", _end_span(text), expected=_expected(err.expected)
+            "unexpected end of input", _end_span(text, start, end), expected=_expected(err.expected)
         )
-    return WqlSyntaxError(str(err), Span.point(text, 0))
+    return WqlSyntaxError(str(err), Span.point(text, start))
 
 
-def _parse_whole(text: str) -> ast.Script:
-    """Parse ``text`` into an AST; any problem is raised as a WqlError."""
+def _parse_whole(text: str, start: int = 0, end: int | None = None) -> ast.Script:
+    """Parse ``text[start:end]`` into an AST; any problem is raised as a WqlError.
+
+    The piece is parsed in place (a Lark ``TextSlice``), so every position
+    is that of ``text`` and the cost is that of the piece alone.
+    """
+    end = len(text) if end is None else end
     comments: list[Token] = []
     _comments.sink = comments
     try:
         with _TRANSFORMER.parsing(text):
-            script = lark_parser().parse(text)
+            script = lark_parser().parse(TextSlice(text, start, end))
     except UnexpectedInput as err:
-        raise _syntax_error(err, text) from None
+        raise _syntax_error(err, text, start, end) from None
     except RecursionError:
-        raise _too_deep(text) from None
+        raise _too_deep(text, start, end) from None
     finally:
         _comments.sink = None
     assert isinstance(script, ast.Script)
@@ -331,10 +352,15 @@ def _parse_whole(text: str) -> ast.Script:
     return ast.Script(script.statements, found, span=script.span)
 
 
-def _too_deep(text: str) -> WqlSyntaxError:
-    """The error for text nested beyond what the (recursive) AST builder handles."""
-    depth = deepest = at = 0
-    for i, ch in enumerate(text):
+def _too_deep(text: str, start: int, end: int) -> WqlSyntaxError:
+    """The error for text nested beyond what the (recursive) AST builder handles.
+
+    A fallback: the limits of :mod:`wql.limits` stop nesting long before.
+    """
+    depth = deepest = 0
+    at = start
+    for i in range(start, end):
+        ch = text[i]
         if ch == "(":
             depth += 1
             if depth > deepest:
@@ -352,17 +378,22 @@ def split_statements(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` offsets of the ``;``-separated pieces of ``text``.
 
     Knows strings, backquoted names and comments, so a ``;`` inside them does
-    not split; an unterminated string ends at the end of its line (that is
-    where the lexer will report it).
+    not split; an unterminated string ends at the end of its line, an
+    unterminated name or comment at the end of the text (as the lexer reads
+    them).
     """
     start = i = 0
     n = len(text)
     while i < n:
         ch = text[i]
-        if ch in ("'", '"', "`"):
+        if ch == "`":
+            # a quoted name may span lines (as the lexer reads it)
+            j = text.find("`", i + 1)
+            i = n if j < 0 else j + 1
+        elif ch in ("'", '"'):
             j = i + 1
             while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" and ch != "`" else 1
+                j += 2 if text[j] == "\\" else 1
             i = j + 1
         elif text.startswith("--", i):
             j = text.find("\n", i)
@@ -378,22 +409,13 @@ def split_statements(text: str) -> Iterator[tuple[int, int]]:
     yield start, n
 
 
-def _masked(text: str, start: int, end: int) -> str:
-    """``text`` with everything outside ``[start, end)`` blanked (newlines kept)."""
-
-    def blank(s: str) -> str:
-        return "".join("\n" if c == "\n" else " " for c in s)
-
-    return blank(text[:start]) + text[start:end] + blank(text[end:])
-
-
 # At most this many syntax errors are reported per statement: past the first
 # few, recovery guesses are more likely to be echoes than new mistakes.
 MAX_ERRORS_PER_STATEMENT = 5
 
 
-def _syntax_errors_recovering(text: str) -> list[WqlError]:
-    """Every syntax error of ``text`` that simple repairs let the parser reach.
+def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None) -> list[WqlError]:
+    """Every syntax error of ``text[first:last]`` that simple repairs let the parser reach.
 
     On an unexpected token the parser tries to insert one token that would
     make the unexpected one fit (a missing ``,``, ``)``, ``END``, an operand,
@@ -403,6 +425,7 @@ def _syntax_errors_recovering(text: str) -> list[WqlError]:
     error before the next clause keyword. Unterminated strings, comments and
     quoted names end the search: what follows them is not code.
     """
+    last = len(text) if last is None else last
     errors: list[WqlError] = []
     last_end = -1
     in_step = True
@@ -415,12 +438,12 @@ def _syntax_errors_recovering(text: str) -> list[WqlError]:
             start = err.pos_in_stream or 0
             end = start + 1
         else:
-            start = end = len(text)
+            start = end = last
         between = text[last_end:start] if errors else ""
         # Out of step, the parser is trusted again only past a clause keyword.
         in_step = in_step or bool(_CLAUSE_WORD.search(between))
         if not errors or (between.strip() and in_step):
-            errors.append(_syntax_error(err, text))
+            errors.append(_syntax_error(err, text, first, last))
         last_end = end
         if len(errors) >= MAX_ERRORS_PER_STATEMENT:
             return False
@@ -436,7 +459,7 @@ def _syntax_errors_recovering(text: str) -> list[WqlError]:
     _comments.sink = comments
     try:
         with _TRANSFORMER.parsing(text, recovering=True):
-            lark_parser().parse(text, on_error=on_error)
+            lark_parser().parse(TextSlice(text, first, last), on_error=on_error)
     except UnexpectedInput:
         pass  # recovery gave up; what was found is reported
     finally:
@@ -522,32 +545,56 @@ def _terminal_text(name: str) -> str:
     return ""
 
 
-def _errors_per_statement(text: str) -> list[WqlError]:
-    errors: list[WqlError] = []
-    for start, end in split_statements(text):
-        piece = text[start:end]
-        if not piece.strip():
-            continue
-        # Keep the `;` in the piece, so that a statement cut short is
-        # reported at its `;` rather than at an "end of input".
-        masked = _masked(text, start, min(end + 1, len(text)))
+def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
+    """The syntax errors of the one statement ``text[start:end]`` (its ``;`` included)."""
+    try:
+        _parse_whole(text, start, end)
+    except WqlSyntaxError as err:
         try:
-            _parse_whole(masked)
-        except WqlSyntaxError as err:
-            try:
-                found = _syntax_errors_recovering(masked)
-            except Exception:  # noqa: BLE001 - recovery is best effort
-                # A flaw in the recovery heuristics must not hide the error
-                # already found; report that one alone.
-                found = []
-            # The recovering parse starts with the same first error; if it
-            # found nothing (a callback error), keep the one we have.
-            errors.extend(found if found else [err])
-        except WqlErrors as err:
-            errors.extend(err.errors)
-        except WqlError as err:
-            errors.append(err)
-    return errors
+            found = _syntax_errors_recovering(text, start, end)
+        except Exception:  # noqa: BLE001 - recovery is best effort
+            # A flaw in the recovery heuristics must not hide the error
+            # already found; report that one alone.
+            found = []
+        # The recovering parse starts with the same first error; if it
+        # found nothing (a callback error), keep the one we have.
+        return found if found else [err]
+    except WqlErrors as err:
+        return list(err.errors)
+    except WqlError as err:
+        return [err]
+    return []
+
+
+def _statements(text: str) -> Iterator[tuple[int, int]]:
+    """The non-blank statements of ``text`` as ``(start, end)``, each with its ``;``.
+
+    The ``;`` stays in the piece, so that a statement cut short is reported
+    at its ``;`` rather than at an "end of input".
+    """
+    for start, end in split_statements(text):
+        if text[start:end].strip():
+            yield start, min(end + 1, len(text))
+
+
+def _errors_per_statement(text: str) -> list[WqlError]:
+    """The syntax errors of every statement, each parsed on its own (at most MAX_ERRORS)."""
+    errors: list[WqlError] = []
+    for start, end in _statements(text):
+        errors.extend(_statement_errors(text, start, end))
+        if len(errors) >= limits.MAX_ERRORS:
+            break
+    return errors[: limits.MAX_ERRORS]
+
+
+def _check_size(text: str) -> None:
+    if len(text) > limits.MAX_TEXT_CHARS:
+        raise WqlSyntaxError(
+            f"the text has {len(text)} characters; the limit on a WQL file is "
+            f"{limits.MAX_TEXT_CHARS}",
+            Span.point(text, limits.MAX_TEXT_CHARS),
+            hint="split it into several files",
+        )
 
 
 def parse(text: str, filename: str | None = None) -> ast.Script:
@@ -555,17 +602,19 @@ def parse(text: str, filename: str | None = None) -> ast.Script:
 
     Raises :class:`WqlSyntaxError` (or :class:`WqlErrors` when several
     statements are wrong), with ``source`` and ``filename`` attached.
+    Linear in the text: after a syntax error each statement is parsed again
+    on its own, in place.
     """
     if text.startswith("\ufeff"):
         # A byte-order mark (some editors write one) becomes a blank, so
         # that every offset and column stays that of the original text.
         text = " " + text[1:]
     try:
+        _check_size(text)
         return _parse_whole(text)
     except WqlError as first:
-        errors = _errors_per_statement(text)
-        if not errors:
-            errors = [first]
+        errors = [first] if first.span and first.span.start >= limits.MAX_TEXT_CHARS else []
+        errors = errors or _errors_per_statement(text) or [first]
         for err in errors:
             err.with_source(text, filename)
         if len(errors) == 1:
@@ -581,28 +630,30 @@ def parse_partial(
 
     For ``wql check``: a file with a syntax error in one statement still gets
     its other statements bound and checked, so every error is reported at
-    once. Statements keep their offsets in ``text`` (the others are blanked,
-    not removed), so spans stay those of the whole file.
+    once. Statements are parsed in place, so spans stay those of the whole
+    file.
     """
     if text.startswith("\ufeff"):
         text = " " + text[1:]
     try:
+        _check_size(text)
         return _parse_whole(text), [], []
-    except WqlError:
-        pass
+    except WqlError as err:
+        if err.span is not None and err.span.start >= limits.MAX_TEXT_CHARS:
+            err.with_source(text, filename)
+            return ast.Script((), (), span=None), [err], [text]
     statements: list[ast.Statement] = []
     errors: list[WqlError] = []
     failed: list[str] = []
-    for start, end in split_statements(text):
-        if not text[start:end].strip():
-            continue
-        masked = _masked(text, start, min(end + 1, len(text)))
+    for start, end in _statements(text):
+        if len(errors) >= limits.MAX_ERRORS:
+            break
         try:
-            statements.extend(_parse_whole(masked).statements)
-        except WqlError as first:
-            errors.extend(_errors_per_statement(masked) or [first])
+            statements.extend(_parse_whole(text, start, end).statements)
+        except WqlError:
+            errors.extend(_statement_errors(text, start, end))
             failed.append(text[start:end])
     for err in errors:
         err.with_source(text, filename)
     script = ast.Script(tuple(statements), (), span=Span.from_offsets(text, 0, len(text)))
-    return script, errors, failed
+    return script, errors[: limits.MAX_ERRORS], failed

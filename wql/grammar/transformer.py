@@ -30,6 +30,7 @@ method the children without keyword and punctuation tokens.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ from typing import Any, cast
 
 from lark import Token, Transformer, Tree, v_args
 
+from wql import limits
 from wql.errors import Span, WqlError, WqlSyntaxError
 from wql.grammar import ast
 
@@ -278,6 +280,96 @@ def _positioned_all(f: Callable[..., Any], _data: str, children: list[Any], _met
     return _call(f, span_of(children), children)
 
 
+class SqlTree(Tree):
+    """A scalar-expression subtree (rules ``sql_*``) with its span and its size so far.
+
+    ``depth`` counts the levels of nesting (parentheses, calls, CASE, CAST,
+    subscripts, unary operators) and ``chain`` the operators and arguments
+    on the path to the deepest operand: both are checked against
+    :mod:`wql.limits` as the parser reduces, i.e. before anything recursive
+    walks the tree. The span saves :func:`span_of` a walk down the tree.
+    """
+
+    def __init__(self, data: str, children: list[Any], span: Span | None, depth: int, chain: int):
+        super().__init__(data, children)
+        self.span = span
+        self.depth = depth
+        self.chain = chain
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SqlTree:
+        # Never changed once built: the recovering parser's copies may share it.
+        return self
+
+
+# Rules that do not nest: leaves, and WHEN (its CASE counts the level).
+_FLAT_SQL_RULES = frozenset(
+    {"sql_literal", "sql_column", "sql_count_star", "sql_typed_literal", "sql_interval", "sql_when"}
+)
+
+
+def _expression_size(children: list[Any]) -> tuple[int, int]:
+    """(depth, chain) of a node made of ``children``, before counting the node itself."""
+    depth = chain = 0
+    operands = 0
+    for child in children:
+        if isinstance(child, SqlTree):
+            operands += 1
+            depth = max(depth, child.depth)
+            chain = max(chain, child.chain)
+    return depth, chain + max(0, operands - 1)
+
+
+def _check_expression_size(span: Span | None, depth: int, chain: int) -> None:
+    if depth > limits.MAX_EXPRESSION_DEPTH:
+        raise WqlSyntaxError(
+            f"expression nested more than {limits.MAX_EXPRESSION_DEPTH} levels deep "
+            "(the limit on parentheses, calls, CASE, CAST and unary operators)",
+            span,
+            hint="split the expression or remove redundant parentheses",
+        )
+    if chain > limits.MAX_OPERATOR_CHAIN:
+        raise WqlSyntaxError(
+            f"expression has more than {limits.MAX_OPERATOR_CHAIN} operators in a row "
+            "(the limit on an operator chain)",
+            span,
+            hint="split the expression",
+        )
+
+
+def _sql_tree(data: str, span: Span | None, children: list[Any]) -> SqlTree:
+    depth, chain = _expression_size(children)
+    if data not in _FLAT_SQL_RULES:
+        depth += 1
+    _check_expression_size(span, depth, chain)
+    return SqlTree(data, children, span, depth, chain)
+
+
+def trigger_depth(trigger: Any) -> int:
+    """How many triggers deep ``trigger`` nests (a leaf trigger is 1).
+
+    Recursive, but only over triggers that passed the depth limit when the
+    parser built them.
+    """
+    if isinstance(trigger, (ast.PurgingTrigger, ast.TimeoutTrigger)):
+        return 1 + trigger_depth(trigger.trigger)
+    if isinstance(trigger, (ast.AnyTrigger, ast.AllTrigger)):
+        return 1 + max((trigger_depth(t) for t in trigger.triggers), default=0)
+    if isinstance(trigger, ast.EarlyLateTrigger):
+        return 1 + max(trigger_depth(trigger.early), trigger_depth(trigger.late))
+    return 0 if trigger is None else 1
+
+
+def _nested_trigger(node: Any) -> Any:
+    """``node``, unless it nests triggers deeper than the limit."""
+    if trigger_depth(node) > limits.MAX_TRIGGER_DEPTH:
+        raise WqlSyntaxError(
+            f"triggers nested more than {limits.MAX_TRIGGER_DEPTH} deep "
+            "(the limit on trigger nesting)",
+            node.span,
+        )
+    return node
+
+
 @v_args(wrapper=_positioned)
 class WqlTransformer(Transformer[Token, ast.Script]):
     """Builds AST nodes; one method per grammar rule that becomes a node.
@@ -290,6 +382,13 @@ class WqlTransformer(Transformer[Token, ast.Script]):
     def __init__(self) -> None:
         super().__init__(visit_tokens=False)
         self._local = threading.local()
+
+    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+        # The expression rules (sql_*) have no method: they stay trees, and
+        # are measured against the limits as they are built.
+        if isinstance(data, str) and data.startswith("sql_"):
+            return _call(functools.partial(_sql_tree, data), span_of(children), children)
+        return Tree(data, children, meta)
 
     @property
     def source(self) -> str:
@@ -643,21 +742,21 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return ast.DeltaTrigger(children[0], children[1], span=span)
 
     def timeout_trigger(self, span: Span | None, children: list[Any]) -> ast.TimeoutTrigger:
-        return ast.TimeoutTrigger(children[0], children[1], span=span)
+        return _nested_trigger(ast.TimeoutTrigger(children[0], children[1], span=span))
 
     def purging_trigger(self, span: Span | None, children: list[Any]) -> ast.PurgingTrigger:
-        return ast.PurgingTrigger(children[0], span=span)
+        return _nested_trigger(ast.PurgingTrigger(children[0], span=span))
 
     def any_trigger(self, span: Span | None, children: list[Any]) -> ast.AnyTrigger:
-        return ast.AnyTrigger(tuple(children), span=span)
+        return _nested_trigger(ast.AnyTrigger(tuple(children), span=span))
 
     def all_trigger(self, span: Span | None, children: list[Any]) -> ast.AllTrigger:
-        return ast.AllTrigger(tuple(children), span=span)
+        return _nested_trigger(ast.AllTrigger(tuple(children), span=span))
 
     def early_late_trigger(self, span: Span | None, children: list[Any]) -> ast.EarlyLateTrigger:
         firings = dict(c.value for c in children)
         early, late = firings.get("early"), firings.get("late")
-        return ast.EarlyLateTrigger(early, late, span=span)
+        return _nested_trigger(ast.EarlyLateTrigger(early, late, span=span))
 
     def early_firing(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(("early", children[0]), span)
@@ -696,6 +795,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
     @v_args(wrapper=_positioned_all)
     def sql_expr(self, span: Span | None, children: list[Any]) -> ast.Expr:
         assert span is not None
+        _check_expression_size(span, *_expression_size(children))
         text = self.source[span.start : span.end]
         return ast.Expr(text, _join(children), span=span)
 

@@ -68,6 +68,7 @@ from wql.compiler import types as T
 from wql.compiler.capabilities import NATIVE, Capabilities
 from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
+from wql.limits import recursion_headroom
 
 DIALECT = "spark"
 
@@ -462,6 +463,11 @@ def to_spark_sql(
 
 def program_to_sql(program: NativeProgram, pretty: bool = True) -> str:
     """The steps as nested SELECTs, innermost first (batch semantics: Watermark is dropped)."""
+    with recursion_headroom():  # sqlglot parses and prints recursively
+        return _program_to_sql(program, pretty)
+
+
+def _program_to_sql(program: NativeProgram, pretty: bool) -> str:
     relation: exp.Expr = exp.to_table(_q(program.source), dialect=DIALECT)
     depth = 0
 

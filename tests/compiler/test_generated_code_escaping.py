@@ -1,0 +1,145 @@
+"""User text copied into generated code is escaped for its target (no code injection).
+
+File names, source, column and query names, paths, option keys and values and
+string literals full of quotes, back-quotes, triple quotes, line breaks, NUL,
+semicolons, comment markers and unicode: the PySpark script still parses as
+Python (and holds only the definitions WQL writes), every line of the Spark
+SQL file outside its statements is a comment, and the plan JSON reads back.
+Running the generated code on Spark is in ``tests/spark/test_generated_code_runs.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from wql.commands.compile import plan_to_json, spark_sql_script, spark_sql_statements
+from wql.compiler import compile_source
+from wql.compiler.backends.escaping import python_docstring, sql_comment, sql_identifier
+from wql.compiler.backends.pyspark_script import render_script
+
+HOSTILE = [
+    'a""";__import__("os").system("touch pwned");"""x',
+    "a'''b",
+    "back`tick",
+    "two``ticks",
+    "new\nline; DROP TABLE t; --",
+    "carriage\rreturn",
+    "nul\x00byte",
+    "semi;colon",
+    "dash--dash",
+    "/* block */",
+    "ends with backslash\\",
+    "unicode é ✓ \u2028 line separator",
+    "'\"`;\n--/*",
+]
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _string(value: str) -> str:
+    """A WQL string literal with value ``value``."""
+    body = value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
+    return "'" + body.replace("\x00", "\\0") + "'"
+
+
+def _program_text(name: str) -> str:
+    s, c, t, v = (_quoted(x) for x in (name + " src", name + " col", name + " ts", name + " view"))
+    return f"""
+CREATE SOURCE {s} ({c} STRING, {t} TIMESTAMP, WATERMARK FOR {t} AS {t} - INTERVAL '1' SECOND)
+WITH (format = 'csv', path = {_string(name + ".csv")}, header = 'true',
+      {_string(name + " key")} = {_string(name + " value")});
+CREATE VIEW {v} AS
+SELECT {c}, COUNT(*) AS {_quoted(name + " n")}, {_string(name)} AS lit
+FROM {s} WHERE {c} <> {_string(name)}
+GROUP BY {c}, TUMBLE({t}, INTERVAL '1' MINUTE);
+CREATE VIEW {_quoted(name + " op")} AS
+SELECT {c}, COUNT(*) AS n FROM {s}
+GROUP BY {c}, TUMBLE({t}, INTERVAL '1' MINUTE) TRIGGER COUNT(2);
+"""
+
+
+# What a generated script may define at its top level: nothing else runs on import.
+SCRIPT_NAMES = {
+    "BASE_DIR", "WQL_TEXT", "WQL_ENGINE", "run_with_wql", "read_csv_by_header",
+    "read_sources", "QUERIES", "NOT_WINDOWED", "make_session", "report_not_windowed", "main",
+}  # fmt: skip
+
+
+def _top_level(tree: ast.Module) -> tuple[list[str], list[type]]:
+    names: list[str] = []
+    kinds: list[type] = []
+    for node in tree.body:
+        kinds.append(type(node))
+        if isinstance(node, ast.FunctionDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names, kinds
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+def test_pyspark_script_parses_and_defines_only_its_own_names(name):
+    text = _program_text(name)
+    program = compile_source(text, name + ".wql")
+    script = render_script(program, text, name + ".wql", base_dir=name + " base")
+    tree = ast.parse(script)
+    names, kinds = _top_level(tree)
+    query_functions = {n for n in names if n.startswith("query_")}
+    assert set(names) - query_functions <= SCRIPT_NAMES
+    assert len(query_functions) == len(program.queries)
+    # a docstring, imports, assignments, functions and the `if __name__` guard: no stray call
+    allowed = {ast.Expr, ast.ImportFrom, ast.Import, ast.Assign, ast.FunctionDef, ast.If}
+    assert set(kinds) <= allowed
+    assert [type(n) for n in tree.body].count(ast.Expr) == 1  # the module docstring only
+    docstring = ast.get_docstring(tree)
+    assert docstring is not None
+    assert docstring.splitlines()[0].endswith(".wql.")
+    # the user's texts come back exactly as Python values
+    values = {
+        t.id: ast.literal_eval(n.value)
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id in ("BASE_DIR", "WQL_TEXT")
+    }
+    assert values == {"BASE_DIR": name + " base", "WQL_TEXT": text}
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+def test_spark_sql_file_is_its_statements_and_one_line_comments(name):
+    text = _program_text(name)
+    program = compile_source(text, name + ".wql")
+    script = spark_sql_script(program, name + ".wql")
+    statements = [sql + ";" for _, sql in spark_sql_statements(program) if sql is not None]
+    assert len(statements) == 1
+    rest = script
+    for statement in statements:
+        assert statement in rest
+        rest = rest.replace(statement, "", 1)
+    for line in rest.split("\n"):
+        # Spark's `--` comment ends at \n or \r, and continues past a
+        # backslash-newline: every comment is one line without either
+        assert line == "" or line.startswith("--"), repr(line)
+        assert "\r" not in line and not line.endswith("\\")
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+def test_plan_json_reads_back_the_names(name):
+    text = _program_text(name)
+    program = compile_source(text, name + ".wql")
+    data = json.loads(json.dumps(plan_to_json(program, name + ".wql")))
+    assert data["file"] == name + ".wql"
+    assert [q["name"] for q in data["queries"]] == [name + " view", name + " op"]
+    assert data["sources"][0]["name"] == name + " src"
+
+
+def test_escaping_functions():
+    assert ast.literal_eval(python_docstring('x"""y', "a\\", "\x00\r")) == 'x"""y\na\\\n\x00\r'
+    assert sql_identifier("a`b") == "`a``b`"
+    assert sql_comment("a\nb\rc") == "a\\nb\\x0dc"
+    assert not sql_comment("ends\\").endswith("\\")
