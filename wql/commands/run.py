@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
                     filename=display_name(path),
                     base_dir=Path(path).parent,
                     require_declared=True,
+                    # the engine is chosen for streams here, so an engine forced
+                    # where it cannot stream fails before Spark starts
+                    streaming=bool(getattr(args, "stream", False)),
                 )
             )
         except WqlError as err:
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if len(set(stems)) != len(stems):
         raise WqlError("several files have the same name; their outputs would collide")
     show = args.show if args.show is not None else (None if args.output else 20)
-    if getattr(args, "stream", False):  # streaming (engineer G): wql/spark/stream_sinks.py
+    if getattr(args, "stream", False):  # wql/spark/stream_sinks.py
         from wql.spark.stream_sinks import run_stream_command
 
         return run_stream_command(args, compiled, stems, conf)
