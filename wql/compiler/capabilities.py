@@ -171,9 +171,9 @@ NATIVE_STREAMING = replace(
         ),
         (
             "late_rows",
-            "on a stream Spark's aggregation drops rows behind the previous micro-batch's "
-            "watermark without counting them, and adds a row one micro-batch behind to the "
-            "window it emits, where the operator engine counts the row as late (or sends it "
+            "Spark's streaming aggregation drops rows behind the previous micro-batch's "
+            "watermark without counting them and adds a row one micro-batch behind to the "
+            "window it emits, where the operator engine counts both as late (or sends them "
             "to LATE DATA TO)",
         ),
     ),

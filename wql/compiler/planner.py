@@ -122,7 +122,10 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
 
     def need(what: str, span, construct: str) -> None:
         why = caps.reason(construct)
-        message = "needs the operator engine" + (" on a stream" if caps.streaming else "")
+        # "on a stream" only where batch would be native: the reasons shared with
+        # batch read the same in `wql explain` and `wql explain --stream`
+        stream_only = caps.streaming and not NATIVE.reason(construct)
+        message = "needs the operator engine" + (" on a stream" if stream_only else "")
         out.append(P.Reason(f"{message}: {why}" if why else message, span, what))
 
     w = q.window
