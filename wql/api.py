@@ -58,6 +58,7 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     base_dir: str | Path | None = None,
     schemas: Mapping[str, Any] | None = None,
     require_declared: bool = False,
+    streaming: bool = False,
 ) -> Compiled:
     """Parse and plan a WQL text.
 
@@ -66,17 +67,34 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     ``(name, type)`` pairs) lets the text use undeclared sources; without it,
     planning such a text waits for :meth:`Compiled.apply` — unless
     ``require_declared`` (what ``wql run`` uses: no DataFrames will come),
-    which plans at once and reports an undeclared source as an error. Raises
-    a :class:`~wql.errors.WqlError` for any error in the text.
+    which plans at once and reports an undeclared source as an error.
+    ``streaming`` plans for streaming sources (``wql run --stream``): it is
+    what :attr:`Compiled.engine` and :meth:`Compiled.explain` show, and a
+    forced engine that cannot run on a stream fails here. Whatever it says,
+    :meth:`Compiled.apply` plans each query for the DataFrame it actually
+    gets (batch or streaming). Raises a :class:`~wql.errors.WqlError` for any
+    error in the text.
     """
     if engine not in ENGINES:
         raise WqlSemanticError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
     base = Path(base_dir) if base_dir else None
-    return Compiled(text, engine, filename, base, schemas, require_declared=require_declared)
+    return Compiled(
+        text,
+        engine,
+        filename,
+        base,
+        schemas,
+        require_declared=require_declared,
+        streaming=streaming,
+    )
 
 
 def compile_file(
-    path: str | Path, engine: str = "auto", *, require_declared: bool = False
+    path: str | Path,
+    engine: str = "auto",
+    *,
+    require_declared: bool = False,
+    streaming: bool = False,
 ) -> Compiled:
     """:func:`compile` the ``.wql`` file at ``path``; relative source paths resolve next to it."""
     from wql.commands import read_source
@@ -88,6 +106,7 @@ def compile_file(
         filename=str(path),
         base_dir=p.parent,
         require_declared=require_declared,
+        streaming=streaming,
     )
 
 
@@ -103,9 +122,11 @@ class Compiled:
         schemas: Mapping[str, Any] | None,
         *,
         require_declared: bool = False,
+        streaming: bool = False,
     ) -> None:
         self.text = text
         self.engine_request = engine
+        self.streaming = streaming
         self.filename = filename
         self.base_dir = base_dir
         self._schemas = dict(schemas or {})
@@ -170,7 +191,9 @@ class Compiled:
         ``spark`` defaults to the active session, else
         :func:`wql.spark.session.default_session`. Operator-engine queries run
         when this is called (their output is cached; :meth:`Results.release`
-        frees it); native queries stay lazy.
+        frees it); native queries stay lazy. A query over a streaming
+        DataFrame is planned for a stream (:func:`wql.compiler.planner.choose_engines`)
+        and its outputs are streaming DataFrames.
         """
         from wql.compiler.backends.native import build_native
 
@@ -184,13 +207,16 @@ class Compiled:
                 key = q.source.name.lower()
                 if key not in sources:
                     sources[key] = self._source_df(spark, program, q.source.name, dataframes)
-                df = sources[key]
+            # the engine of each query is chosen for the kind of DataFrame it reads
+            program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
+            for q in self._selected(program):
+                df = sources[q.source.name.lower()]
                 started = time.perf_counter()
                 engine = _engine_of(q)
-                if df.isStreaming:  # streaming host (engineer G): wql/spark/streaming.py
+                if df.isStreaming:
                     from wql.spark.streaming import stream_query
 
-                    results[q.name] = stream_query(q, engine, df)
+                    results[q.name] = stream_query(q, df)
                 elif engine == "native":
                     results[q.name] = QueryResult(q, engine, build_native(q, df), None, df)
                 else:
@@ -268,8 +294,23 @@ class Compiled:
         from wql.compiler import compile_source
 
         return compile_source(
-            self.text, self.filename, engine=self.engine_request, schemas=schemas or None
+            self.text,
+            self.filename,
+            engine=self.engine_request,
+            schemas=schemas or None,
+            streaming=self.streaming,
         )
+
+    def _planned(self, program: P.Program, streams: set[str]) -> P.Program:
+        """``program`` with every query planned for a stream exactly when its source is one."""
+        from wql.compiler.planner import choose_engines
+
+        if all(
+            q.engine is not None and q.engine.streaming == (q.source.name.lower() in streams)
+            for q in self._selected(program)
+        ):
+            return program
+        return choose_engines(program, self.engine_request, streaming=streams)
 
     def _bound(self, dataframes: Mapping[str, Any]) -> P.Program:
         if self._program is not None and not (self._undeclared & {n.lower() for n in dataframes}):

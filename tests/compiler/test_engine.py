@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wql.compiler import compile_source
+from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE
 from wql.compiler.planner import native_blockers
 from wql.errors import WqlErrors, WqlUnsupportedError
@@ -181,3 +182,152 @@ def test_planner_reads_declared_capabilities():
         triggers=NATIVE.triggers | {"PurgingTrigger"},
     )
     assert native_blockers(q, more) == []
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def on_stream(query: str, engine: str = "auto"):
+    (q,) = compile_source(SRC + query, engine=engine, streaming=True).queries
+    return q
+
+
+def clauses(q) -> list[str]:
+    return [r.text.split(" at line")[0] for r in q.engine.reasons]
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        "TUMBLE(ts, INTERVAL '1' MINUTE)",
+        "HOP(ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE)",
+        "SESSION(ts, INTERVAL '30' SECOND)",
+        "SESSION(ts, GAP CAST(v AS BIGINT) * 1000)",
+    ],
+)
+def test_a_batch_native_query_runs_on_the_operator_engine_on_a_stream(window):
+    text = f"SELECT k, window_start, COUNT(*) AS n, MAX(v) AS m FROM c GROUP BY k, {window};"
+    assert only(text).engine.engine == "native"
+    q = on_stream(text)
+    assert q.engine.engine == "operator" and q.engine.streaming and not q.engine.forced
+    (reason,) = q.engine.reasons
+    # rows behind the watermark: Spark drops them uncounted or adds them to a fired
+    # window; the operator engine counts them (docs/native.md, "Streaming")
+    assert reason.text.startswith(
+        "WATERMARK FOR ts at line 1 needs the operator engine on a stream: "
+    )
+    assert "without counting them" in reason.text and "late" in reason.text
+    assert (reason.span.line, reason.span.column) == (1, 52)
+
+
+def test_constructs_spark_cannot_stream_are_named_before_the_late_row_reason():
+    # the query of issue 8: native in batch, refused by Spark on a stream
+    q = on_stream(
+        "SELECT k, window_start, window_end, COUNT(DISTINCT v) AS d, SUM(v) AS s FROM c\n"
+        "GROUP BY k, CUMULATE(ts, INTERVAL '10' SECOND, INTERVAL '30' SECOND);"
+    )
+    assert q.engine.engine == "operator"
+    assert clauses(q) == ["CUMULATE window", "COUNT_DISTINCT", "SUM of DOUBLE", "WATERMARK FOR ts"]
+    texts = [r.text for r in q.engine.reasons]
+    assert "STREAMING_OUTPUT_MODE" in texts[0] and "distinct aggregations" in texts[1]
+    assert "monotonically_increasing_id" in texts[2]
+    keyless = on_stream("SELECT COUNT(*) AS n FROM c GROUP BY SESSION(ts, INTERVAL '3' SECOND);")
+    assert clauses(keyless) == ["SESSION without keys", "WATERMARK FOR ts"]
+    # in batch all three are native
+    assert (
+        only("SELECT COUNT(*) AS n FROM c GROUP BY SESSION(ts, INTERVAL '3' SECOND);").engine.engine
+        == "native"
+    )
+
+
+def test_forcing_native_on_a_stream_is_a_positioned_error_naming_the_clause():
+    with pytest.raises(WqlUnsupportedError) as info:
+        compile_source(
+            SRC + "SELECT k, COUNT(DISTINCT v) AS d\nFROM c\n"
+            "GROUP BY k, CUMULATE(ts, INTERVAL '10' SECOND, INTERVAL '30' SECOND);",
+            "q.wql",
+            engine="native",
+            streaming=True,
+        )
+    err = info.value
+    assert err.message.startswith(
+        "query 'query_1' cannot run on the native engine on a stream: CUMULATE window at line 4 "
+        "needs the operator engine on a stream: "
+    )
+    assert (err.line, err.column) == (4, 13) and err.filename == "q.wql"
+    assert "(and 2 more reason(s))" in err.message
+    # a query Spark can stream is refused too, at its watermark declaration
+    with pytest.raises(WqlUnsupportedError) as info:
+        on_stream(
+            "SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);", "native"
+        )
+    assert (info.value.line, info.value.column) == (1, 52)
+    assert "WATERMARK FOR ts at line 1" in info.value.message
+    # the same text forced native in batch compiles
+    assert only(
+        "SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);", "native"
+    ).engine.forced
+
+
+def test_operator_forced_on_a_stream_and_operator_queries_are_unchanged():
+    q = on_stream("SELECT k, COUNT(*) AS n FROM c GROUP BY k, COUNT_WINDOW(5);")
+    assert q.engine.engine == "operator" and q.engine.streaming
+    assert clauses(q) == ["COUNT_WINDOW window"]  # no event-time window: no late-row reason
+    forced = on_stream(
+        "SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);", "operator"
+    )
+    assert forced.engine == P.EngineChoice(
+        "operator", (P.Reason("engine forced to operator"),), forced=True, streaming=True
+    )
+
+
+def test_streaming_can_name_the_sources_that_are_streams():
+    from wql.compiler.planner import choose_engines
+
+    text = (
+        SRC + "CREATE SOURCE d (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts);\n"
+        "SELECT k, COUNT(*) AS n FROM c GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);\n"
+        "SELECT k, COUNT(*) AS n FROM d GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND);\n"
+    )
+    program = compile_source(text)
+    assert [q.engine.engine for q in program.queries] == ["native", "native"]
+    mixed = choose_engines(program, streaming={"D"})
+    assert [(q.engine.engine, q.engine.streaming) for q in mixed.queries] == [
+        ("native", False),
+        ("operator", True),
+    ]
+    # a query's choice depends only on its own source and the engine asked for
+    assert choose_engines(mixed).queries == program.queries
+    assert (
+        choose_engines(program, streaming=True).queries
+        == compile_source(text, streaming=True).queries
+    )
+
+
+def test_no_query_of_the_repository_is_native_on_a_stream():
+    """Every example, golden and fixture query: planned for a stream, it runs on the
+    operator engine with reasons, and forcing native is a positioned error."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted(
+        [
+            *root.glob("examples/*.wql"),
+            *root.glob("tests/compiler/golden/*.wql"),
+            *root.glob("tests/fixtures/queries/*.wql"),
+        ]
+    )
+    assert len(files) >= 15
+    for path in files:
+        text = path.read_text()
+        program = compile_source(text, path.name, streaming=True)
+        for q in program.queries:
+            assert q.engine.engine == "operator" and q.engine.streaming, (path.name, q.name)
+            assert q.engine.reasons and all(r.span is not None for r in q.engine.reasons)
+        batch_native = [q.name for q in compile_source(text).queries if q.engine.engine == "native"]
+        if batch_native:
+            with pytest.raises((WqlUnsupportedError, WqlErrors)) as info:
+                compile_source(text, path.name, engine="native", streaming=True)
+            errors = getattr(info.value, "errors", [info.value])
+            assert all(e.line is not None for e in errors)
+            assert len(errors) == len(program.queries), path.name

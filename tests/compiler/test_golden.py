@@ -1,4 +1,5 @@
-"""Golden explain files: every ``golden/*.wql`` compiles to exactly ``golden/*.explain``.
+"""Golden explain files: every ``golden/*.wql`` compiles to exactly ``golden/*.explain``,
+and planned for streaming sources (``wql explain --stream``) to ``golden/*.stream.explain``.
 
 Regenerate after an intended change with ``UPDATE_GOLDEN=1 .venv/bin/pytest
 tests/compiler/test_golden.py`` and review the diff like code.
@@ -22,11 +23,12 @@ def test_there_are_golden_cases():
     assert len(CASES) >= 4
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_explain_matches_golden(path: Path):
+def test_explain_matches_golden(path: Path, streaming: bool):
     text = path.read_text()
-    got = explain(compile_source(text, path.name))
-    expected_path = path.with_suffix(".explain")
+    got = explain(compile_source(text, path.name, streaming=streaming))
+    expected_path = path.with_suffix(".stream.explain" if streaming else ".explain")
     if os.environ.get("UPDATE_GOLDEN") == "1" or not expected_path.exists():
         expected_path.write_text(got)
         if os.environ.get("UPDATE_GOLDEN") != "1":

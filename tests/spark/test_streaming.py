@@ -84,6 +84,11 @@ def stream_once(spark, folder: Path, out: Path, ck: Path):
     assert compiled.engine == {"sessions": "operator", "tumbles": "native"}
     source = read_stream_source(spark, compiled.program.source("s"), None)
     results = compiled.apply(spark, s=source)
+    # on a stream the planner picks the operator engine for both (docs/native.md, "Streaming")
+    assert {r.name: r.engine for r in results.queries} == {
+        "sessions": "operator",
+        "tumbles": "operator",
+    }
     start_streams(results, out, ck, fmt="parquet")
 
 
@@ -188,3 +193,59 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, uninterrupted, t
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert outputs(spark, out) == reference
+
+
+def test_wql_run_stream_runs_a_query_spark_cannot_stream_natively(spark, tmp_path, capsys):
+    """The query of a CUMULATE window with COUNT(DISTINCT ...): native in batch,
+    rejected by Spark on a stream; ``wql run --stream`` runs it on the operator
+    engine (the planner's choice for a stream) and writes the batch rows."""
+    from wql.cli import main as cli_main
+
+    def at(ms: int) -> dt.datetime:
+        return dt.datetime(2024, 1, 1) + dt.timedelta(milliseconds=ms)
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    files = [
+        [("a", 1, 1000), ("a", 2, 5000), ("b", 1, 12000)],
+        [("a", 1, 14000), ("a", 3, 21000)],
+        [("zz", 0, 100000)],  # the sentinel: its watermark fires every window above
+    ]
+    for i, rows in enumerate(files):
+        path = folder / f"f{i}.json"
+        path.write_text(
+            "".join(
+                json.dumps({"k": k, "v": v, "ts": at(ms).isoformat()}) + "\n" for k, v, ms in rows
+            )
+        )
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    query = tmp_path / "q.wql"
+    query.write_text(
+        "CREATE SOURCE s (k STRING, v BIGINT, ts TIMESTAMP,\n"
+        "    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)\n"
+        "WITH (format = 'json', path = 'in', maxFilesPerTrigger = '1');\n"
+        "SELECT k, window_start, window_end, COUNT(DISTINCT v) AS d\n"
+        "FROM s\n"
+        "GROUP BY k, CUMULATE(ts, INTERVAL '10' SECOND, INTERVAL '30' SECOND);\n"
+    )
+    assert wql.compile_file(query).engine == {"query_1": "native"}  # in batch
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    argv = ["run", str(query), "--stream", "--checkpoint", str(ck), "--output", str(out)]
+    argv += ["--master", "local[2]", "--conf", f"spark.sql.shuffle.partitions={partitions}"]
+    assert cli_main(argv) == 0
+    assert "query_1 [operator, stream]" in capsys.readouterr().err
+    got = spark.read.schema("k STRING, window_start TIMESTAMP, window_end TIMESTAMP, d BIGINT")
+    rows = Counter(
+        tuple(r) for r in got.option("header", "true").csv(str(out / "query_1")).collect()
+    )
+    # a: {1, 2} in [0, 10 s); {1, 2, 1} in [0, 20 s); {1, 2, 1, 3} in [0, 30 s); b: {1} from 12 s
+    expected = [("a", 10, 2), ("a", 20, 2), ("a", 30, 3), ("b", 20, 1), ("b", 30, 1)]
+    assert rows == Counter((k, at(0), at(end * 1000), d) for k, end, d in expected)
+    # forcing native there is a compile error at the CUMULATE window, before Spark runs
+    assert cli_main([*argv, "--engine", "native"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "q.wql:6:13: unsupported: query 'query_1' cannot run on the native engine on a stream"
+        in err
+    )

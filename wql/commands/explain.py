@@ -1,4 +1,9 @@
-"""``wql explain FILE``: print the compiled plan of every query and the engine chosen."""
+"""``wql explain FILE [--stream]``: print the compiled plan of every query and the engine chosen.
+
+``--stream`` shows the choice for streaming sources (``wql run --stream``,
+or a streaming DataFrame passed to ``apply``), which can differ from the
+batch one (docs/native.md, "Streaming").
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="force an engine (default: auto, the compiler chooses per query)",
     )
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="plan for streaming sources (what `wql run --stream` runs)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -29,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from wql.compiler.explain import explain
 
     text = read_source(args.file)
-    program = compile_source(text, filename=display_name(args.file), engine=args.engine)
+    program = compile_source(
+        text, filename=display_name(args.file), engine=args.engine, streaming=args.stream
+    )
     output = explain(program)
     print(output, end="" if output.endswith("\n") else "\n")
     return 0

@@ -120,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
                     filename=display_name(path),
                     base_dir=Path(path).parent,
                     require_declared=True,
+                    # the engine is chosen for streams here, so an engine forced
+                    # where it cannot stream fails before Spark starts
+                    streaming=bool(getattr(args, "stream", False)),
                 )
             )
         except WqlError as err:
@@ -136,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     show = args.show if args.show is not None else (None if args.output else 20)
     if args.timeline:
         _check_timeline(args, compiled)
-    if getattr(args, "stream", False):  # streaming (engineer G): wql/spark/stream_sinks.py
+    if getattr(args, "stream", False):  # wql/spark/stream_sinks.py
         from wql.spark.stream_sinks import run_stream_command
 
         return run_stream_command(args, compiled, stems, conf)

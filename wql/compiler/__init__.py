@@ -28,13 +28,17 @@ def compile_source(
     filename: str | None = None,
     engine: str = "auto",
     schemas: Mapping[str, Any] | None = None,
+    *,
+    streaming: bool = False,
 ) -> plan.Program:
     """Parse, bind and plan a WQL text.
 
     ``schemas`` maps source names to caller-passed schemas (a DataFrame, a
     Spark StructType, or ``(name, type)`` pairs); ``engine`` is ``'auto'``,
-    ``'native'`` or ``'operator'``. Every error is a :class:`WqlError` (or
-    :class:`WqlErrors`) with the text and file name attached for rendering.
+    ``'native'`` or ``'operator'``; ``streaming`` plans the queries for
+    streaming sources (``wql run --stream``, ``wql explain --stream``).
+    Every error is a :class:`WqlError` (or :class:`WqlErrors`) with the text
+    and file name attached for rendering.
     """
     from wql.compiler.binder import bind
     from wql.grammar.parser import parse
@@ -42,7 +46,9 @@ def compile_source(
     try:
         with recursion_headroom():
             script = parse(text, filename)
-            return bind(script, text, filename, schemas=schemas, engine=engine)
+            return bind(
+                script, text, filename, schemas=schemas, engine=engine, streaming=streaming
+            )
     except WqlError as e:
         raise e.with_source(text, filename) from None
 

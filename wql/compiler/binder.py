@@ -61,13 +61,15 @@ def bind(
     *,
     schemas: Mapping[str, SchemaLike] | None = None,
     engine: str = "auto",
+    streaming: bool = False,
 ) -> P.Program:
     """Bind a parsed script and choose each query's engine.
 
     ``schemas`` gives sources by name for embedded use (DataFrames passed by
     the caller); a declared source wins over a passed schema of the same
     name (the runner checks that the DataFrame matches the declaration).
-    ``engine`` is ``'auto'``, ``'native'`` or ``'operator'`` (see
+    ``engine`` is ``'auto'``, ``'native'`` or ``'operator'``; ``streaming``
+    plans every query for a streaming source (see
     :func:`wql.compiler.planner.choose_engines`).
     """
     from wql.compiler.planner import choose_engines
@@ -77,7 +79,7 @@ def bind(
     binder.raise_errors(filename)
     assert program is not None
     try:
-        return choose_engines(program, engine)
+        return choose_engines(program, engine, streaming=streaming)
     except WqlError as e:
         raise e.with_source(source_text, filename) from None
 

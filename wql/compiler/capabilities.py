@@ -1,21 +1,22 @@
-"""What the native Spark backend can run exactly, declared as data.
+"""What the native Spark backend can run exactly, in batch and on streams, declared as data.
 
-The planner (``planner.py``) reads :data:`NATIVE` to decide whether a query
-may run on Spark's own operators; the native backend
-(``backends/native.py``) implements exactly this set. A construct missing
+The planner (``planner.py``) reads :data:`NATIVE` (a batch DataFrame) or
+:data:`NATIVE_STREAMING` (a streaming one) to decide whether a query may run
+on Spark's own operators; the native backend (``backends/native.py``)
+checks the same declaration before it lowers a query. A construct missing
 here runs on the operator engine, and the planner says which clause needed
 it. Add a construct only together with the backend code and the
-conformance test that proves native == operator for it.
+conformance test that proves native == operator for it (on streams: the
+same late-row stream on both engines, rows and counters).
 
 Each ``why_not`` entry explains, for the explain output, why a construct is
 excluded: the reasons are the Spark facts that make its result differ from
-Flink's WindowOperator (``/work/shared/notes/spark-facts.md``,
-``docs/native.md``).
+Flink's WindowOperator (``docs/native.md`` has the measurements).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wql.compiler.plan import AggKind
 
@@ -44,6 +45,15 @@ class Capabilities:
     """Whether keyed SESSION windows with a watermark delay of 0 run exactly."""
     reserved_prefix: str = ""
     """Source columns may not start with this prefix (the backend's own columns)."""
+    keyless_sessions: bool = True
+    """Whether SESSION windows without GROUP BY keys run."""
+    float_sums: bool = True
+    """Whether floating-point SUM/AVG run (folded in replay order, docs/native.md #11)."""
+    late_rows: bool = True
+    """Whether rows behind the watermark get the operator engine's outcome: counted as
+    late (or sent to the late output), never added to a window that already fired."""
+    streaming: bool = False
+    """These are the abilities on a streaming DataFrame (reasons then say so)."""
     why_not: tuple[tuple[str, str], ...] = ()
 
     def reason(self, construct: str) -> str:
@@ -122,3 +132,54 @@ NATIVE = Capabilities(
         ),
     ),
 )
+
+
+NATIVE_STREAMING = replace(
+    NATIVE,
+    name="native (stream)",
+    # measured on Spark 4 (docs/native.md, "Streaming"): Spark refuses these on streams
+    windows=NATIVE.windows - {"CUMULATE"},
+    aggregates=NATIVE.aggregates - {AggKind.COUNT_DISTINCT},
+    keyless_sessions=False,
+    float_sums=False,
+    # the reason no query runs natively on a stream: a stream can always bring
+    # rows behind the watermark, and Spark's streaming aggregation does not
+    # give them the operator engine's outcome (docs/native.md, "Streaming")
+    late_rows=False,
+    streaming=True,
+    why_not=(
+        *NATIVE.why_not,
+        (
+            "CUMULATE",
+            "Spark streams an aggregation in append mode only when it groups by a window of "
+            "the watermarked column, and CUMULATE's windows are computed rows (Spark: "
+            "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION)",
+        ),
+        (
+            "COUNT_DISTINCT",
+            "Spark rejects distinct aggregations on streaming DataFrames",
+        ),
+        (
+            "keyless_sessions",
+            "Spark rejects a session window without grouping keys on a stream (global "
+            "aggregation with session window)",
+        ),
+        (
+            "float_sums",
+            "the native backend adds floating-point numbers in replay order with "
+            "monotonically_increasing_id(), which Spark rejects on streaming DataFrames",
+        ),
+        (
+            "late_rows",
+            "Spark's streaming aggregation drops rows behind the previous micro-batch's "
+            "watermark without counting them and adds a row one micro-batch behind to the "
+            "window it emits, where the operator engine counts both as late (or sends them "
+            "to LATE DATA TO)",
+        ),
+    ),
+)
+
+
+def native_capabilities(streaming: bool) -> Capabilities:
+    """The native backend's abilities on a streaming (True) or batch (False) DataFrame."""
+    return NATIVE_STREAMING if streaming else NATIVE

@@ -1,8 +1,10 @@
 """Plan -> the text ``wql explain`` prints.
 
 The output is deterministic (no addresses, no hash order, no timestamps),
-so golden files under ``tests/compiler/golden/`` pin it; each query shows
-the plan tree top-down, then its engine and the reasons for it.
+so golden files under ``tests/compiler/golden/`` pin it (``<name>.explain``
+for a batch source, ``<name>.stream.explain`` for a streaming one, what
+``wql explain --stream`` prints); each query shows the plan tree top-down,
+then its engine and the reasons for it.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def explain(program: P.Program) -> str:
 
 def explain_query(q: P.Query) -> str:
     engine = q.engine.engine if q.engine else "(not planned)"
-    lines = [f"query {q.name}  [engine: {engine}]"]
+    stream = ", on a stream" if q.engine is not None and q.engine.streaming else ""
+    lines = [f"query {q.name}  [engine: {engine}{stream}]"]
     add = lines.append
 
     src = q.source
@@ -120,7 +123,7 @@ def explain_query(q: P.Query) -> str:
 
     if q.engine is not None:
         forced = ", forced" if q.engine.forced else ""
-        add(f"  engine: {q.engine.engine}{forced}")
+        add(f"  engine: {q.engine.engine}{forced}{stream}")
         for r in q.engine.reasons:
             add(f"    - {r.text}")
     return "\n".join(lines)

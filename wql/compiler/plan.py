@@ -785,11 +785,13 @@ class Reason:
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """``engine`` is 'native' or 'operator'; ``forced`` when the user chose it."""
+    """``engine`` is 'native' or 'operator'; ``forced`` when the user chose it;
+    ``streaming`` when it was chosen for a streaming source (planner.py)."""
 
     engine: str
     reasons: tuple[Reason, ...] = ()
     forced: bool = False
+    streaming: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ("native", "operator"):

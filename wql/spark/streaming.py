@@ -1,9 +1,9 @@
 """The streaming host: a query's ``WindowOperator`` as a Spark Structured Streaming operator.
 
 A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
-(:func:`stream_query`). Native queries become Spark's own windowed
-aggregation with ``withWatermark`` in append mode (:func:`build_native`,
-engineer F1). Operator queries run as::
+(:func:`stream_query`) with the engine the planner chose for a stream
+(today always the operator engine: docs/native.md, "Streaming"). Operator
+queries run as::
 
     source -> withWatermark(ts, delay + 1 ms) -> WHERE -> key/value expressions
            -> groupBy(key).transformWithStateInPandas(WindowProcessor, timeMode)
@@ -220,26 +220,17 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
     return StreamingRun(query, op, tagged, result, late, counters, mode)
 
 
-def stream_query(query: P.Query, engine: str, source: DataFrame) -> Any:
-    """The :class:`wql.api.QueryResult` of ``query`` over a streaming ``source`` (api hook)."""
-    from wql.api import QueryResult
-    from wql.compiler.backends.native import _sequential, build_native
+def stream_query(query: P.Query, source: DataFrame) -> Any:
+    """The :class:`wql.api.QueryResult` of ``query`` over a streaming ``source`` (api hook).
 
-    if engine == "native":
-        # F1's native backend folds floating-point SUM/AVG in replay order with
-        # monotonically_increasing_id(), which Spark rejects on streams; the
-        # operator engine gives the same result (that is why native was allowed)
-        folded = next((a for a in query.aggregates if _sequential(a)), None)
-        if folded is not None:
-            if query.engine is not None and query.engine.forced:
-                raise WqlUnsupportedError(
-                    f"query {query.name!r}: the native engine cannot run a floating-point "
-                    f"{folded.kind.value} on a stream (it sums in replay order, which needs "
-                    "monotonically_increasing_id(), not allowed on streaming DataFrames)",
-                    folded.span or query.span,
-                    hint="use --engine auto or operator for streams",
-                )
-            engine = "operator"
+    Runs the engine the planner chose for a stream (``query.engine``,
+    :func:`wql.compiler.planner.choose_engines` with ``streaming``); it is
+    never re-decided here.
+    """
+    from wql.api import QueryResult
+    from wql.compiler.backends.native import build_native
+
+    engine = query.engine.engine if query.engine is not None else "operator"
     if engine == "native":
         return QueryResult(
             query, engine, build_native(query, source), None, source, dict(_STREAMING)

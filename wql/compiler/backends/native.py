@@ -47,12 +47,14 @@ three targets cannot drift apart.
 "WINDOW(__wql_et, '60000 milliseconds')"
 
 Streaming: the steps contain no batch-only operation (no sort, no limit, no
-collect). On a streaming DataFrame, :func:`build_native` puts
-``withWatermark`` on the millisecond event-time column ``__wql_et`` right
-after it is computed (Spark's watermark ``max - delay`` emits a window when
-``end <= max - delay``, which is Flink's ``end - 1 <= max - delay - 1``).
-What Spark cannot stream (COUNT(DISTINCT), CUMULATE, SESSION without keys)
-is listed in ``docs/native.md``.
+collect), and on a streaming DataFrame they put ``withWatermark`` on the
+millisecond event-time column ``__wql_et`` right after it is computed
+(Spark's watermark ``max - delay`` emits a window when ``end <= max -
+delay``, which is Flink's ``end - 1 <= max - delay - 1``). Whether a query
+may run so is the planner's decision, from
+:data:`~wql.compiler.capabilities.NATIVE_STREAMING`: Spark handles rows
+behind its watermark differently from the operator engine, so today no
+query is native on a stream (``docs/native.md``, "Streaming").
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ from sqlglot import exp
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
-from wql.compiler.capabilities import NATIVE, Capabilities
+from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
+from wql.compiler.planner import float_sum
+from wql.compiler.planner import native_blockers as declared_blockers
 from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
 from wql.limits import recursion_headroom
@@ -100,8 +104,6 @@ def native_blockers(query: P.Query, caps: Capabilities = NATIVE) -> tuple[P.Reas
     backend does not handle is declared there). Empty when the native result
     is provably the operator engine's.
     """
-    from wql.compiler.planner import native_blockers as declared_blockers
-
     return tuple(declared_blockers(query, caps))
 
 
@@ -111,8 +113,9 @@ def check_native(query: P.Query, caps: Capabilities = NATIVE) -> None:
     if reasons:
         first = reasons[0]
         more = [r.text for r in reasons[1:]]
+        where = " on a stream" if caps.streaming else ""
         raise WqlUnsupportedError(
-            f"query {query.name!r} cannot run on the native engine: {first.text}",
+            f"query {query.name!r} cannot run on the native engine{where}: {first.text}",
             first.span,
             hint=("also: " + "; ".join(more)) if more else "use --engine operator",
         )
@@ -229,7 +232,7 @@ def lower(
     first = [Item(event_time_sql(et.column, event_time_type), TS)]
     if isinstance(w, P.DynamicSession):
         first.append(Item(f"CAST({w.gap_ms.sql} AS BIGINT)", GAP))
-    if any(_sequential(a) for a in query.aggregates):
+    if any(float_sum(a) for a in query.aggregates):
         # input order exactly as batch replay takes it: on the DataFrame as
         # given, before WHERE (Spark does not push filters below these
         # nondeterministic expressions)
@@ -273,15 +276,6 @@ def lower(
     return NativeProgram(query.name, query.source.name, tuple(steps), query.output_schema)
 
 
-def _sequential(a: P.Aggregate) -> bool:
-    """Whether ``a`` adds floating-point numbers, whose sum depends on the order of addition."""
-    return (
-        a.kind in (P.AggKind.SUM, P.AggKind.AVG)
-        and a.arg is not None
-        and a.arg.type.kind in ("FLOAT", "DOUBLE")
-    )
-
-
 def _aggregate_sql(a: P.Aggregate) -> str:
     """The aggregate as Spark SQL over the windowed relation.
 
@@ -291,7 +285,7 @@ def _aggregate_sql(a: P.Aggregate) -> str:
     1.0, 4.0 and 5.0 for one input on 1, 2 and 12 partitions). The price is
     that the window's values are collected before folding.
     """
-    if not _sequential(a):
+    if not float_sum(a):
         return a.call_sql
     assert a.arg is not None
     rows = (
@@ -353,12 +347,16 @@ def _assign_windows(w: P.Window) -> list[Step]:
 def build_native(query: P.Query, df):
     """``query`` over the source DataFrame ``df`` as Spark DataFrame operations.
 
-    Works on batch and streaming DataFrames (``withWatermark`` is applied
-    only when ``df.isStreaming``). Output columns and types are
-    ``query.output_schema``. Rows that are not windowed (NULL event time,
-    invalid dynamic gap) are counted by :func:`dropped_rows`.
+    A streaming ``df`` is checked against
+    :data:`~wql.compiler.capabilities.NATIVE_STREAMING` (which today refuses
+    every query, see the planner), a batch one against ``NATIVE``; the
+    steps themselves apply ``withWatermark`` only when ``df.isStreaming``.
+    Output columns and types are ``query.output_schema``. Rows that are not
+    windowed (NULL event time, invalid dynamic gap) are counted by
+    :func:`dropped_rows`.
     """
-    program = lower(query, _column_type(df, query))
+    caps = native_capabilities(bool(df.isStreaming))
+    program = lower(query, _column_type(df, query), caps)
     return run_steps(program.steps, df)
 
 
