@@ -34,6 +34,7 @@ from typing import cast
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
 
@@ -43,6 +44,23 @@ from wql.compiler.types import WqlType
 from wql.errors import Span, WqlError, WqlSemanticError, WqlSyntaxError
 
 DIALECT = "spark"
+
+
+class WqlSpark(Spark):
+    """Spark's SQL as WQL reads it: inside a single-quoted string ``''`` is one quote.
+
+    Spark itself reads ``'it''s'`` as two adjacent literals and concatenates
+    them (``its``); WQL follows the SQL standard instead, as its own lexer
+    does everywhere else (``WITH`` options, interval strings), so the same
+    text means the same string in every clause. Only the reading differs:
+    trees are printed in Spark's dialect (``'it\\'s'``), which Spark reads
+    back as the same value. Inside a double-quoted string a single quote is
+    an ordinary character (``"it''s"`` keeps both).
+    """
+
+    class Tokenizer(Spark.Tokenizer):
+        STRING_ESCAPES = ["\\", "'"]
+
 
 # sqlglot node class -> WQL aggregate kind (COUNT is split on * / DISTINCT below).
 _AGGREGATES: dict[type, AggKind] = {
@@ -352,7 +370,7 @@ def _parse_cached(text: str) -> exp.Expression:
     """
     if _PLAIN_NAME.match(text) and text.upper() not in _SQLGLOT_KEYWORDS:
         return _plain_column(text)
-    return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
+    return cast(exp.Expression, sqlglot.parse_one(text, read=WqlSpark))
 
 
 # A bare column name -- the most common expression (keys, SELECT items,
