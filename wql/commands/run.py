@@ -210,6 +210,8 @@ def _summary(file: str, r: Any, seconds: float) -> None:
         f"out {c.get('rows_out', 0)}",
         f"late {c.get('late_rows', 0)}",
     ]
+    if "rows_fired" in c:
+        parts.append(f"fired {c['rows_fired']}")
     if c.get("rows_filtered"):
         parts.append(f"filtered {c['rows_filtered']}")
     if dropped:
