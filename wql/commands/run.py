@@ -15,7 +15,8 @@ to ``DIR/<file stem>/<name>/``. Existing output folders are replaced.
 Without ``--output``, ``--show 20`` is implied.
 
 A run summary goes to standard error: per query the engine, rows in, rows
-out, late rows, rows dropped by reason and the time taken. While Spark
+out (result rows), late rows, rows in a firing, filtered rows, rows dropped
+by reason (rows in = fired + late + filtered + dropped) and the time taken. While Spark
 works, a progress line every few seconds says which stage runs.
 """
 
