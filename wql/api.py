@@ -443,16 +443,24 @@ class QueryResult:
     def counters(self) -> dict[str, Any]:
         """``rows_in``, ``rows_out``, ``late_rows``, ``dropped`` (reason -> rows), and more.
 
-        Operator queries also report ``rows_filtered`` (WHERE), ``rows_emitted``
-        (firings before HAVING) and the replay's counts.
+        ``rows_filtered`` (WHERE) and ``rows_fired`` (rows in at least one
+        emitted firing): ``rows_in = rows_fired + late_rows + rows_filtered +
+        sum(dropped)`` (docs/running.md). Operator queries also report
+        ``rows_emitted`` (firings before HAVING) and the replay's counts.
         """
         if self._counters is None:
-            from wql.compiler.backends.native import drop_counts
+            from wql.compiler.backends.native import drop_counts, filtered_count
 
+            rows_in = self.source.count()
+            dropped = drop_counts(self.plan, self.source)
+            filtered = filtered_count(self.plan, self.source)
             self._counters = {
-                "rows_in": self.source.count(),
+                "rows_in": rows_in,
                 "late_rows": 0,
-                "dropped": drop_counts(self.plan, self.source),
+                "rows_filtered": filtered,
+                # native windows fire every window with rows (WATERMARK trigger)
+                "rows_fired": rows_in - filtered - sum(dropped.values()),
+                "dropped": dropped,
             }
         out = dict(self._counters)
         if "rows_out" not in out:

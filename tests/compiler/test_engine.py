@@ -85,7 +85,8 @@ def test_windows_and_aggregates_needing_operator(select, window, fragment):
 def test_dynamic_gap_session_runs_native():
     # the native backend filters and counts gap <= 0 / NULL rows itself (docs/native.md)
     q = only(
-        "SELECT k, COUNT(*) AS n FROM c GROUP BY k, SESSION(ts, GAP CAST(v AS BIGINT) * 1000);"
+        "SELECT k, COUNT(*) AS n FROM c "
+        "GROUP BY k, SESSION(ts, GAP CAST(v AS BIGINT) * INTERVAL '1' SECOND);"
     )
     assert q.engine.engine == "native", [r.text for r in q.engine.reasons]
 
@@ -202,7 +203,7 @@ def clauses(q) -> list[str]:
         "TUMBLE(ts, INTERVAL '1' MINUTE)",
         "HOP(ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE)",
         "SESSION(ts, INTERVAL '30' SECOND)",
-        "SESSION(ts, GAP CAST(v AS BIGINT) * 1000)",
+        "SESSION(ts, GAP CAST(v AS BIGINT) * INTERVAL '1' SECOND)",
     ],
 )
 def test_a_batch_native_query_runs_on_the_operator_engine_on_a_stream(window):

@@ -202,6 +202,56 @@ CASES = [
         "session GAP must be a day-time INTERVAL",
     ),
     (
+        "gap_is_a_number",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, GAP n * 1000);",
+        "n * 1000",
+        "session GAP must be a day-time INTERVAL, but this is BIGINT",
+    ),
+    (
+        "interval_minus_number",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, GAP INTERVAL '9' SECOND - n);",
+        "n)",
+        "INTERVAL - BIGINT is not defined",
+    ),
+    (
+        "interval_plus_number",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, GAP INTERVAL '9' SECOND + 1);",
+        "INTERVAL",
+        "a number cannot be added to an INTERVAL",
+    ),
+    (
+        "number_divided_by_interval",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, GAP n / INTERVAL '1' SECOND);",
+        "INTERVAL",
+        "a number cannot be divided by an INTERVAL",
+    ),
+    (
+        "interval_times_interval",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, "
+        "SESSION(ts, GAP INTERVAL '1' SECOND * INTERVAL '2' SECOND);",
+        "INTERVAL",
+        "INTERVAL * INTERVAL is not defined",
+    ),
+    (
+        "interval_modulo",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, GAP INTERVAL '1' SECOND % 2);",
+        "INTERVAL",
+        "% is not defined on an INTERVAL",
+    ),
+    (
+        "case_mixes_interval_and_number",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, "
+        "SESSION(ts, GAP CASE WHEN v > 1 THEN INTERVAL '1' SECOND ELSE n END);",
+        "n END",
+        "this branch is BIGINT but another branch is an INTERVAL",
+    ),
+    (
+        "interval_times_timestamp",
+        "SELECT k, COUNT(*) FROM c GROUP BY k, SESSION(ts, GAP ts * INTERVAL '1' SECOND);",
+        "ts *",
+        "multiplied or divided by a number, not by TIMESTAMP",
+    ),
+    (
         "column_outside_group_by",
         f"SELECT k, url, COUNT(*) FROM c GROUP BY k, {T1};",
         "url",

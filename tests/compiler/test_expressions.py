@@ -212,7 +212,8 @@ GROUP BY k, SESSION(ts, GAP CASE WHEN vip THEN INTERVAL '1' MINUTE ELSE INTERVAL
 TRIGGER COUNT(2)
 EVICT DELTA(n + 1, 3) AFTER;
 CREATE VIEW c AS
-SELECT k, FIRST_VALUE(v) AS f, COLLECT_LIST(n) AS l FROM ev GROUP BY k, SESSION(ts, GAP n * 1000);
+SELECT k, FIRST_VALUE(v) AS f, COLLECT_LIST(n) AS l FROM ev
+GROUP BY k, SESSION(ts, GAP n * INTERVAL '1' SECOND);
 CREATE VIEW e AS
 SELECT k, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)
 TRIGGER DELTA(v * 2, 1.5);
@@ -304,3 +305,30 @@ def test_having_may_use_select_aliases_like_spark():
     with pytest.raises(WqlSemanticError) as info:
         compile_source(text.replace("HAVING total", "HAVING totl"))
     assert info.value.hint == "did you mean 'total'?"
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("'it''s'", "it's"),  # SQL standard: a doubled quote is one quote
+        ("''''", "'"),
+        ("''", ""),
+        ("'a''''b'", "a''b"),
+        ("'it\\'s'", "it's"),  # Spark's backslash escape reads the same
+        ("\"it''s\"", "it''s"),  # in a double-quoted string a single quote is plain text
+    ],
+)
+def test_doubled_quote_in_a_string_is_one_quote(text, value):
+    from sqlglot import exp
+
+    b = bound(f"k = {text}")
+    assert b.type == T.BOOLEAN
+    tree = parse_expr(b.sql, Span.from_offsets(b.sql, 0, len(b.sql)), b.sql).node
+    assert [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string] == [value]
+    # printed for Spark with backslash escapes, never as two adjacent literals
+    assert "CONCAT" not in b.sql
+
+
+def test_doubled_quote_prints_as_a_backslash_escape_for_spark():
+    assert bound("k <> 'it''s'").sql == "k <> 'it\\'s'"
+    assert bound("k = ''''").sql == "k = '\\''"

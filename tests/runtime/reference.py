@@ -139,6 +139,7 @@ class RefQuery:
 #: Drop reasons, as the runtime counts them (``counters.dropped``).
 DROP_LATE = "late"
 DROP_INVALID_GAP = "invalid session gap"
+DROP_IN_NO_FIRING = "in no firing"
 #: A row that no window accepted although it is not late: only a HOP whose
 #: size is below its slide leaves such gaps (Flink silently loses the row).
 DROP_LATE_WINDOW = "late window"
@@ -291,6 +292,7 @@ def _count_windows(query: RefQuery, rows: Sequence[Row]) -> RefResult:
     assert isinstance(window, CountWindow)
     per_key: dict[Hashable, list[tuple[int, int, tuple[Any, ...]]]] = defaultdict(list)
     result = RefResult()
+    in_a_firing: set[int] = set()
     for seq, (key, ts, values) in enumerate(rows):
         seen = per_key[key]
         seen.append((ts, seq, values))
@@ -307,9 +309,14 @@ def _count_windows(query: RefQuery, rows: Sequence[Row]) -> RefResult:
                 pane = n // window.slide - 1
             else:
                 continue
+        in_a_firing.update(s for _, s, _ in fired)
         result.emitted.append(
             (key, None, None, None, pane, "EARLY", MAX_TIME, *aggregate(query.aggs, fired))
         )
+    # Rows no firing included: the trailing partial count, and for sliding
+    # count windows with slide > size the rows evicted before any firing.
+    for _ in range(len(rows) - len(in_a_firing)):
+        result.drop(DROP_IN_NO_FIRING)
     return result
 
 

@@ -131,6 +131,14 @@ def test_wql_run_writes_every_output_and_a_summary(spark, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "per_minute [operator] | rows in 10 | out 7 | late 1" in err
     assert "suspicious [operator] | rows in 10 | out 2" in err
+    # every summary line accounts for every row: in = fired + late + filtered + dropped
+    lines = [line for line in err.splitlines() if "| rows in " in line]
+    assert len(lines) == 2
+    for line in lines:
+        parts = {p.split(" ", 1)[0]: p.split(" ", 1)[1] for p in line.split(" | ")[1:]}
+        dropped = sum(int(n.split(" ")[0]) for n in parts["dropped"].split(", "))
+        counted = int(parts["fired"]) + int(parts["late"]) + int(parts.get("filtered", 0))
+        assert int(parts["rows"].removeprefix("in ")) == counted + dropped, line
     late = list(out.glob("iot_late_data/late_readings/*.csv"))
     rows = [r for p in late for r in csv.DictReader(p.open())]
     assert [(r["device"], r["seq"]) for r in rows] == [("d1", "9")]

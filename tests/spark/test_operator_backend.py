@@ -49,7 +49,7 @@ def test_windows_map_to_assigners(window, assigner):
 
 
 def test_dynamic_gap_is_a_bigint_value_column():
-    o = op("SELECT k, COUNT(*) AS c FROM s GROUP BY k, SESSION(ts, GAP n * 1000)")
+    o = op("SELECT k, COUNT(*) AS c FROM s GROUP BY k, SESSION(ts, GAP n * INTERVAL '1' SECOND)")
     assert isinstance(o.config.assigner, A.DynamicSessionWindows)
     gap = o.values[o.config.assigner.gap_index]
     assert "BIGINT" in gap.sql.upper() and gap.type.kind == "BIGINT"

@@ -15,7 +15,8 @@ to ``DIR/<file stem>/<name>/``. Existing output folders are replaced.
 Without ``--output``, ``--show 20`` is implied.
 
 A run summary goes to standard error: per query the engine, rows in, rows
-out, late rows, rows dropped by reason and the time taken. While Spark
+out (result rows), late rows, rows in a firing, filtered rows, rows dropped
+by reason (rows in = fired + late + filtered + dropped) and the time taken. While Spark
 works, a progress line every few seconds says which stage runs.
 """
 
@@ -278,6 +279,8 @@ def _summary(file: str, r: Any, seconds: float) -> None:
         f"out {c.get('rows_out', 0)}",
         f"late {c.get('late_rows', 0)}",
     ]
+    if "rows_fired" in c:
+        parts.append(f"fired {c['rows_fired']}")
     if c.get("rows_filtered"):
         parts.append(f"filtered {c['rows_filtered']}")
     if dropped:

@@ -616,19 +616,25 @@ class _Binder:
         return P.DynamicSession(attr[0], attr[1], gap_expr, w.span)
 
     def _gap(self, e: ast.Expr, relation: Relation, tables: Iterable[str]) -> P.Expr:
+        """A dynamic gap: a day-time INTERVAL expression, as BIGINT milliseconds.
+
+        Only an interval has a unit; a bare number would leave the unit to
+        guesswork (Spark turns ``CAST(INTERVAL '10' SECOND AS BIGINT)`` into
+        10, seconds), so it is an error with the spelling that works.
+        """
         bound = bind_scalar(self.parse(e), relation, clause="a session GAP", table_names=tables)
-        if bound.type == T.INTERVAL:
-            sql = interval_to_millis_sql(bound.sql)
-        elif bound.type.is_integral:
-            sql = f"CAST({bound.sql} AS BIGINT)"
-        else:
-            raise self.error(
-                f"a session GAP must be a day-time INTERVAL or whole milliseconds (an integer), "
-                f"but this is {bound.type}",
-                e.span,
-                hint="e.g. GAP CASE WHEN vip THEN INTERVAL '1' HOUR ELSE INTERVAL '10' MINUTE END",
+        if bound.type != T.INTERVAL:
+            hint = (
+                "write the unit: e.g. GAP n * INTERVAL '1' SECOND"
+                if bound.type.is_numeric
+                else "e.g. GAP CASE WHEN vip THEN INTERVAL '1' HOUR ELSE INTERVAL '10' MINUTE END"
             )
-        return P.Expr(sql, T.BIGINT, bound.columns, e.span)
+            raise self.error(
+                f"a session GAP must be a day-time INTERVAL, but this is {bound.type}",
+                e.span,
+                hint=hint,
+            )
+        return P.Expr(interval_to_millis_sql(bound.sql), T.BIGINT, bound.columns, e.span)
 
     # -- lateness, triggers, evictors, late data --------------------------
 

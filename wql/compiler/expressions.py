@@ -34,6 +34,7 @@ from typing import cast
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
 
@@ -43,6 +44,23 @@ from wql.compiler.types import WqlType
 from wql.errors import Span, WqlError, WqlSemanticError, WqlSyntaxError
 
 DIALECT = "spark"
+
+
+class WqlSpark(Spark):
+    """Spark's SQL as WQL reads it: inside a single-quoted string ``''`` is one quote.
+
+    Spark itself reads ``'it''s'`` as two adjacent literals and concatenates
+    them (``its``); WQL follows the SQL standard instead, as its own lexer
+    does everywhere else (``WITH`` options, interval strings), so the same
+    text means the same string in every clause. Only the reading differs:
+    trees are printed in Spark's dialect (``'it\\'s'``), which Spark reads
+    back as the same value. Inside a double-quoted string a single quote is
+    an ordinary character (``"it''s"`` keeps both).
+    """
+
+    class Tokenizer(Spark.Tokenizer):
+        STRING_ESCAPES = ["\\", "'"]
+
 
 # sqlglot node class -> WQL aggregate kind (COUNT is split on * / DISTINCT below).
 _AGGREGATES: dict[type, AggKind] = {
@@ -248,6 +266,11 @@ class ParsedExpr:
         if not starts:
             return self.span
         start, end = min(starts), max(ends)
+        if node.find(exp.Interval) is not None:
+            # sqlglot keeps no position for the INTERVAL keyword, only its value.
+            keyword = _INTERVAL_BEFORE.search(self.text, 0, start)
+            if keyword is not None:
+                start = keyword.start()
         if isinstance(node, (exp.Func, exp.Paren)) or node.find(exp.Func):
             end = max(end, _closing_paren_end(self.text, end))
         if isinstance(node, exp.Column):
@@ -258,6 +281,9 @@ class ParsedExpr:
         return WqlSemanticError(
             message, self.span_of(node) if node is not None else self.span, **kw
         )
+
+
+_INTERVAL_BEFORE = re.compile(r"\bINTERVAL\s*\Z", re.IGNORECASE)
 
 
 def _identifier_end(text: str, end: int) -> int:
@@ -362,7 +388,7 @@ def _parse_cached(text: str) -> exp.Expression:
     """
     if _PLAIN_NAME.match(text) and text.upper() not in _SQLGLOT_KEYWORDS:
         return _plain_column(text)
-    return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
+    return cast(exp.Expression, sqlglot.parse_one(text, read=WqlSpark))
 
 
 # A bare column name -- the most common expression (keys, SELECT items,
@@ -517,8 +543,29 @@ def _sqlglot_type(t: WqlType) -> str:
 _REL = "__wql_rel"
 
 
-def infer_type(node: exp.Expression, relation: Relation) -> WqlType:
-    """The WQL type of a resolved expression (UNKNOWN when sqlglot cannot tell)."""
+def infer_type(node: exp.Expression, relation: Relation, pe: ParsedExpr | None = None) -> WqlType:
+    """The WQL type of a resolved expression (UNKNOWN when sqlglot cannot tell).
+
+    Interval arithmetic is typed by WQL's own rules (:class:`_IntervalTyper`);
+    with ``pe`` given, arithmetic Spark would reject (``INTERVAL + 1``, a CASE
+    mixing an interval with a number, ...) is a positioned error, else UNKNOWN.
+    """
+    if isinstance(node, exp.Column):
+        col = relation.lookup(node.name)
+        if col is not None:
+            return col.type
+    try:
+        typed = _IntervalTyper(relation).check(node)
+    except _IntervalMismatch as bad:
+        if pe is None:
+            return T.UNKNOWN
+        raise pe.error(bad.message, cast(exp.Expression, bad.node), hint=bad.hint) from None
+    if typed is not None:
+        return typed
+    return _sqlglot_infer(node, relation)
+
+
+def _sqlglot_infer(node: exp.Expression, relation: Relation) -> WqlType:
     if isinstance(node, exp.Column):
         col = relation.lookup(node.name)
         if col is not None:
@@ -532,6 +579,161 @@ def infer_type(node: exp.Expression, relation: Relation) -> WqlType:
     except Exception:  # sqlglot's inference is best-effort: Spark checks at run time
         return T.UNKNOWN
     return _to_wql_type(annotated.expressions[0].type)
+
+
+class _IntervalMismatch(Exception):
+    def __init__(self, node: exp.Expr, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.node, self.message, self.hint = node, message, hint
+
+
+_INTERVAL_FUNCTIONS = frozenset({"MAKE_DT_INTERVAL"})
+_YEAR_MONTH_UNITS = frozenset({"YEAR", "YEARS", "MONTH", "MONTHS"})
+
+
+class _IntervalTyper:
+    """Spark's typing of day-time interval arithmetic, which sqlglot gets wrong.
+
+    sqlglot types ``g * INTERVAL '1' SECOND`` as the left operand (INT) and
+    ``INTERVAL '1' SECOND - g`` as an interval; Spark's rules (checked on
+    Spark 4) are: interval ± interval, interval × number, number × interval
+    and interval ÷ number are intervals; timestamp − timestamp is an
+    interval; timestamp ± interval is a timestamp; a CASE/IF/COALESCE with
+    an interval branch is an interval when every other branch is an
+    interval or NULL. Anything else that puts an interval next to a
+    number (``INTERVAL '1' SECOND + 1``, ``1 / INTERVAL '1' SECOND``,
+    ``INTERVAL * INTERVAL``, ``%``, mixed CASE branches) Spark rejects, and
+    so does WQL, at the offending operand.
+
+    :meth:`check` returns None for an expression with no interval in its
+    result (sqlglot's inference then decides) and checks every
+    sub-expression, so a mismatch inside a function call is found too.
+    """
+
+    def __init__(self, relation: Relation) -> None:
+        self.relation = relation
+
+    def check(self, node: exp.Expr) -> WqlType | None:
+        for sub in node.find_all(exp.Binary, exp.Case, exp.If, exp.Coalesce, exp.Cast):
+            if sub is not node:
+                self.type_of(sub)
+        return self.type_of(node)
+
+    def plain(self, node: exp.Expr) -> WqlType:
+        """The type of an operand that is not an interval (sqlglot's inference)."""
+        if isinstance(node, exp.Null):
+            return T.NULL
+        return _sqlglot_infer(cast(exp.Expression, node), self.relation)
+
+    def type_of(self, n: exp.Expr) -> WqlType | None:
+        if isinstance(n, exp.Interval):
+            if n.args.get("unit") is None and not any(ch.isalpha() for ch in n.this.name):
+                # WQL's grammar requires a unit, so this is sqlglot reading
+                # `INTERVAL '1' SECOND + 1` as `... + INTERVAL '1'`.
+                raise _IntervalMismatch(
+                    n,
+                    "a number cannot be added to an INTERVAL",
+                    hint="write the number as an interval, e.g. n * INTERVAL '1' SECOND",
+                )
+            return T.INTERVAL
+        if isinstance(n, (exp.Paren, exp.Neg, exp.Abs)):
+            return self.type_of(n.this)
+        if isinstance(n, exp.Column):
+            col = self.relation.lookup(n.name)
+            return T.INTERVAL if col is not None and col.type == T.INTERVAL else None
+        if isinstance(n, exp.Cast):
+            return self._cast(n)
+        if isinstance(n, exp.Anonymous) and str(n.this).upper() in _INTERVAL_FUNCTIONS:
+            return T.INTERVAL
+        if isinstance(n, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
+            return self._arithmetic(n)
+        if isinstance(n, (exp.Case, exp.If, exp.Coalesce)):
+            return self._branches(n)
+        return None
+
+    def _cast(self, n: exp.Cast) -> WqlType | None:
+        to = n.args.get("to")
+        target = to.this if isinstance(to, exp.DataType) else None
+        if isinstance(target, exp.Interval):
+            units = {u.name.upper() for u in target.find_all(exp.Var)}
+            if units & _YEAR_MONTH_UNITS:
+                raise _IntervalMismatch(
+                    n, "year-month intervals have no fixed length in milliseconds"
+                )
+            return T.INTERVAL
+        if target == exp.DataType.Type.INTERVAL:
+            return T.INTERVAL
+        return None
+
+    def _arithmetic(self, n: exp.Binary) -> WqlType | None:
+        left, right = self.type_of(n.left), self.type_of(n.right)
+        op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}[type(n)]
+        if left is None and right is None:
+            if isinstance(n, exp.Sub) and all(
+                self.plain(x) == T.TIMESTAMP for x in (n.left, n.right)
+            ):
+                return T.INTERVAL  # Spark: timestamp - timestamp is a day-time interval
+            return None
+        if left is not None and right is not None:  # interval op interval
+            if isinstance(n, (exp.Add, exp.Sub)):
+                return T.INTERVAL
+            raise _IntervalMismatch(n, f"INTERVAL {op} INTERVAL is not defined")
+        interval_side, other = (n.left, n.right) if left is not None else (n.right, n.left)
+        other_type = self.plain(other)
+        if isinstance(n, exp.Mul) or (isinstance(n, exp.Div) and other is n.right):
+            if other_type.is_numeric or other_type.is_unknown or other_type.kind == "STRING":
+                return T.INTERVAL
+            raise _IntervalMismatch(
+                other, f"an INTERVAL can be multiplied or divided by a number, not by {other_type}"
+            )
+        if isinstance(n, exp.Div):
+            raise _IntervalMismatch(
+                interval_side,
+                "a number cannot be divided by an INTERVAL",
+                hint="divide the interval by the number instead",
+            )
+        if isinstance(n, (exp.Add, exp.Sub)) and other_type.is_temporal:
+            if isinstance(n, exp.Sub) and other is n.right:
+                raise _IntervalMismatch(
+                    other, f"a {other_type} cannot be subtracted from an INTERVAL"
+                )
+            return None  # timestamp +- interval: sqlglot types it (TIMESTAMP)
+        if other_type.is_unknown:
+            return None
+        if isinstance(n, exp.Mod):
+            raise _IntervalMismatch(n, "% is not defined on an INTERVAL")
+        raise _IntervalMismatch(
+            other,
+            f"INTERVAL {op} {other_type} is not defined: an INTERVAL is added to or "
+            "subtracted from an INTERVAL or a TIMESTAMP",
+            hint="write the number as an interval, e.g. n * INTERVAL '1' SECOND"
+            if other_type.is_numeric
+            else None,
+        )
+
+    def _branches(self, n: exp.Expr) -> WqlType | None:
+        if isinstance(n, exp.Case):
+            branches = [i.args.get("true") for i in n.args.get("ifs") or []]
+            branches.append(n.args.get("default"))
+        elif isinstance(n, exp.If):
+            branches = [n.args.get("true"), n.args.get("false")]
+        else:
+            branches = [n.this, *n.expressions]
+        present = [b for b in branches if b is not None]
+        types = [self.type_of(b) for b in present]
+        if all(t is None for t in types):
+            return None
+        for b, t in zip(present, types, strict=True):
+            if t is None and not isinstance(b, exp.Null):
+                other = self.plain(b)
+                if other.kind != "NULL" and not other.is_unknown:
+                    raise _IntervalMismatch(
+                        b,
+                        f"this branch is {other} but another branch is an INTERVAL: "
+                        "every branch must be an INTERVAL (or NULL)",
+                        hint="e.g. n * INTERVAL '1' SECOND",
+                    )
+        return T.INTERVAL
 
 
 def aggregate_type(kind: AggKind, arg: WqlType | None) -> WqlType | None:
@@ -676,7 +878,7 @@ def bind_scalar(
     errors: list[WqlError] = reject_aggregates(pe, pe.node, clause)
     node = _resolve_columns(pe, pe.node, relation, tables, errors)
     raise_all(errors)
-    bound = Expr(to_sql(node), infer_type(node, relation), _referenced_columns(node), pe.span)
+    bound = Expr(to_sql(node), infer_type(node, relation, pe), _referenced_columns(node), pe.span)
     _SCALAR_BINDINGS.put(key, (bound.sql, bound.type, bound.columns))
     return bound
 
@@ -974,7 +1176,7 @@ def _bind_post_aggregation(
             forbid=lambda n, col: forbidden.get(col.name.lower()),
         )
     raise_all(errors)
-    return Expr(to_sql(tree), infer_type(tree, post), _referenced_columns(tree), pe.span)
+    return Expr(to_sql(tree), infer_type(tree, post, pe), _referenced_columns(tree), pe.span)
 
 
 def _alias_tree(sql: str) -> exp.Expression:
@@ -1027,7 +1229,7 @@ def _bind_aggregate(
             return failed
         arg = Expr(
             to_sql(resolved),
-            infer_type(resolved, ctx.source),
+            infer_type(resolved, ctx.source, pe),
             _referenced_columns(resolved),
             pe.span_of(arg_node),
         )

@@ -42,6 +42,10 @@ DROP_INVALID_GAP = "invalid session gap"
 DROP_MISSING_TIMESTAMP = "missing timestamp"
 DROP_LATE = "late"
 DROP_LATE_WINDOW = "late window"
+#: Accepted into window state, but in no emitted firing: its windows never
+#: fired after it arrived (count-window remainder, GLOBAL(), a trigger that
+#: did not fire before cleanup or end of input), or purged/evicted first.
+DROP_IN_NO_FIRING = "in no firing"
 
 MergeCallback = Callable[[Sequence[TimeWindow], TimeWindow], None]
 

@@ -40,12 +40,14 @@ from wql.errors import WqlUnsupportedError
 from wql.runtime import snapshot as _snap
 from wql.runtime.aggregates import Aggregator
 from wql.runtime.assigners import (
+    DROP_IN_NO_FIRING,
     DROP_LATE,
     DROP_LATE_WINDOW,
     DROP_MISSING_TIMESTAMP,
     CumulateWindows,
     DropRow,
     DynamicSessionWindows,
+    GlobalWindows,
     SessionWindows,
     SlidingWindows,
     TumblingWindows,
@@ -54,8 +56,16 @@ from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, R
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
-from wql.runtime.triggers import EventTimeTrigger
-from wql.runtime.windows import MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow, Window, make_window
+from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
+from wql.runtime.windows import (
+    GLOBAL_WINDOW,
+    MAX_TIME,
+    MIN_TIME,
+    GlobalWindow,
+    TimeWindow,
+    Window,
+    make_window,
+)
 
 Key = Hashable
 _by_seq = itemgetter(1)
@@ -159,6 +169,21 @@ class WindowOperator:
         self._late: list[tuple] = []
         self._seq = 0
         self._ctx = _Context(self)
+        # Rows that end in no emitted firing (see _firing_guarantee).
+        self._tracking = _firing_guarantee(config)
+        self._track = self._tracking == "rows"
+        #: "rows" mode: (key, state window) -> arrival numbers of the rows added
+        #: since that window's last emitted firing, and arrival number -> how
+        #: many windows still hold that row without it having been in a firing.
+        self._pending: dict[tuple[Key, Window], list[int]] = {}
+        self._unfired: dict[int, int] = {}
+        #: The row being processed, once a firing included it (it may still be
+        #: added to further windows, e.g. the next HOP window).
+        self._fired_seq = -1
+        #: The row being processed, once counted in no firing (a later window
+        #: of the same row may still take it: then the count is taken back).
+        self._gone_seq = -1
+        self._ended = False
         # The key being processed by the merging path (the merge callback's target).
         self._merge_key: Any = None
         self._merge_ks: KeyState | None = None
@@ -271,6 +296,8 @@ class WindowOperator:
                 contents[w] = [(timestamp, seq, values)]
             else:
                 acc.append((timestamp, seq, values))
+            if self._track:
+                self._track_add(key, w, seq)
             if inline_trigger:
                 # EventTimeTrigger.on_element + the cleanup timer. A window that
                 # already had contents registered both timers with its first
@@ -297,6 +324,8 @@ class WindowOperator:
                     self._emit(key, ks, w, w, acc, self._timing_now(w))
                 if r & 2:
                     contents.pop(w, None)
+                    if self._track:
+                        self._track_discard(key, w)
             self._register_cleanup_timer(key, w)
         if not accepted:
             self._not_accepted(key, ks, timestamp, values)
@@ -370,6 +399,8 @@ class WindowOperator:
                 if acc is None:
                     acc = contents[sw] = self._agg.create()
                 self._agg.add(acc, timestamp, seq, values)
+            if self._track:
+                self._track_add(key, sw, seq)
             if inline_trigger:
                 max_ts = actual[1] - 1  # type: ignore[index]
                 if max_ts <= self.watermark:
@@ -392,6 +423,8 @@ class WindowOperator:
                     self._emit(key, ks, actual, sw, acc, self._timing_now(actual))
                 if r & 2:
                     contents.pop(sw, None)
+                    if self._track:
+                        self._track_discard(key, sw)
             elif inline_trigger and not lateness:
                 continue  # the cleanup timer is the trigger's timer, registered above
             self._register_cleanup_timer(key, actual)
@@ -535,6 +568,14 @@ class WindowOperator:
                 self._delete_cleanup_timer(key, m)
         if not merged_state_windows:
             return  # the result kept its only state window: nothing to fold
+        if self._track:
+            # The merged windows' rows are now the state window's rows.
+            pending = self._pending
+            for m in merged_state_windows:
+                if m != state_window:
+                    moved = pending.pop((key, m), None)
+                    if moved:
+                        pending.setdefault((key, state_window), []).extend(moved)
         ks.merge_namespaces(state_window, merged_state_windows, self._merge_contents)
 
     def _merge_contents(self, target: Any, source: Any) -> Any:
@@ -575,8 +616,28 @@ class WindowOperator:
             self._on_timer(timer[0], timer[1], timer[2], False)
 
     def end_of_input(self) -> None:
-        """Watermark to MAX_TIME (every event-time timer fires); processing timers stay."""
+        """Watermark to MAX_TIME (every event-time timer fires); processing timers stay.
+
+        Rows still waiting in a window that will now never fire (a count
+        window's remainder, ``GLOBAL()``, a trigger that did not fire, a
+        processing-time window) are counted as dropped, reason
+        ``DROP_IN_NO_FIRING``, once, however often this is called.
+        """
         self.advance_watermark(MAX_TIME)
+        if self._ended:
+            return
+        self._ended = True
+        if self._tracking == "count":
+            never = sum(ks.trigger.get(_COUNT_STATE) or 0 for ks in self._keys.values())
+        elif self._track:
+            never = len(self._unfired)
+            self._unfired.clear()
+            self._pending.clear()
+        else:
+            never = 0
+        if never:
+            dropped = self.counters.dropped
+            dropped[DROP_IN_NO_FIRING] = dropped.get(DROP_IN_NO_FIRING, 0) + never
 
     def _on_timer(self, key: Key, window: Window, time: int, event: bool) -> None:
         """Flink's ``onEventTime`` / ``onProcessingTime`` for one timer."""
@@ -606,6 +667,8 @@ class WindowOperator:
                 if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
                     contents.pop(window, None)
                     ks.panes.pop(window, None)
+                    if self._track:
+                        self._track_discard(key, window)
                 if (
                     not contents
                     and not ks.panes
@@ -626,6 +689,8 @@ class WindowOperator:
                 self._emit(key, ks, window, sw, acc, self._timing_timer(window, time, event))
         if r & 2:
             ks.contents.pop(sw, None)
+            if self._track:
+                self._track_discard(key, sw)
         if event == self._event_time and time == self._cleanup_time(window):
             self._clear_all_state(key, ks, window, sw)
         if ks.is_empty() and not self._timers.has_timers(key):
@@ -634,6 +699,8 @@ class WindowOperator:
     def _clear_all_state(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
         """Flink's ``clearAllState``: contents, trigger state, pane count, merging entry."""
         ks.clear_namespace(sw)
+        if self._track:
+            self._track_discard(key, sw)
         ctx = self._ctx
         ctx.key, ctx.ks, ctx.window = key, ks, window
         self._trigger.clear(window, ctx)
@@ -690,8 +757,11 @@ class WindowOperator:
         ks.panes[sw] = pane + 1
         evictor = self._evictor
         if evictor is not None:
+            held = [r[1] for r in acc] if self._track else None
             rows = evictor.evict_before(acc, window)
             results = self._agg.result_of_rows(rows)
+            if held is not None:
+                self._track_fired(key, sw, rows, held)
             rows = evictor.evict_after(rows, window)
             if rows:
                 ks.contents[sw] = rows
@@ -699,6 +769,8 @@ class WindowOperator:
                 ks.contents.pop(sw, None)
         else:
             results = self._agg.result(acc)
+            if self._track:
+                self._track_fired(key, sw, None, None)
         if type(window) is GlobalWindow:
             row = (key, None, None, None, pane, timing, MAX_TIME, *results)
         else:
@@ -706,6 +778,75 @@ class WindowOperator:
             row = (key, window.start, window.end, max_ts, pane, timing, max_ts, *results)  # type: ignore[union-attr]
         self._out.append(row)
         self.counters.rows_emitted += 1
+
+    # ------------------------------------------- rows that end in no firing
+
+    def _track_add(self, key: Key, sw: Window, seq: int) -> None:
+        """Row ``seq`` was added to state window ``sw`` and has not been in a firing of it."""
+        if seq == self._fired_seq:
+            return  # already in a firing of one of its earlier windows
+        if seq == self._gone_seq:
+            # Its earlier windows let it go unfired, but this one takes it.
+            self._gone_seq = -1
+            dropped = self.counters.dropped
+            dropped[DROP_IN_NO_FIRING] -= 1
+            if not dropped[DROP_IN_NO_FIRING]:
+                del dropped[DROP_IN_NO_FIRING]
+        self._pending.setdefault((key, sw), []).append(seq)
+        unfired = self._unfired
+        unfired[seq] = unfired.get(seq, 0) + 1
+
+    def _track_fired(self, key: Key, sw: Window, used: list | None, held: list[int] | None) -> None:
+        """``sw`` emitted a firing over ``used`` (its rows after EVICT BEFORE; None: all).
+
+        ``held``: the arrival numbers of the evicting window's rows before
+        eviction; rows it held that the firing did not use were evicted.
+        """
+        pending = self._pending.pop((key, sw), None)
+        if not pending:
+            return
+        unfired = self._unfired
+        current = self._seq - 1
+        if used is None:
+            for s in pending:
+                unfired.pop(s, None)  # in a firing: counted as out, whatever else holds it
+            if current in pending:
+                self._fired_seq = current
+            return
+        fired = {r[1] for r in used}
+        if current in fired:
+            self._fired_seq = current
+        evicted = set(held or ()) - fired
+        kept: list[int] = []
+        for s in pending:
+            if s in fired:
+                unfired.pop(s, None)
+            elif s in evicted:
+                self._track_gone(s)
+            else:
+                kept.append(s)
+        if kept:
+            self._pending[(key, sw)] = kept
+
+    def _track_discard(self, key: Key, sw: Window) -> None:
+        """``sw``'s contents are gone (purged or cleaned up) without another firing."""
+        pending = self._pending.pop((key, sw), None)
+        if pending:
+            for s in pending:
+                self._track_gone(s)
+
+    def _track_gone(self, seq: int) -> None:
+        unfired = self._unfired
+        n = unfired.get(seq)
+        if n is None:
+            return  # the row was in a firing of another window
+        if n > 1:
+            unfired[seq] = n - 1
+            return
+        del unfired[seq]
+        self._drop(DROP_IN_NO_FIRING)
+        if seq == self._seq - 1:
+            self._gone_seq = seq
 
     def _drop(self, reason: str) -> None:
         dropped = self.counters.dropped
@@ -726,7 +867,8 @@ class WindowOperator:
     def process_batch(self, batch: RowBatch) -> None:
         """The vectorized entry point; equal to the per-row loop in every observable way."""
         fast = _vectorized_entry()
-        if fast is not None and fast(self, batch):
+        # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
+        if fast is not None and not self._track and fast(self, batch):
             return
         n = len(batch)
         if n == 0:
@@ -796,6 +938,7 @@ class WindowOperator:
                 "timers": self._timers.to_data(),
                 "out": self._out,
                 "late": self._late,
+                "unfired": (list(self._pending.items()), self._unfired, self._ended),
             }
         )
 
@@ -824,6 +967,10 @@ class WindowOperator:
         op._timers = TimerService.from_data(payload["timers"])
         op._out = list(payload["out"])
         op._late = list(payload["late"])
+        pending, unfired, ended = payload.get("unfired", ((), {}, False))
+        op._pending = {k: list(v) for k, v in pending}
+        op._unfired = dict(unfired)
+        op._ended = ended
         return op
 
     def snapshot_key(self, key: Key) -> bytes:
@@ -842,6 +989,7 @@ class WindowOperator:
                 "event_timers": event,
                 "processing_timers": processing,
                 "seq": self._seq,
+                "unfired": self._key_tracking(key),
             }
         )
 
@@ -861,6 +1009,10 @@ class WindowOperator:
             )
             self._after_restore(self._keys[key])
         self._timers.restore_key(key, payload["event_timers"], payload["processing_timers"])
+        pending, unfired = payload.get("unfired") or ((), {})
+        for w, seqs in pending:
+            self._pending[(key, w)] = list(seqs)
+        self._unfired.update(unfired)
         # Arrival numbers must keep increasing across hosts' restores (they
         # order FIRST_VALUE/LAST_VALUE/COLLECT_LIST ties and evictor buffers).
         self._seq = max(self._seq, payload["seq"])
@@ -874,9 +1026,52 @@ class WindowOperator:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
         self._keys.pop(key, None)
         self._timers.drop_key(key)
+        if self._pending:
+            for k, w in [kw for kw in self._pending if kw[0] == key]:
+                for s in self._pending.pop((k, w)):
+                    self._unfired.pop(s, None)
+
+    def _key_tracking(self, key: Key) -> tuple | None:
+        """``key``'s rows that no firing included yet: (window, arrival numbers), counts."""
+        pending = [(w, seqs) for (k, w), seqs in self._pending.items() if k == key]
+        if not pending:
+            return None
+        unfired = self._unfired
+        counts = {s: unfired[s] for _, seqs in pending for s in seqs if s in unfired}
+        return pending, counts
 
 
 _VECTORIZED: list[Any] = []
+
+#: The CountTrigger's count under PurgingTrigger on the global window (child 0).
+_COUNT_STATE = (GLOBAL_WINDOW, "0.count")
+
+
+def _firing_guarantee(config: OperatorConfig) -> str | None:
+    """How the operator knows which accepted rows were in an emitted firing.
+
+    ``None``: every accepted row is: an event-time window with the
+    WATERMARK trigger (purging or not) and no evictor fires every window
+    with contents at its end, or at once when the row arrives within the
+    allowed lateness, and at end of input at the latest.
+    ``"count"``: ``COUNT_WINDOW(n)``-style global windows (PURGING COUNT(n),
+    no evictor): each firing takes and purges every row, so the rows in no
+    firing are exactly the count held at end of input.
+    ``"rows"``: anything else; every row's arrival number is followed
+    through its windows until it is in a firing or leaves them all.
+    """
+    trigger = config.effective_trigger
+    inner = trigger.nested if isinstance(trigger, PurgingTrigger) else trigger
+    if config.evictor is None and config.assigner.is_event_time and type(inner) is EventTimeTrigger:
+        return None
+    if (
+        config.evictor is None
+        and isinstance(config.assigner, GlobalWindows)
+        and isinstance(trigger, PurgingTrigger)
+        and type(trigger.nested) is CountTrigger
+    ):
+        return "count"
+    return "rows"
 
 
 def _vectorized_entry() -> Any:

@@ -238,6 +238,12 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         "rows_operator": counters["rows_in"],
         "rows_emitted": counters["rows_emitted"],
         "late_rows": counters["late_rows"],
+        # rows the operator took into a window and that were in an emitted
+        # firing: every other operator row is late or dropped under a reason
+        # (the runtime's identity, docs/runtime.md "Counters")
+        "rows_fired": counters["rows_in"]
+        - counters["late_rows"]
+        - sum(counters["dropped"].values()),
         "dropped": dropped,
     }
     result = _post_aggregation(query, op, tagged.where(F.col(KIND) == "R"))

@@ -437,6 +437,24 @@ def dropped_rows(query: P.Query, df, caps: Capabilities = NATIVE):
     return reduce(lambda a, b: a.unionByName(b), parts)
 
 
+def filtered_count(query: P.Query, df, caps: Capabilities = NATIVE) -> int:
+    """Rows WHERE removes (a NULL condition removes the row), among rows with an event time.
+
+    A row without event time is counted as dropped (``null event time``), never
+    as filtered, as batch replay does.
+    """
+    if query.filter is None:
+        return 0
+    from pyspark.sql import functions as F
+
+    check_native(query, caps)
+    et = query.source.event_time
+    assert et is not None
+    ts = event_time_sql(et.column, _column_type(df, query))
+    cond = f"{ts} IS NOT NULL AND NOT coalesce(({query.filter.sql}), false)"
+    return int(df.where(F.expr(cond)).count())
+
+
 def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, int]:
     """``{reason: rows}`` for the rows the native query does not window (one Spark job)."""
     rows = dropped_rows(query, df, caps).groupBy("reason").count().collect()
