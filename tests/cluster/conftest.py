@@ -42,7 +42,9 @@ def cluster():
     session = default_session(
         MASTER,
         "wql-cluster-tests",
-        {"spark.sql.shuffle.partitions": "4"},
+        # the operator stage in 4 partitions even for small inputs (which
+        # otherwise run in one), so that keys' state is spread over both executors
+        {"spark.sql.shuffle.partitions": "4", "spark.wql.operator.partitions": "4"},
     )
     # executors register asynchronously: wait (bounded) until both are there,
     # so that no test runs on one of them alone
