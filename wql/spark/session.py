@@ -97,8 +97,8 @@ def _start_quiet_jvm(options: Mapping[str, str]) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None:
-        return
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # a JVM runs already (this process's, or spark-submit's)
     conf = SparkConf(loadDefaults=False)
     for key, value in options.items():
         conf.set(key, value)
