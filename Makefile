@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java example test lint bench
+.PHONY: setup java example test test-cluster lint bench
 
 setup: java $(STAMP)
 
@@ -26,6 +26,11 @@ example: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+# Two executor JVMs (local-cluster) and a standalone master + worker on
+# 127.0.0.1: a session of its own, so a pytest run of its own (tests/cluster/).
+test-cluster: setup
+	$(BIN)/pytest -q -m cluster tests/cluster
 
 lint: setup
 	$(BIN)/ruff check wql tests bench

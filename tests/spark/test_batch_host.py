@@ -11,7 +11,7 @@ from wql.compiler import compile_source
 from wql.errors import WqlUnsupportedError
 from wql.runtime.assigners import DROP_LATE
 from wql.spark import replay as R
-from wql.spark.batch import run_operator
+from wql.spark.batch import OPERATOR_PARTITIONS_CONF, run_operator
 
 pytestmark = pytest.mark.spark
 
@@ -207,11 +207,14 @@ def test_spark_host_equals_one_global_operator(
     if "COUNT_WINDOW" in query:  # that query selects (k, pane_index, total, n)
         expected = [(r[0], r[3], *r[5:]) for r in expected]
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    # small inputs run in one partition unless told otherwise
+    spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
         result, late, host_counters = host(spark, text, rows)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert multiset(result) == multiset(expected)
     assert multiset(late) == multiset(expected_late)
@@ -304,12 +307,14 @@ def test_processing_time_windows_read_the_declared_clock(spark):
 
 
 def test_operator_partitions_follow_the_cores_unless_configured(spark):
-    from wql.spark.batch import OPERATOR_PARTITIONS_CONF, operator_partitions
+    from wql.spark.batch import SMALL_INPUT_ROWS, operator_partitions
 
     cores = spark.sparkContext.defaultParallelism
     try:
         spark.conf.set("spark.sql.shuffle.partitions", "200")
         assert operator_partitions(spark) == 2 * cores
+        assert operator_partitions(spark, SMALL_INPUT_ROWS + 1) == 2 * cores
+        assert operator_partitions(spark, SMALL_INPUT_ROWS) == 1  # a small input: one task
         spark.conf.set("spark.sql.shuffle.partitions", "1")
         assert operator_partitions(spark) == 1
         spark.conf.set(OPERATOR_PARTITIONS_CONF, "7")

@@ -4,7 +4,7 @@
 
     wql run FILE... [--engine auto|native|operator] [--output DIR]
                     [--format parquet|csv|json] [--show N]
-                    [--master URL] [--conf KEY=VALUE]...
+                    [--master URL] [--conf KEY=VALUE]... [--verbose]
 
 Every file is compiled first (all errors of all files are reported before
 Spark starts); then the files run in one Spark session. With ``--output``,
@@ -16,13 +16,19 @@ Without ``--output``, ``--show 20`` is implied.
 
 A run summary goes to standard error: per query the engine, rows in, rows
 out (result rows), late rows, rows in a firing, filtered rows, rows dropped
-by reason (rows in = fired + late + filtered + dropped) and the time taken. While Spark
-works, a progress line every few seconds says which stage runs.
+by reason (rows in = fired + late + filtered + dropped) and the time taken.
+Nothing else does unless something fails: Spark's start-up notices and
+warnings are silenced before the JVM starts (``wql/spark/session.py``). On a
+terminal, one status line (overwritten in place, erased when done) says what
+runs: the step, the running Spark stage with its tasks done, the time
+elapsed. ``--verbose`` keeps Spark's start-up output and WARN logging and
+prints every step as a line of its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import threading
 import time
@@ -85,6 +91,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--timeline-query", metavar="NAME", help="the query to draw (needed with several)"
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="keep Spark's start-up output and warnings; print every step",
+    )
     # streaming (engineer G): wql/spark/stream_sinks.py
     parser.add_argument(
         "--stream",
@@ -146,28 +157,37 @@ def run(args: argparse.Namespace) -> int:
         return run_stream_command(args, compiled, stems, conf)
 
     started = time.perf_counter()
-    _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
+    status = Status(verbose=args.verbose)
+    status.step("starting Spark" + (f" ({args.master})" if args.master else ""))
     from wql.spark.session import default_session
 
-    spark = default_session(args.master, "wql run", conf)
+    spark = default_session(args.master, "wql run", conf, quiet=not args.verbose)
+    if args.verbose:
+        spark.sparkContext.setLogLevel("WARN")
     failed = False
-    with _ProgressReporter(spark):
+    with _ProgressReporter(spark, status):
         for path, stem, c in zip(args.files, stems, compiled, strict=True):
             out_dir = None
             if args.output:
                 out_dir = _join(args.output, stem) if len(args.files) > 1 else args.output
-            failed |= not _run_file(spark, path, c, out_dir, args.format, show)
+            failed |= not _run_file(spark, path, c, out_dir, args.format, show, status)
         if args.timeline and not failed:
-            _draw_timeline(spark, compiled[0], args)
-    _progress(f"done in {time.perf_counter() - started:.1f} s")
+            _draw_timeline(spark, compiled[0], args, status)
+    status.done(f"done in {time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
 
 
 def _run_file(
-    spark: Any, path: str, compiled: Any, out_dir: str | None, fmt: str, show: int | None
+    spark: Any,
+    path: str,
+    compiled: Any,
+    out_dir: str | None,
+    fmt: str,
+    show: int | None,
+    status: Status,
 ) -> bool:
     name = display_name(path)
-    _progress(f"{name}: {len(compiled.queries)} quer{'y' if len(compiled.queries) == 1 else 'ies'}")
+    status.step(f"{name}: running {', '.join(compiled.queries)}")
     try:
         results = compiled.apply(spark)
     except WqlError:
@@ -186,12 +206,15 @@ def _run_file(
             for out_name, df in outputs:
                 if out_dir is not None:
                     target = _join(out_dir, out_name)
-                    _progress(f"{name}: writing {out_name} -> {target}")
+                    status.step(f"{name}: writing {out_name} -> {target}")
                     _write(df, target, fmt)
                 if show:
+                    status.step(f"{name}: reading {out_name}")
+                    rows = df.orderBy(*df.columns)
+                    status.clear()
                     print(f"== {out_name} ({r.engine} engine)")
-                    df.orderBy(*df.columns).show(show, truncate=False)
-            _summary(name, r, r.seconds + time.perf_counter() - output_started)
+                    rows.show(show, truncate=False)
+            status.line(_summary(name, r, r.seconds + time.perf_counter() - output_started))
     except WqlError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -223,11 +246,11 @@ def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
         )
 
 
-def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace) -> None:
+def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: Status) -> None:
     keys = None
     if args.timeline_key:
         keys = [tuple(k.split(",")) if "," in k else k for k in args.timeline_key]
-    _progress(f"drawing the timeline -> {args.timeline}")
+    status.step(f"drawing the timeline -> {args.timeline}")
     try:
         timeline = compiled.timeline(
             args.timeline, spark, query=args.timeline_query, keys=keys, top=args.timeline_top
@@ -237,7 +260,7 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace) -> None:
     except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
         raise WqlError(f"Spark failed while drawing the timeline: {_first_line(e)}") from None
     drawn = ", ".join(f"{k.label} ({len(k.firings)} firings)" for k in timeline.keys)
-    _progress(f"timeline of {timeline.query}: {drawn}")
+    status.line(f"timeline of {timeline.query}: {drawn} -> {args.timeline}")
 
 
 def _join(base: str, name: str) -> str:
@@ -270,7 +293,7 @@ def _write(df: Any, target: str, fmt: str) -> None:
     writer.save(target)
 
 
-def _summary(file: str, r: Any, seconds: float) -> None:
+def _summary(file: str, r: Any, seconds: float) -> str:
     c = r.counters
     dropped = c.get("dropped", {})
     parts = [
@@ -290,7 +313,7 @@ def _summary(file: str, r: Any, seconds: float) -> None:
     else:
         parts.append("dropped 0")
     parts.append(f"{seconds:.1f} s")
-    print(" | ".join(parts), file=sys.stderr)
+    return " | ".join(parts)
 
 
 def _parse_conf(items: list[str]) -> dict[str, str]:
@@ -303,32 +326,110 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def _progress(message: str) -> None:
-    print(f"wql run: {message}", file=sys.stderr, flush=True)
-
-
 def _first_line(e: Exception) -> str:
     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
     return lines[0] if lines else type(e).__name__
 
 
-class _ProgressReporter:
-    """Prints the running Spark stages every few seconds (Spark's console bar is off)."""
+class Status:
+    """What ``wql run`` says on standard error besides the summaries.
 
-    def __init__(self, spark: Any, every: float = 5.0) -> None:
+    On a terminal: one status line, rewritten in place (``step``, ``stage``)
+    and erased before any other output (``line``, ``clear``) and at the end.
+    Not on a terminal (a log, a pipe, CI): nothing but ``line``s. With
+    ``verbose``: every step as a line of its own, terminal or not.
+    """
+
+    def __init__(self, verbose: bool = False, stream: Any = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.verbose = verbose
+        self.live = not verbose and _isatty(self.stream)
+        self._lock = threading.Lock()
+        self._step = ""
+        self._shown = False
+        self._started = time.monotonic()
+
+    def step(self, message: str) -> None:
+        """A new step: the status line's text (a line with ``verbose``)."""
+        with self._lock:
+            self._step = message
+            if self.verbose:
+                self._write(f"wql run: {message}\n")
+            elif self.live:
+                self._render(message)
+
+    def stage(self, detail: str) -> None:
+        """Spark's progress within the current step (the status line only)."""
+        with self._lock:
+            if self.live:
+                self._render(f"{self._step} | {detail}" if detail else self._step)
+            elif self.verbose and detail:
+                self._write(f"wql run: {detail}\n")
+
+    def line(self, text: str) -> None:
+        """A line that stays (a query's summary); the status line comes back after it."""
+        with self._lock:
+            self._erase()
+            self._write(text + "\n")
+            if self.live and self._step:
+                self._render(self._step)
+
+    def clear(self) -> None:
+        """Erase the status line (before other output, e.g. ``--show`` on standard output)."""
+        with self._lock:
+            self._erase()
+
+    def done(self, message: str) -> None:
+        with self._lock:
+            self._erase()
+            self._step = ""
+            if self.verbose:
+                self._write(f"wql run: {message}\n")
+
+    def _render(self, text: str) -> None:
+        elapsed = time.monotonic() - self._started
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        self._write("\r\033[K" + f"wql run: {text} | {elapsed:.0f} s"[:width])
+        self._shown = True
+
+    def _erase(self) -> None:
+        if self._shown:
+            self._write("\r\033[K")
+            self._shown = False
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class _ProgressReporter:
+    """Feeds the running Spark stages to the status line (Spark's console bar is off)."""
+
+    def __init__(self, spark: Any, status: Status, every: float = 1.0) -> None:
         self.tracker = spark.sparkContext.statusTracker()
-        self.every = every
+        self.status = status
+        # a line per change is too much for a log: every 5 s with --verbose
+        self.every = every if status.live else 5.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="wql-progress", daemon=True)
         self._last = ""
 
     def __enter__(self) -> _ProgressReporter:
-        self._thread.start()
+        if self.status.live or self.status.verbose:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=1)
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
@@ -343,6 +444,6 @@ class _ProgressReporter:
             except Exception:  # noqa: BLE001 - progress is best effort
                 return
             line = "; ".join(stages)
-            if line and line != self._last:
-                _progress(line)
+            if self.status.live or (line and line != self._last):
+                self.status.stage(line)
                 self._last = line

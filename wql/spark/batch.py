@@ -11,9 +11,10 @@ Pipeline (docs/architecture.md, "Contract: batch replay on Spark"):
 3. Every pre-aggregation expression (keys, aggregate arguments, dynamic
    gaps, DELTA expressions, late-output columns) is evaluated in Spark, so
    the operator sees plain values (:mod:`wql.compiler.backends.operator`).
-4. Rows are repartitioned by key and sorted by replay position within each
-   partition; ``mapInArrow`` runs one ``WindowOperator`` per partition over
-   the Arrow batches (``process_batch`` with each row's ``watermark_before``),
+4. Rows are repartitioned by key (one partition, without a shuffle, for
+   small inputs) and sorted by replay position within each partition;
+   ``mapInArrow`` runs one ``WindowOperator`` per partition over the Arrow
+   batches (``process_batch`` with each row's ``watermark_before``),
    then advances the clocks to their final global values and calls
    ``end_of_input()``. It emits ONE stream tagged by kind: result rows
    (``R``), late rows (``L``) and one counters row per partition (``C``).
@@ -157,11 +158,18 @@ def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
 OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
 
 
-def operator_partitions(spark: Any) -> int:
-    """How many key partitions the operator stage runs in.
+# Up to this many replayed rows the operator runs in ONE partition, gathered
+# without a shuffle: a small input is done before a second task would start
+# (bench/small_files.py, docs/benchmarks.md "Small inputs").
+SMALL_INPUT_ROWS = 10_000
 
-    ``spark.wql.operator.partitions`` when set; otherwise two per core of the
-    cluster (``defaultParallelism``), at most ``spark.sql.shuffle.partitions``.
+
+def operator_partitions(spark: Any, rows: int | None = None) -> int:
+    """How many key partitions the operator stage runs in, for ``rows`` replayed rows.
+
+    ``spark.wql.operator.partitions`` when set; otherwise 1 for at most
+    :data:`SMALL_INPUT_ROWS` rows, else two per core of the cluster
+    (``defaultParallelism``), at most ``spark.sql.shuffle.partitions``.
     Every partition starts a Python worker and an operator, so Spark's default
     of 200 shuffle partitions on a 2-core machine made a 2 M-row SESSION query
     ~2.8x slower (bench/spark.py: 10.8 s at 200 partitions, 3.9 s at 8). The
@@ -170,6 +178,8 @@ def operator_partitions(spark: Any) -> int:
     configured = spark.conf.get(OPERATOR_PARTITIONS_CONF, None)
     if configured:
         return max(1, int(configured))
+    if rows is not None and rows <= SMALL_INPUT_ROWS:
+        return 1
     cores = spark.sparkContext.defaultParallelism
     return max(1, min(R.shuffle_partitions(spark), 2 * cores))
 
@@ -199,10 +209,18 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
 def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Replay) -> OperatorRun:
     spark = replayed.df.sparkSession
     staged, key_cols = stage(query, op, replayed)
-    partitions = operator_partitions(spark)
-    staged = (
-        staged.repartition(partitions, *key_cols) if key_cols else staged.repartition(1)
-    ).sortWithinPartitions(R.SEQ)
+    rows = replayed.rows_replayed
+    partitions = operator_partitions(spark, rows)
+    small = partitions == 1 and rows <= SMALL_INPUT_ROWS
+    if small:
+        # a small replay is one partition already (the window strategy): gather,
+        # no shuffle, and no extra stage for adaptive execution to plan
+        staged = staged.coalesce(1)
+    elif key_cols:
+        staged = staged.repartition(partitions, *key_cols)
+    else:
+        staged = staged.repartition(1)
+    staged = staged.sortWithinPartitions(R.SEQ)
 
     clock = final_clocks(replayed, spec)
     clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
@@ -223,7 +241,17 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         clock_events=clock_events,
         out_schema=arrow_schema,
     )
-    tagged = staged.mapInArrow(task, out_schema).persist()
+    if small:
+        # The one partition's task runs right here, on the rows collected in
+        # replay order: a small input then costs one Spark job instead of the
+        # operator stage's jobs (its exchange, the cache build, the collect),
+        # and the outputs read a local relation instead of a cache
+        # (docs/benchmarks.md, "Small inputs"). Same task, same rows, same order.
+        done = task(iter(staged.toArrow().to_batches()))
+        table = pa.Table.from_batches(list(done), arrow_schema)
+        tagged = spark.createDataFrame(table, out_schema).coalesce(1)
+    else:
+        tagged = staged.mapInArrow(task, out_schema).persist()
     counter_rows = tagged.where(F.col(KIND) == "C").select(COUNTERS).collect()
     counters = _sum_counters([json.loads(r[COUNTERS]) for r in counter_rows])
     replayed_rows = replayed.rows_replayed

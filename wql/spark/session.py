@@ -1,18 +1,41 @@
-"""The default SparkSession WQL makes when the caller passes none."""
+"""The default SparkSession WQL makes when the caller passes none.
+
+``quiet=True`` (what ``wql run`` uses without ``--verbose``) starts the JVM
+without its start-up chatter, which is noise to someone running a query:
+the "using Spark's default log4j profile" and "setting default log level"
+notices, WARN lines such as the hostname resolving to a loopback address or
+the missing native-hadoop library, and the JVM's own "Using incubator
+modules" notice. Logging is settled before the JVM starts: the driver gets
+``log4j2-quiet.properties`` (errors only) through
+``spark.driver.extraJavaOptions``, and the JVM's standard error goes through
+a filter that drops the incubator notice, the one line log4j does not write.
+Errors still come through.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
+from importlib import resources
+from typing import IO, Any
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+QUIET_LOG4J = "log4j2-quiet.properties"
+# what the JVM itself prints on standard error at start-up (no logger to configure)
+_JVM_NOTICES = (b"WARNING: Using incubator modules",)
 
 
 def default_session(
     master: str | None = None,
     app_name: str = "wql",
     extra_conf: Mapping[str, str] | None = None,
+    *,
+    quiet: bool = False,
 ):
     """Get or create a quiet SparkSession fit for WQL.
 
@@ -21,7 +44,8 @@ def default_session(
     the one ``spark-submit`` configured, else ``local[*]``. On a local master
     Python workers run the current interpreter (``PYSPARK_PYTHON``); on a
     cluster the executors' Python is the deployment's business
-    (``docs/running.md``), so it is left alone.
+    (``docs/running.md``), so it is left alone. ``quiet``: see the module
+    docstring; it matters only when this call starts the JVM.
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -32,21 +56,62 @@ def default_session(
     if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
+    driver_java = "-Duser.timezone=UTC"
+    if quiet:
+        config = resources.files("wql.spark").joinpath(QUIET_LOG4J)
+        driver_java += f" -Dlog4j2.configurationFile={config}"
+    options: dict[str, str] = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.driver.extraJavaOptions": driver_java,
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    }
     if master is not None:
-        builder = builder.master(master)
-    builder = (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-    )
+        options["spark.master"] = master
     if local:
-        builder = builder.config("spark.pyspark.python", sys.executable)
+        options["spark.pyspark.python"] = sys.executable
     for key, value in (extra_conf or {}).items():
+        if key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            value = f"{options[key]} {value}"  # the caller's options win (they come last)
+        options[key] = value
+    if quiet:
+        _start_quiet_jvm(options)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _start_quiet_jvm(options: Mapping[str, str]) -> None:
+    """Launch the py4j gateway JVM (unless one runs) with its stderr filtered.
+
+    PySpark passes every configuration entry to ``spark-submit`` when it
+    launches the JVM, so the builder, which finds the gateway running, sees
+    the same configuration.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # a JVM runs already (this process's, or spark-submit's)
+    conf = SparkConf(loadDefaults=False)
+    for key, value in options.items():
+        conf.set(key, value)
+    gateway: Any = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(
+        target=_forward_stderr, args=(gateway.proc.stderr,), name="wql-jvm-stderr", daemon=True
+    ).start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+def _forward_stderr(stream: IO[bytes]) -> None:
+    """Copy the JVM's standard error to ours, less the JVM's start-up notices."""
+    with stream:
+        for line in stream:
+            if not line.startswith(_JVM_NOTICES):
+                os.write(2, line)

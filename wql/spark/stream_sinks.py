@@ -339,7 +339,10 @@ def run_stream_command(
     # the checkpoint the first time a query runs.
     conf.setdefault("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
     _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
-    spark = default_session(args.master, "wql run --stream", conf)
+    verbose = getattr(args, "verbose", False)
+    spark = default_session(args.master, "wql run --stream", conf, quiet=not verbose)
+    if verbose:
+        spark.sparkContext.setLogLevel("WARN")
     started = time.perf_counter()
     all_sinks: list[StreamSinks] = []
     try:
