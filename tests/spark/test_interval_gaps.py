@@ -28,6 +28,7 @@ FORMS = [
     "IF(g > 0, g * INTERVAL '1' SECOND, INTERVAL '1' DAY)",
     "coalesce(CAST(g AS BIGINT) * INTERVAL '1' SECOND, INTERVAL '1' DAY)",
     "make_dt_interval(0, 0, 0, g)",
+    "CAST(concat(CAST(g AS STRING), ' seconds') AS INTERVAL)",
 ]
 
 # key, g (seconds), event time (ms)
