@@ -18,9 +18,13 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from wql.spark.session import default_session
 
-    session = default_session(master="local[2]", app_name="wql-tests", extra_conf={
-        "spark.sql.shuffle.partitions": "4",
-        "spark.default.parallelism": "2",
-    })
+    session = default_session(
+        master="local[2]",
+        app_name="wql-tests",
+        extra_conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+        },
+    )
     yield session
     session.stop()
