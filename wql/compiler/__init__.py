@@ -46,9 +46,7 @@ def compile_source(
     try:
         with recursion_headroom():
             script = parse(text, filename)
-            return bind(
-                script, text, filename, schemas=schemas, engine=engine, streaming=streaming
-            )
+            return bind(script, text, filename, schemas=schemas, engine=engine, streaming=streaming)
     except WqlError as e:
         raise e.with_source(text, filename) from None
 
