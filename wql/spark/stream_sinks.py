@@ -10,7 +10,10 @@ Sources: every ``CREATE SOURCE`` is read with ``spark.readStream`` from its
 (Spark's streaming file source needs one) and every reader option of its
 ``WITH`` clause (e.g. ``maxFilesPerTrigger = '1'``).
 
-Sinks, per query (``N`` its name, ``L`` its ``LATE DATA TO`` name):
+Sinks, per query (``N`` its name, ``L`` its ``LATE DATA TO`` name), for
+the engine the planner chose for a stream (``wql run --stream`` compiles
+with ``streaming=True``; today every query is an operator query there,
+docs/native.md "Streaming"):
 
 * a **native** query is one streaming query: Spark's windowed aggregation in
   append mode -> file sink ``OUT/N`` (checkpoint ``CK/N/result``);
