@@ -29,11 +29,9 @@ Queries that cannot be compared with batch replay:
 * queries on both clocks are refused on streams with a positioned error
   (docs/streaming.md, "Time modes").
 
-Each file runs once (a module fixture), its queries streamed together in
-groups of at most ``GROUP`` (with four, Spark timed out waiting for their
-Python workers on a busy machine), on one shuffle partition (every
-micro-batch of a stateful query runs one task per partition): a micro-batch
-costs seconds.
+Each file runs once (a module fixture), its queries streamed together, on one
+shuffle partition (every micro-batch of a stateful query runs one task per
+partition): a micro-batch costs seconds.
 """
 
 from __future__ import annotations
@@ -78,8 +76,6 @@ BASE = dt.datetime(2024, 5, 1, 0, 0, 3)
 #: (seconds after BASE, key indices): each key at most once per burst
 BURSTS = [(0, (0, 1, 2)), (40, (0, 1)), (130, (0, 2))]
 KEYS = ("DE", "FR", "US")  # every STRING column; DE and FR pass the golden WHERE
-
-GROUP = 2
 
 #: queries whose windows never fire on the generated data (3 rows per key at most)
 NEVER_FIRE = {
@@ -302,12 +298,11 @@ def _run_file(spark, path: Path, names: list[str], base: Path, outcome: Outcome)
         finally:
             batch.release()
         print(f"TIMING {path.name} batch {time.monotonic() - t0:.0f}")
-        for i in range(0, len(compare), GROUP):
-            results = compiled.only(*compare[i : i + GROUP]).apply(spark, **frames)
-            outcome.engines.update({r.name: r.engine for r in results.queries})
-            sinks = start_streams(results, base / "out", base / "ck", fmt="parquet")
-            for name, out in sinks.outputs.items():
-                outcome.stream[name] = _read(spark, out)
+        results = compiled.only(*compare).apply(spark, **frames)
+        outcome.engines.update({r.name: r.engine for r in results.queries})
+        sinks = start_streams(results, base / "out", base / "ck", fmt="parquet")
+        for name, out in sinks.outputs.items():
+            outcome.stream[name] = _read(spark, out)
         print(f"TIMING {path.name} stream {time.monotonic() - t0:.0f}")
 
     processing = [n for n, k in kinds.items() if k == "processing"]
