@@ -29,9 +29,12 @@ Queries that cannot be compared with batch replay:
 * queries on both clocks are refused on streams with a positioned error
   (docs/streaming.md, "Time modes").
 
-Each file runs once (a module fixture), its queries streamed together, on one
-shuffle partition (every micro-batch of a stateful query runs one task per
-partition): a micro-batch costs seconds.
+Each file runs once (a module fixture), its queries streamed together in
+groups of at most ``GROUP``, on one shuffle partition (every micro-batch of a
+stateful query runs one task per partition): a micro-batch costs seconds.
+Spark waits 10 s (fixed) for the Python worker a starting operator query
+launches on the driver; with ten queries running on a busy 2-core machine,
+the tenth timed out ("Python worker failed to connect back").
 """
 
 from __future__ import annotations
@@ -83,6 +86,15 @@ NEVER_FIRE = {
     ("windows", "counted"): "COUNT_WINDOW(5)",
     ("triggers", "evict_delta"): "COUNT_WINDOW(10)",
 }
+
+GROUP = 4
+
+#: A known streaming defect, pinned: Spark's optimizer pushes a WHERE that does not
+#: read the event-time column below ``withWatermark``, so rows the WHERE drops do
+#: not raise a stream's watermark, while batch replay's watermark counts every row
+#: (docs/streaming.md, "Known limits"). Here the sentinel fails the WHERE, the
+#: stream's watermark stays in 2024 and the day window never fires.
+FILTERED_WATERMARK = {("expressions", "big_spenders")}
 
 _PATH = re.compile(r"path\s*=\s*'([^']*)'")
 
@@ -279,7 +291,6 @@ def _run_file(spark, path: Path, names: list[str], base: Path, outcome: Outcome)
         batch_text = batch_text.replace(m.group(0), f"path = '{once}'")
     kinds = {q.name: _kind(q) for q in program.queries if q.name in names}
 
-    t0 = time.monotonic()
     compiled = wql.compile(stream_text)
     frames = {d.name: read_stream_source(spark, d, None) for d in compiled.program.sources}
     for name in [n for n, k in kinds.items() if k == "refused"]:
@@ -297,13 +308,12 @@ def _run_file(spark, path: Path, names: list[str], base: Path, outcome: Outcome)
                     outcome.batch[r.late_name] = _counter(r.late)
         finally:
             batch.release()
-        print(f"TIMING {path.name} batch {time.monotonic() - t0:.0f}")
-        results = compiled.only(*compare).apply(spark, **frames)
-        outcome.engines.update({r.name: r.engine for r in results.queries})
-        sinks = start_streams(results, base / "out", base / "ck", fmt="parquet")
-        for name, out in sinks.outputs.items():
-            outcome.stream[name] = _read(spark, out)
-        print(f"TIMING {path.name} stream {time.monotonic() - t0:.0f}")
+        for i in range(0, len(compare), GROUP):
+            results = compiled.only(*compare[i : i + GROUP]).apply(spark, **frames)
+            outcome.engines.update({r.name: r.engine for r in results.queries})
+            sinks = start_streams(results, base / "out", base / "ck", fmt="parquet")
+            for name, out in sinks.outputs.items():
+                outcome.stream[name] = _read(spark, out)
 
     processing = [n for n, k in kinds.items() if k == "processing"]
     if processing:
@@ -328,7 +338,6 @@ def _run_file(spark, path: Path, names: list[str], base: Path, outcome: Outcome)
                 time.sleep(0.5)
         finally:
             sinks.stop()
-        print(f"TIMING {path.name} processing {time.monotonic() - t0:.0f}")
 
 
 @pytest.fixture(scope="module")
@@ -365,7 +374,9 @@ def test_cases_cover_every_golden_and_fixture_query():
 @pytest.mark.parametrize(
     ("path", "query"), CASES, ids=[f"{p.parent.name}/{p.stem}/{q.name}" for p, q in CASES]
 )
-def test_query_streams_with_the_default_engine(outcome, path, query):
+def test_query_streams_with_the_default_engine(outcome, path, query, request):
+    if (path.stem, query.name) in FILTERED_WATERMARK:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="filtered rows, watermark"))
     outcome = outcome(path)
     kind = _kind(query)
     if kind == "refused":
