@@ -89,10 +89,9 @@ NEVER_FIRE = {
 
 GROUP = 4
 
-#: A known streaming defect, pinned: Spark's optimizer pushes a WHERE that does not
-#: read the event-time column below ``withWatermark``, so rows the WHERE drops do
-#: not raise a stream's watermark, while batch replay's watermark counts every row
-#: (docs/streaming.md, "Known limits"). Here the sentinel fails the WHERE, the
+#: A known streaming defect, pinned: rows the WHERE drops do not raise a stream's
+#: watermark, while batch replay's watermark counts every row (docs/streaming.md,
+#: "Known limits"). Here the sentinel fails the WHERE, the
 #: stream's watermark stays in 2024 and the day window never fires.
 FILTERED_WATERMARK = {("expressions", "big_spenders")}
 
