@@ -94,9 +94,10 @@ def _stream(spark, tmp_path):
 
 
 def test_a_native_double_sum_streams_on_the_operator_engine(spark, tmp_path):
-    """Native folds DOUBLE sums in replay order (not possible on a stream): auto runs
-    the query on the operator engine, which gives the same result; forced native is a
-    positioned error. A query without such a sum stays native."""
+    """Native folds DOUBLE sums in replay order (not possible on a stream): the
+    planner's stream choice is the operator engine, which gives the same result;
+    forced native is a positioned error naming the SUM. A query without such a
+    sum runs on the operator engine too (late rows, docs/native.md "Streaming")."""
     import wql
 
     text = SOURCE.format(path=tmp_path / "in") + NATIVE_SUM
@@ -104,9 +105,12 @@ def test_a_native_double_sum_streams_on_the_operator_engine(spark, tmp_path):
     r = wql.compile(text).apply(spark, s=_stream(spark, tmp_path)).query("query_1")
     assert r.engine == "operator" and r.df.isStreaming
     assert r.df.columns == ["k", "window_start", "n", "total"]
-    with pytest.raises(WqlUnsupportedError, match="floating-point SUM on a stream") as e:
+    with pytest.raises(
+        WqlUnsupportedError, match="SUM of DOUBLE at line 2 needs the operator"
+    ) as e:
         wql.compile(text, engine="native").apply(spark, s=_stream(spark, tmp_path))
-    assert e.value.span is not None
+    assert e.value.span is not None and e.value.span.line == 2
     counting = SOURCE.format(path=tmp_path / "in") + NATIVE_SUM.replace(", SUM(v) AS total", "")
     r = wql.compile(counting).apply(spark, s=_stream(spark, tmp_path)).query("query_1")
-    assert r.engine == "native" and r.df.isStreaming
+    assert r.engine == "operator" and r.df.isStreaming
+    assert [x.clause for x in r.plan.engine.reasons] == ["WATERMARK FOR ts"]

@@ -55,15 +55,20 @@ CREATE SOURCE s (k STRING, v BIGINT, ts TIMESTAMP, seq BIGINT,
     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
 WITH (format = 'json', path = '{path}', maxFilesPerTrigger = '1'{extra});
 """
-QUERIES = """
+COUNTED = """
 CREATE VIEW counted AS
 SELECT k, window_start, COUNT(*) AS n, SUM(v) AS total FROM s
 GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND);
+"""
+QUERIES = (
+    COUNTED
+    + """
 CREATE VIEW routed AS
 SELECT k, window_start, COUNT(*) AS n FROM s
 GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)
 LATE DATA TO late_rows;
 """
+)
 
 
 def _at(seconds: float) -> dt.datetime:
@@ -139,7 +144,16 @@ def test_a_query_native_in_batch_runs_on_the_operator_engine_on_a_stream(spark, 
 
 
 def test_batch_replay_in_arrival_order_gives_the_stream_rows(spark, stream, tmp_path):
-    base, _, _, _ = stream
+    base, stream_text, _, _ = stream
+    # planned for streams, a batch DataFrame still gets the batch choice at apply()
+    planned = wql.compile(stream_text, streaming=True)
+    assert planned.engine == {"counted": "operator", "routed": "operator"}
+    batch_df = spark.read.schema("k STRING, v BIGINT, ts TIMESTAMP, seq BIGINT").json(
+        str(base / "in")
+    )
+    applied = planned.only("counted").apply(spark, s=batch_df)
+    assert applied.query("counted").engine == "native"  # lazy: nothing ran
+
     text = SOURCE.format(path=base / "in", extra=", arrival_order = 'seq'") + QUERIES
     results = wql.compile(text).apply(spark)
     try:
@@ -153,7 +167,8 @@ def test_batch_replay_in_arrival_order_gives_the_stream_rows(spark, stream, tmp_
 
 
 def test_forcing_native_on_the_stream_is_a_positioned_error(spark, stream):
-    _, text, _, source = stream
+    base, _, _, source = stream
+    text = SOURCE.format(path=base / "in", extra="") + COUNTED
     compiled = wql.compile(text, "native")  # fine in batch
     with pytest.raises(WqlUnsupportedError) as info:
         compiled.only("counted").apply(spark, s=source)

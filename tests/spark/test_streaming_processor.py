@@ -507,3 +507,20 @@ def test_rows_carry_event_time_in_a_count_window_too():
     assert [(r[0], r[1], r[5]) for r in d.results] == [("a", None, 2.0)]
     results, _ = reference_batch(text, [("a", 1, 0), ("a", 1, 5000), ("a", 1, 5500)])
     assert Counter(d.results) == results
+
+
+def test_rows_kept_in_state_with_a_timestamp_value_survive_the_state_store():
+    # An evictor keeps whole rows in the key's state; the late output copies `ts`
+    # into them. Spark hands timestamps over as pandas (nanoseconds), which must
+    # reach the runtime as datetime: its snapshot refuses pandas.Timestamp, and
+    # the next micro-batch of the key could not restore its state.
+    d = Driver(
+        _source(1) + "SELECT k, window_start, MAX(v) AS m FROM s\n"
+        "GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) EVICT COUNT(2) LATE DATA TO late;"
+    )
+    d.batch([("a", 1.0, 1000)])
+    d.batch([("a", 5.0, 2000)])
+    d.batch([("a", 3.0, 3000)])
+    d.end()
+    # EVICT COUNT(2) keeps the last two rows of [0, 10 s): 5.0 and 3.0
+    assert d.results == [("a", 0, 10000, 0, "ON_TIME", 5.0)]

@@ -16,8 +16,9 @@ file's maximum before it in both. Timers fire when the watermark rises, before
 the next row, in both. Rows of one key never tie (one row per key per burst),
 and floating-point values are multiples of 1/4, so sums do not depend on the
 order of addition. A last file holds the sentinel: one row far in the future
-whose string columns are all ``zz_sentinel`` (its own key, it never fires); it
-plays batch replay's end of input and its rows are left out before comparing.
+whose string columns are all ``zz_sentinel`` (its own key, it never fires),
+the "next burst" of the last file; the watermark it raises plays batch replay's
+end of input, and its rows are left out before comparing.
 
 Queries that cannot be compared with batch replay:
 
@@ -28,9 +29,12 @@ Queries that cannot be compared with batch replay:
 * queries on both clocks are refused on streams with a positioned error
   (docs/streaming.md, "Time modes").
 
-Everything runs in one module fixture, one streaming run per file with all its
-queries together, on one shuffle partition (every micro-batch of a stateful
-query runs one task per partition): a micro-batch costs seconds.
+Each file runs once (a module fixture), its queries streamed together in
+groups of at most ``GROUP``, on one shuffle partition (every micro-batch of a
+stateful query runs one task per partition): a micro-batch costs seconds.
+Spark waits 10 s (fixed) for the Python worker a starting operator query
+launches on the driver; with ten queries running on a busy 2-core machine,
+the tenth timed out ("Python worker failed to connect back").
 """
 
 from __future__ import annotations
@@ -73,8 +77,23 @@ SENTINEL = "zz_sentinel"
 SENTINEL_TIME = dt.datetime(2030, 1, 1)
 BASE = dt.datetime(2024, 5, 1, 0, 0, 3)
 #: (seconds after BASE, key indices): each key at most once per burst
-BURSTS = [(0, (0, 1, 2)), (20, (0, 1)), (95, (0, 2)), (200, (0, 1, 2))]
+BURSTS = [(0, (0, 1, 2)), (40, (0, 1)), (130, (0, 2))]
 KEYS = ("DE", "FR", "US")  # every STRING column; DE and FR pass the golden WHERE
+
+#: queries whose windows never fire on the generated data (3 rows per key at most)
+NEVER_FIRE = {
+    ("spec_example", "query_1"): "TRIGGER COUNT(100)",
+    ("windows", "counted"): "COUNT_WINDOW(5)",
+    ("triggers", "evict_delta"): "COUNT_WINDOW(10)",
+}
+
+GROUP = 4
+
+#: A known streaming defect, pinned: rows the WHERE drops do not raise a stream's
+#: watermark, while batch replay's watermark counts every row (docs/streaming.md,
+#: "Known limits"). Here the sentinel fails the WHERE, the
+#: stream's watermark stays in 2024 and the day window never fires.
+FILTERED_WATERMARK = {("expressions", "big_spenders")}
 
 _PATH = re.compile(r"path\s*=\s*'([^']*)'")
 
@@ -128,7 +147,7 @@ def _value(col: P.Column, decl: P.SourceDecl, burst: int, key: int, at: dt.datet
     if kind == "BOOLEAN":
         return (burst + key) % 2 == 0
     if kind == "DOUBLE" or kind == "FLOAT":
-        return 100.25 * (1 + (3 * burst + key) % 5) + 0.5 * key
+        return 300.25 * (1 + (3 * burst + key) % 4) + 0.5 * key
     if kind == "DECIMAL":
         return decimal.Decimal(f"{10 + 7 * burst + key}.{25 * key:02d}")
     if name == (decl.option("processing_time") or "").lower():
@@ -155,12 +174,14 @@ def _rows(decl: P.SourceDecl) -> tuple[list[list[dict]], dict]:
 
 
 def _chunks(bursts: list[list[dict]], sentinel: dict) -> list[list[dict]]:
-    """One file per micro-batch: the rest of a burst with the first row of the next."""
+    """One file per micro-batch: the rest of a burst with the first row of the next
+    (the sentinel is the next burst of the last one)."""
     files = [list(bursts[0])]
-    for burst in bursts[1:]:
+    for burst in [*bursts[1:], [sentinel]]:
         files[-1].append(burst[0])
-        files.append(list(burst[1:]))
-    return [f for f in files if f] + [[sentinel]]
+        if burst[1:]:
+            files.append(list(burst[1:]))
+    return files
 
 
 def _write(folder: Path, n: int, rows: list[dict], decl: P.SourceDecl) -> None:
@@ -286,11 +307,12 @@ def _run_file(spark, path: Path, names: list[str], base: Path, outcome: Outcome)
                     outcome.batch[r.late_name] = _counter(r.late)
         finally:
             batch.release()
-        results = compiled.only(*compare).apply(spark, **frames)
-        outcome.engines.update({r.name: r.engine for r in results.queries})
-        sinks = start_streams(results, base / "out", base / "ck", fmt="parquet")
-        for name, out in sinks.outputs.items():
-            outcome.stream[name] = _read(spark, out)
+        for i in range(0, len(compare), GROUP):
+            results = compiled.only(*compare[i : i + GROUP]).apply(spark, **frames)
+            outcome.engines.update({r.name: r.engine for r in results.queries})
+            sinks = start_streams(results, base / "out", base / "ck", fmt="parquet")
+            for name, out in sinks.outputs.items():
+                outcome.stream[name] = _read(spark, out)
 
     processing = [n for n, k in kinds.items() if k == "processing"]
     if processing:
@@ -318,21 +340,24 @@ def _run_file(spark, path: Path, names: list[str], base: Path, outcome: Outcome)
 
 
 @pytest.fixture(scope="module")
-def outcome(spark, tmp_path_factory) -> Outcome:
-    out = Outcome()
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    try:
-        for i, path in enumerate(FILES):
+def outcome(spark, tmp_path_factory):
+    """``outcome(path)``: the file's streaming run, done once when first asked for."""
+    done: dict[Path, Outcome] = {}
+
+    def get(path: Path) -> Outcome:
+        if path not in done:
             names = [q.name for p, q in CASES if p == path]
-            if names:
-                base = tmp_path_factory.mktemp(f"q{i}_{path.stem}")
-                started = time.monotonic()
-                _run_file(spark, path, names, base, out)
-                print(f"{path.name}: {len(names)} queries, {time.monotonic() - started:.0f} s")
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    return out
+            base = tmp_path_factory.mktemp(f"q_{path.parent.name}_{path.stem}")
+            partitions = spark.conf.get("spark.sql.shuffle.partitions")
+            spark.conf.set("spark.sql.shuffle.partitions", "1")
+            try:
+                done[path] = Outcome()
+                _run_file(spark, path, names, base, done[path])
+            finally:
+                spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        return done[path]
+
+    return get
 
 
 def test_cases_cover_every_golden_and_fixture_query():
@@ -348,7 +373,10 @@ def test_cases_cover_every_golden_and_fixture_query():
 @pytest.mark.parametrize(
     ("path", "query"), CASES, ids=[f"{p.parent.name}/{p.stem}/{q.name}" for p, q in CASES]
 )
-def test_query_streams_with_the_default_engine(outcome, path, query):
+def test_query_streams_with_the_default_engine(outcome, path, query, request):
+    if (path.stem, query.name) in FILTERED_WATERMARK:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="filtered rows, watermark"))
+    outcome = outcome(path)
     kind = _kind(query)
     if kind == "refused":
         err = outcome.errors[query.name]
@@ -365,9 +393,7 @@ def test_query_streams_with_the_default_engine(outcome, path, query):
     names = [query.name] + ([query.late_output] if query.late_output else [])
     for name in names:
         assert outcome.stream[name] == outcome.batch[name], name
-    assert sum(outcome.batch[query.name].values()) > 0 or _never_fires(query)
-
-
-def _never_fires(q: P.Query) -> bool:
-    """A count window of 5 rows: no key has 5 rows in the generated data."""
-    return isinstance(q.window, P.CountWindow) and q.window.slide is None
+    if (path.stem, query.name) in NEVER_FIRE:
+        assert not outcome.batch[query.name]
+    else:
+        assert sum(outcome.batch[query.name].values()) > 0

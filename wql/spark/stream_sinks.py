@@ -10,7 +10,10 @@ Sources: every ``CREATE SOURCE`` is read with ``spark.readStream`` from its
 (Spark's streaming file source needs one) and every reader option of its
 ``WITH`` clause (e.g. ``maxFilesPerTrigger = '1'``).
 
-Sinks, per query (``N`` its name, ``L`` its ``LATE DATA TO`` name):
+Sinks, per query (``N`` its name, ``L`` its ``LATE DATA TO`` name), for
+the engine the planner chose for a stream (``wql run --stream`` compiles
+with ``streaming=True``; today every query is an operator query there,
+docs/native.md "Streaming"):
 
 * a **native** query is one streaming query: Spark's windowed aggregation in
   append mode -> file sink ``OUT/N`` (checkpoint ``CK/N/result``);
@@ -241,6 +244,10 @@ def start_streams(
                         f"{r.name} operator",
                     )
                 )
+                # one operator query starting at a time: each start launches a Python
+                # worker on the driver that Spark waits 10 s for; several at once on
+                # a busy machine failed with "Python worker failed to connect back"
+                _first_batch(stage1[-1])
         sinks.stages.append(stage1)
         if trigger is None:
             _await(stage1)
@@ -310,6 +317,12 @@ def _sink(
         else writer.trigger(processingTime=trigger)
     )
     return writer.start()
+
+
+def _first_batch(query: Any) -> None:
+    """Wait until ``query`` finished its first micro-batch, stopped or failed."""
+    while query.isActive and not query.recentProgress:
+        time.sleep(0.1)
 
 
 def _await(queries: list[Any]) -> None:
