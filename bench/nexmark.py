@@ -61,8 +61,8 @@ process, the JVM, Spark's Python workers): peak resident memory of the tree
 and of the Python workers alone (where the operator runs), and CPU seconds
 of the tree (less distorted by a shared machine's load than wall time).
 Per-core rates divide the Nexmark event count (all three event types, as
-Flink's Nexmark reports) by the wall time and the cores. The last lines are exactly one ``RATIO <scenario> <wql_s> <baseline_s>
-<ratio>`` per scenario.
+Flink's Nexmark reports) by the wall time and the cores. The last lines are
+exactly one ``RATIO <scenario> <wql_s> <baseline_s> <ratio>`` per scenario.
 """
 
 from __future__ import annotations
