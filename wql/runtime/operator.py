@@ -52,6 +52,7 @@ from wql.runtime.assigners import (
 )
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
 from wql.runtime.merging import MergingWindowSet
+from wql.runtime.slicing import slicer_for
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
 from wql.runtime.triggers import EventTimeTrigger
@@ -137,8 +138,14 @@ class _Context:
 class WindowOperator:
     """The window operator of one query (all keys of one partition)."""
 
-    def __init__(self, config: OperatorConfig) -> None:
+    def __init__(self, config: OperatorConfig, fast: bool = True, slicing: bool = False) -> None:
         self.config = config
+        #: ``fast=False``: the plain per-row path only (no specialised per-row
+        #: method, no slicing, no vectorized batches); every fast path must
+        #: equal it in everything observable. ``slicing``: HOP/CUMULATE keep
+        #: one accumulator per (key, slice) (``wql.runtime.slicing``; opt-in,
+        #: see docs/runtime.md "Slicing" for when it pays).
+        self._fast = fast
         assigner = config.assigner
         self._assign = assigner.assign_windows
         self._merge_windows = assigner.merge_windows if assigner.is_merging else None
@@ -181,13 +188,24 @@ class WindowOperator:
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
         if (
-            type(assigner) is SessionWindows
+            fast
+            and type(assigner) is SessionWindows
             and self._inline_event_trigger
             and self._evictor is None
         ):
             # Static event-time sessions with the default trigger: a dedicated
             # per-row method (same behaviour, see _session_element).
             self.process_element = self._session_element  # type: ignore[method-assign]
+        # HOP / CUMULATE: one accumulator per (key, slice) (wql.runtime.slicing).
+        self._slicer = slicer_for(self) if fast and slicing else None
+        if self._slicer is not None:
+            self.process_element = self._slicer.process_element  # type: ignore[method-assign]
+            self._on_timer = self._slicer.on_timer  # type: ignore[method-assign]
+
+    def _slicing_off(self) -> None:
+        """Back to the per-window methods (the slicer rebuilt every window's accumulator)."""
+        vars(self).pop("process_element", None)
+        vars(self).pop("_on_timer", None)
 
     # ------------------------------------------------------------------ input
 
@@ -725,7 +743,11 @@ class WindowOperator:
 
     def process_batch(self, batch: RowBatch) -> None:
         """The vectorized entry point; equal to the per-row loop in every observable way."""
-        fast = _vectorized_entry()
+        fast = (
+            _vectorized_entry()
+            if self._fast and (self._slicer is None or not self._slicer.active)
+            else None
+        )
         if fast is not None and fast(self, batch):
             return
         n = len(batch)
@@ -792,18 +814,26 @@ class WindowOperator:
                 "processing_time": self.processing_time,
                 "seq": self._seq,
                 "counters": self.counters.as_dict(),
-                "keys": {k: ks.to_data() for k, ks in self._keys.items()},
+                "keys": {k: self._key_data(k, ks) for k, ks in self._keys.items()},
                 "timers": self._timers.to_data(),
                 "out": self._out,
                 "late": self._late,
             }
         )
 
+    def _key_data(self, key: Key, ks: KeyState) -> tuple:
+        """A key's state as snapshots hold it (sliced windows as per-window accumulators)."""
+        if self._slicer is not None:
+            return self._slicer.key_data(key, ks)
+        return ks.to_data()
+
     @classmethod
-    def restore(cls, config: OperatorConfig, data: bytes) -> WindowOperator:
+    def restore(
+        cls, config: OperatorConfig, data: bytes, fast: bool = True, slicing: bool = False
+    ) -> WindowOperator:
         """An operator equal to the one ``snapshot()`` was taken from."""
         payload = _snap.loads(data)
-        op = cls(config)
+        op = cls(config, fast, slicing)
         if not isinstance(payload, dict) or payload.get("kind") != "operator":
             raise _snap.SnapshotError("not a whole-operator snapshot")
         if payload["config"] != op._config_fingerprint():
@@ -838,7 +868,7 @@ class WindowOperator:
             {
                 "kind": "key",
                 "config": self._config_fingerprint(),
-                "state": None if ks is None else ks.to_data(),
+                "state": None if ks is None else self._key_data(key, ks),
                 "event_timers": event,
                 "processing_timers": processing,
                 "seq": self._seq,
@@ -874,6 +904,8 @@ class WindowOperator:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
         self._keys.pop(key, None)
         self._timers.drop_key(key)
+        if self._slicer is not None:
+            self._slicer.forget(key)
 
 
 _VECTORIZED: list[Any] = []
