@@ -196,6 +196,13 @@ class WindowOperator:
             # Static event-time sessions with the default trigger: a dedicated
             # per-row method (same behaviour, see _session_element).
             self.process_element = self._session_element  # type: ignore[method-assign]
+        if not fast:
+            # The plain Flink port: the assigner's assign_windows and the
+            # trigger's own on_element/on_merge/on_event_time for every row.
+            self._tumbling = None
+            self._slotted = None
+            self._session_gap = 0
+            self._inline_event_trigger = False
         # HOP / CUMULATE: one accumulator per (key, slice) (wql.runtime.slicing).
         self._slicer = slicer_for(self) if fast and slicing else None
         if self._slicer is not None:
