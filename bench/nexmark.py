@@ -654,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             base_s, what = timings[s.baseline].median, f"WQL operator {s.baseline} (no Spark form)"
         ratios.append((s.name, wql_s, base_s))
-        print(f"{s.name}: baseline {what}", file=sys.stderr)
+        print(f"{s.name}: baseline {what}")
     for name, wql_s, base_s in ratios:
         print(f"RATIO {name} {wql_s:.3f} {base_s:.3f} {wql_s / base_s:.3f}")
     spark.stop()
