@@ -322,3 +322,33 @@ def test_operator_partitions_follow_the_cores_unless_configured(spark):
     finally:
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.set("spark.sql.shuffle.partitions", "4")
+
+
+def test_sliced_operators_give_the_per_window_results(spark):
+    # HOP 1 s / 3 s: every row lands in 3 windows; with spark.wql.operator.slicing the
+    # operator keeps one accumulator per 1 s slice and must emit the same rows
+    from wql.spark.batch import OPERATOR_SLICING_CONF
+
+    text = source(10, " WITH (arrival_order = 'arr')") + (
+        "SELECT k, window_start, window_end, COUNT(*) AS n, MIN(arr) AS first_arr "
+        "FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND)"
+    )
+    rows = rows_of(("a", 1.0, 0), ("a", 1.0, 1500), ("b", 1.0, 2500), ("a", 1.0, 2600))
+    expected = [
+        ("a", ts(-2000), ts(1000), 1, 0),
+        ("a", ts(-1000), ts(2000), 2, 0),
+        ("a", ts(0), ts(3000), 3, 0),
+        ("a", ts(1000), ts(4000), 2, 1),
+        ("a", ts(2000), ts(5000), 1, 3),
+        ("b", ts(0), ts(3000), 1, 2),
+        ("b", ts(1000), ts(4000), 1, 2),
+        ("b", ts(2000), ts(5000), 1, 2),
+    ]
+    try:
+        for slicing in ("false", "true"):
+            spark.conf.set(OPERATOR_SLICING_CONF, slicing)
+            result, late, counters = host(spark, text, rows)
+            assert sorted(result) == expected, slicing
+            assert late == [] and counters["rows_emitted"] == 8
+    finally:
+        spark.conf.unset(OPERATOR_SLICING_CONF)

@@ -54,6 +54,7 @@ from wql.runtime.assigners import (
 )
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
 from wql.runtime.merging import MergingWindowSet
+from wql.runtime.slicing import slicer_for
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
 from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
@@ -147,8 +148,14 @@ class _Context:
 class WindowOperator:
     """The window operator of one query (all keys of one partition)."""
 
-    def __init__(self, config: OperatorConfig) -> None:
+    def __init__(self, config: OperatorConfig, fast: bool = True, slicing: bool = False) -> None:
         self.config = config
+        #: ``fast=False``: the plain per-row path only (no specialised per-row
+        #: method, no slicing, no vectorized batches); every fast path must
+        #: equal it in everything observable. ``slicing``: HOP/CUMULATE keep
+        #: one accumulator per (key, slice) (``wql.runtime.slicing``; opt-in,
+        #: see docs/runtime.md "Slicing" for when it pays).
+        self._fast = fast
         assigner = config.assigner
         self._assign = assigner.assign_windows
         self._merge_windows = assigner.merge_windows if assigner.is_merging else None
@@ -206,13 +213,32 @@ class WindowOperator:
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
         if (
-            type(assigner) is SessionWindows
+            fast
+            and type(assigner) is SessionWindows
             and self._inline_event_trigger
             and self._evictor is None
         ):
             # Static event-time sessions with the default trigger: a dedicated
             # per-row method (same behaviour, see _session_element).
             self.process_element = self._session_element  # type: ignore[method-assign]
+        if not fast:
+            # The plain Flink port: the assigner's assign_windows and the
+            # trigger's own on_element/on_merge/on_event_time for every row.
+            self._tumbling = None
+            self._slotted = None
+            self._session_gap = 0
+            self._inline_event_trigger = False
+        # HOP / CUMULATE: one accumulator per (key, slice) (wql.runtime.slicing).
+        # Slicing keeps no per-row firing record: "rows" tracking needs the per-window path.
+        self._slicer = slicer_for(self) if fast and slicing and not self._track else None
+        if self._slicer is not None:
+            self.process_element = self._slicer.process_element  # type: ignore[method-assign]
+            self._on_timer = self._slicer.on_timer  # type: ignore[method-assign]
+
+    def _slicing_off(self) -> None:
+        """Back to the per-window methods (the slicer rebuilt every window's accumulator)."""
+        vars(self).pop("process_element", None)
+        vars(self).pop("_on_timer", None)
 
     # ------------------------------------------------------------------ input
 
@@ -866,9 +892,13 @@ class WindowOperator:
 
     def process_batch(self, batch: RowBatch) -> None:
         """The vectorized entry point; equal to the per-row loop in every observable way."""
-        fast = _vectorized_entry()
         # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
-        if fast is not None and not self._track and fast(self, batch):
+        fast = (
+            _vectorized_entry()
+            if self._fast and not self._track and (self._slicer is None or not self._slicer.active)
+            else None
+        )
+        if fast is not None and fast(self, batch):
             return
         n = len(batch)
         if n == 0:
@@ -934,7 +964,7 @@ class WindowOperator:
                 "processing_time": self.processing_time,
                 "seq": self._seq,
                 "counters": self.counters.as_dict(),
-                "keys": {k: ks.to_data() for k, ks in self._keys.items()},
+                "keys": {k: self._key_data(k, ks) for k, ks in self._keys.items()},
                 "timers": self._timers.to_data(),
                 "out": self._out,
                 "late": self._late,
@@ -942,11 +972,19 @@ class WindowOperator:
             }
         )
 
+    def _key_data(self, key: Key, ks: KeyState) -> tuple:
+        """A key's state as snapshots hold it (sliced windows as per-window accumulators)."""
+        if self._slicer is not None:
+            return self._slicer.key_data(key, ks)
+        return ks.to_data()
+
     @classmethod
-    def restore(cls, config: OperatorConfig, data: bytes) -> WindowOperator:
+    def restore(
+        cls, config: OperatorConfig, data: bytes, fast: bool = True, slicing: bool = False
+    ) -> WindowOperator:
         """An operator equal to the one ``snapshot()`` was taken from."""
         payload = _snap.loads(data)
-        op = cls(config)
+        op = cls(config, fast, slicing)
         if not isinstance(payload, dict) or payload.get("kind") != "operator":
             raise _snap.SnapshotError("not a whole-operator snapshot")
         if payload["config"] != op._config_fingerprint():
@@ -985,7 +1023,7 @@ class WindowOperator:
             {
                 "kind": "key",
                 "config": self._config_fingerprint(),
-                "state": None if ks is None else ks.to_data(),
+                "state": None if ks is None else self._key_data(key, ks),
                 "event_timers": event,
                 "processing_timers": processing,
                 "seq": self._seq,
@@ -1030,6 +1068,8 @@ class WindowOperator:
             for k, w in [kw for kw in self._pending if kw[0] == key]:
                 for s in self._pending.pop((k, w)):
                     self._unfired.pop(s, None)
+        if self._slicer is not None:
+            self._slicer.forget(key)
 
     def _key_tracking(self, key: Key) -> tuple | None:
         """``key``'s rows that no firing included yet: (window, arrival numbers), counts."""

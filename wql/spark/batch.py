@@ -156,6 +156,9 @@ def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
 
 
 OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
+#: "true": HOP/CUMULATE operators keep one accumulator per (key, slice)
+#: (``WindowOperator(config, slicing=True)``, docs/runtime.md "Slicing").
+OPERATOR_SLICING_CONF = "spark.wql.operator.slicing"
 
 
 # Up to this many replayed rows the operator runs in ONE partition, gathered
@@ -240,6 +243,7 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         final_processing_time=clock[1],
         clock_events=clock_events,
         out_schema=arrow_schema,
+        slicing=str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true",
     )
     if small:
         # The one partition's task runs right here, on the rows collected in
@@ -326,12 +330,13 @@ class _PartitionTask:
     final_processing_time: int
     clock_events: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     out_schema: pa.Schema
+    slicing: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch
         from wql.runtime.operator import WindowOperator
 
-        op = WindowOperator(self.config)
+        op = WindowOperator(self.config, slicing=self.slicing)
         events = ClockCursor(self.clock_events) if self.clock_events is not None else None
         for batch in batches:
             if batch.num_rows == 0:

@@ -1,0 +1,212 @@
+"""Where an operator-engine query's time goes on Spark: replay, shuffle, Arrow, Python loop.
+
+One command (from the repository root)::
+
+    .venv/bin/python bench/profile_operator.py [--data spark|nexmark] [--rows N] [--top T]
+
+``--data spark`` (default) profiles ``bench/spark.py``'s scenario b (SESSION
+5 s per key, COUNT + SUM, N rows over 1 000 keys); ``--data nexmark``
+profiles Nexmark q11 (SESSION 10 s per bidder, COUNT; N events) from
+``bench/nexmark.py``. Stages, each timed separately on the same DataFrame
+and forced with the ``noop`` sink (every stage recomputes the ones before
+it, so the table gives each stage's time and its increment):
+
+1. ``scan``: the source read alone;
+2. ``replay``: :func:`wql.spark.replay.replay` (its statistics job, then the
+   replayed rows: replay order, ``watermark_before``);
+3. ``shuffle``: the operator's input as the batch host builds it (key and
+   value expressions, repartition by key, sort by replay position);
+4. ``operator``: the whole ``apply()`` (all of the above + ``mapInArrow`` +
+   the cached output);
+
+then the staged partitions are collected to this process and the partition
+task that ``mapInArrow`` runs is profiled under ``cProfile`` per partition:
+the table splits its time into Arrow -> Python conversion (keys and
+columns), the operator (``process_batch``/``end_of_input``), and Python ->
+Arrow (``_emit``), and the top functions by own time follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import nexmark  # noqa: E402
+import spark as spark_bench  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+import wql  # noqa: E402
+from wql.compiler.backends.operator import build_operator  # noqa: E402
+from wql.spark import batch as B  # noqa: E402
+from wql.spark import replay as R  # noqa: E402
+from wql.spark.session import default_session  # noqa: E402
+
+
+def timed(label: str, run: Callable[[], Any], repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        runs.append(time.perf_counter() - started)
+    best = min(runs)
+    print(f"  {label}: " + ", ".join(f"{s:.2f}" for s in runs), file=sys.stderr)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", choices=("spark", "nexmark"), default="spark")
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--top", type=int, default=15)
+    args = ap.parse_args(argv)
+
+    spark = default_session(app_name="wql-profile")
+    noop = nexmark.noop
+    with tempfile.TemporaryDirectory(prefix="wql-profile-") as tmp:
+        if args.data == "spark":
+            spark_bench.generate(Path(tmp) / "events", args.rows, 1000)
+            df = spark.read.parquet(str(Path(tmp) / "events"))
+            compiled = wql.compile(spark_bench.SESSION_Q, engine="operator")
+            source = "events"
+        else:
+            nexmark.generate(Path(tmp), args.rows, 10_000)
+            df = spark.read.parquet(str(Path(tmp) / "bid"))
+            compiled = wql.compile(nexmark.SOURCE + nexmark.WQL["q11"], engine="operator")
+            source = "bid"
+        query = compiled._bound({source: df}).queries[0]
+        op = build_operator(query)
+        et = query.source.event_time
+        spec = R.ReplaySpec(
+            event_time=et.column if et else None,
+            delay_ms=et.delay_ms if et else 0,
+            arrival_order=query.source.arrival_order,
+            processing_time=query.source.processing_time if op.uses_processing_time else None,
+        )
+
+        def staged_df() -> Any:
+            replayed = R.replay(df, spec)
+            key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
+            staged = replayed.df.select(
+                *[F.expr(k.expr.sql).alias(c) for k, c in zip(op.keys, key_cols, strict=True)],
+                *[F.expr(v.sql).alias(f"__wql_v{i}") for i, v in enumerate(op.values)],
+                R.SEQ,
+                R.TS,
+                R.WM,
+                R.PT,
+            )
+            parts = B.operator_partitions(spark)
+            return staged.repartition(parts, *key_cols).sortWithinPartitions(R.SEQ), replayed
+
+        def full() -> None:
+            results = compiled.apply(spark, **{source: df})
+            noop(results.df)
+            results.release()
+
+        noop(df)  # warm-up
+        full()
+        print("timing stages (best of runs)...", file=sys.stderr)
+        t_scan = timed("scan", lambda: noop(df), args.repeat)
+        t_replay = timed("replay", lambda: noop(R.replay(df, spec).df), args.repeat)
+        t_shuffle = timed("shuffle", lambda: noop(staged_df()[0]), args.repeat)
+        t_full = timed("operator", full, args.repeat)
+
+        # the partition task in this process, per partition, under cProfile
+        staged, replayed = staged_df()
+        table = staged.withColumn("__pid", F.spark_partition_id()).toArrow()
+        task_factory = _task(query, op, spec, replayed)
+        pids = table.column("__pid").to_numpy()
+        profile = cProfile.Profile()
+        cpu0 = time.process_time()
+        wall0 = time.perf_counter()
+        out_rows = 0
+        for pid in sorted(set(pids.tolist())):
+            part = table.filter(pids == pid).drop(["__pid"])
+            batches = part.to_batches(max_chunksize=10_000)  # Spark's Arrow batch size
+            profile.enable()
+            for rb in task_factory(iter(batches)):
+                out_rows += rb.num_rows
+            profile.disable()
+        wall = time.perf_counter() - wall0
+        cpu = time.process_time() - cpu0
+
+    stats = pstats.Stats(profile)
+    cum = {(f[0].rsplit("/", 1)[-1], f[2]): v[3] for f, v in stats.stats.items()}  # type: ignore[attr-defined]
+
+    def share(file: str, fn: str) -> float:
+        return cum.get((file, fn), 0.0)
+
+    keys = share("batch.py", "_keys") + share("batch.py", "_column")
+    emit = share("batch.py", "_emit")
+    operator = share("operator.py", "process_batch") + share("operator.py", "end_of_input")
+    rows = table.num_rows
+    print()
+    print(
+        f"{args.data}: {rows:,} replayed rows, {len(set(pids.tolist()))} operator partitions, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
+    )
+    print()
+    print("| stage | best s | increment s |")
+    print("|---|---:|---:|")
+    print(f"| scan | {t_scan:.2f} | {t_scan:.2f} |")
+    print(f"| + replay | {t_replay:.2f} | {t_replay - t_scan:.2f} |")
+    stage = "| + key/value expressions, repartition, sort"
+    print(f"{stage} | {t_shuffle:.2f} | {t_shuffle - t_replay:.2f} |")
+    stage = "| + mapInArrow operator, cached output (= apply)"
+    print(f"{stage} | {t_full:.2f} | {t_full - t_shuffle:.2f} |")
+    print()
+    print(
+        f"partition task in-process (cProfile on, so inflated): wall {wall:.2f} s, "
+        f"CPU {cpu:.2f} s, {out_rows:,} output rows"
+    )
+    print()
+    print("| part of the task | cumulative s (profiled) |")
+    print("|---|---:|")
+    print(f"| Arrow -> Python (keys, value columns) | {keys:.2f} |")
+    print(f"| operator (process_batch + end_of_input) | {operator:.2f} |")
+    print(f"| Python -> Arrow (_emit: drain, build batches) | {emit:.2f} |")
+    print()
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(args.top)
+    print(out.getvalue())
+    spark.stop()
+    return 0
+
+
+def _task(query: Any, op: Any, spec: Any, replayed: Any) -> Any:
+    """The ``mapInArrow`` function the batch host would run for ``query``."""
+    clock = B._final_clocks(replayed, spec)
+    _, arrow_schema, agg_types, late_types = B._output_schema(query, op)
+    return B._PartitionTask(
+        config=op.config,
+        n_keys=len(op.keys),
+        n_values=len(op.values),
+        agg_types=agg_types,
+        key_types=tuple(k.type for k in op.keys),
+        late_index=tuple(i for _, i in op.late_columns),
+        late_types=late_types,
+        has_event_time=spec.event_time is not None,
+        processing=op.uses_processing_time,
+        wall_clock=False,
+        final_watermark=clock[0],
+        final_processing_time=clock[1],
+        clock_events=None,
+        out_schema=arrow_schema,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""Slicing for HOP and CUMULATE: one accumulator per (key, slice), merged when a window fires.
+
+The per-window path adds every row to every window that contains it (60
+accumulator updates per row for a HOP of size 60 × slide). Flink SQL's
+slicing window operator instead keeps one accumulator per *slice* -- the
+time unit every window of the query is made of: ``gcd(size, slide)`` for
+HOP, the step for CUMULATE -- and merges a window's slices when it fires.
+:class:`Slicer` does that for :class:`~wql.runtime.operator.WindowOperator`
+while keeping every observable of the per-window path:
+
+- **the same timers, panes and window bookkeeping.** A window that has
+  received a row is still an entry of the key's ``contents`` (holding the
+  marker :data:`OPEN` instead of an accumulator), and its timers are
+  registered by the same calls in the same order as the per-window path
+  makes them, so firings, their order, pane indexes and timings, late rows
+  and counters cannot differ. Only the accumulator moved into the slice.
+- **exact results.** A window's accumulator is rebuilt from its slices with
+  ``Aggregator.merge``. That equals adding the window's rows one by one
+  only where the aggregate does not depend on the order of the additions:
+  counts, COUNT(DISTINCT), FIRST_VALUE / LAST_VALUE / COLLECT_LIST (their
+  accumulators carry (time, arrival) and are ordered by them), and SUM /
+  AVG / MIN / MAX over integers (and MIN / MAX over strings). Floating
+  SUM/AVG round differently when added in another order, and MIN/MAX over
+  floats keep the first of ``0.0`` / ``-0.0`` and are NaN-order dependent;
+  DECIMAL additions round at the context precision. **Exactness policy:**
+  WQL does not trade exactness for speed. A value of any other type for a
+  SUM/AVG/MIN/MAX argument switches slicing off for the operator before the
+  row is processed: every sliced window is rebuilt (exact, since every value
+  so far was) and the per-window path continues, so native = operator and
+  the operator = Flink's per-window results hold exactly, not within a
+  tolerance.
+- **snapshots** carry the rebuilt per-window accumulators, i.e. the
+  per-window path's state; a restored key continues on the per-window path
+  (keys are sliced only when they start without state).
+
+Where it applies (decided once per operator, see :func:`slicer_for`): an
+event-time HOP or CUMULATE with the default trigger, no evictor. The
+vectorized batch path does not run while slicing is on (it works on
+per-window accumulators); batches go through the per-row loop.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+from typing import TYPE_CHECKING, Any
+
+from wql.runtime.assigners import DROP_MISSING_TIMESTAMP, CumulateWindows, SlidingWindows
+from wql.runtime.config import ON_TIME
+from wql.runtime.windows import MAX_TIME
+
+if TYPE_CHECKING:
+    from wql.runtime.operator import Key, WindowOperator
+
+#: ``contents`` value of a window whose accumulator lives in its slices.
+OPEN = True
+_BEYOND = 2**64
+#: Argument types whose SUM/AVG (and MIN/MAX) do not depend on the order of the rows.
+_EXACT_SUM = frozenset((int, bool))
+_EXACT_MINMAX = frozenset((int, bool, str))
+
+
+def slicer_for(op: WindowOperator) -> Slicer | None:
+    """A :class:`Slicer` for ``op`` when its configuration can be sliced, else ``None``."""
+    cfg = op.config
+    assigner = cfg.assigner
+    if type(assigner) not in (SlidingWindows, CumulateWindows) or not assigner.is_event_time:
+        return None
+    if cfg.evictor is not None or not op._inline_event_trigger:
+        return None
+    return Slicer(op)
+
+
+class Slicer:
+    """The sliced per-row path and timer handling of one operator (see the module doc)."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        self.op = op
+        assigner: Any = op.config.assigner
+        if type(assigner) is SlidingWindows:
+            self.unit = gcd(assigner.size, assigner.slide)
+            self.slide = assigner.slide
+            self.cumulate = False
+        else:
+            self.unit = assigner.step
+            self.slide = assigner.size
+            self.cumulate = True
+        self.size = assigner.size
+        self.offset = assigner.offset
+        self.active = True
+        #: key -> slice start -> accumulator (only keys on the sliced path).
+        self.slices: dict[Key, dict[int, list]] = {}
+        agg = op._agg
+        self._create = agg.create
+        self._add = agg.add
+        self._merge = _compile_merge(agg)
+        self._collect_slots = [
+            s for spec, s in zip(agg.specs, agg._slot, strict=True) if spec.kind == "COLLECT_LIST"
+        ]
+        self._checks: tuple[tuple[int, frozenset[type]], ...] = tuple(
+            (spec.arg or 0, _EXACT_SUM if spec.kind in ("SUM", "AVG") else _EXACT_MINMAX)
+            for spec in agg.specs
+            if spec.kind in ("SUM", "AVG", "MIN", "MAX")
+        )
+        self._slot: int | None = None
+        self._windows: Any = ()
+        self._max_end = 0
+        self._min_end = 0
+        #: key -> slot of its last row that every window of the slot accepted.
+        self._last: dict[Key, int] = {}
+
+    # ------------------------------------------------------------------ rows
+
+    def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
+        """``WindowOperator.process_element`` for a HOP/CUMULATE key on the sliced path."""
+        op = self.op
+        if not self.active:
+            return type(op).process_element(op, key, timestamp, values)
+        for arg, exact in self._checks:
+            v = values[arg]
+            if v is not None and type(v) not in exact:
+                self.deactivate()
+                return type(op).process_element(op, key, timestamp, values)
+        ks = op._keys.get(key)
+        slices = self.slices.get(key)
+        if ks is not None and slices is None:
+            # a key restored from a snapshot holds per-window accumulators
+            return type(op).process_element(op, key, timestamp, values)
+        counters = op.counters
+        counters.rows_in += 1
+        seq = op._seq
+        op._seq = seq + 1
+        if timestamp is None:
+            op._drop(DROP_MISSING_TIMESTAMP)
+            return None
+        if ks is None:
+            ks = op._new_key_state(key)
+            slices = self.slices[key] = {}
+            self._last.pop(key, None)
+        assert slices is not None
+        t = timestamp
+        unit = self.unit
+        slot = t - (t - self.offset) % unit
+        if slot != self._slot:
+            self._windows = op._assign(t, values)
+            self._slot = slot
+            ends = [w[1] for w in self._windows]
+            self._max_end = max(ends, default=0)
+            self._min_end = min(ends, default=0)
+        windows = self._windows
+        wm = op.watermark
+        lateness = op._lateness
+        late_bound = wm if wm < MAX_TIME else _BEYOND
+        if not windows or self._max_end - 1 + lateness <= late_bound:
+            # no window takes the row (the latest-ending one is late)
+            op._not_accepted(key, ks, timestamp, values)
+            if key not in op._keys:
+                self.slices.pop(key, None)
+                self._last.pop(key, None)
+            return
+        acc = slices.get(slot)
+        if acc is None:
+            acc = slices[slot] = self._create()
+        self._add(acc, timestamp, seq, values)
+        if self._last.get(key) == slot and self._min_end - 1 > wm:
+            # every window of this slot already holds a row (so its timers are
+            # registered) and none of them has fired: the row only adds.
+            return
+        # The per-window loop of WindowOperator.process_element with the
+        # accumulator work removed (done once above): same markers, timers
+        # and firings, in the same order.
+        contents = ks.contents
+        timers = op._timers
+        all_taken = True
+        for w in windows:
+            max_ts = w[1] - 1
+            if max_ts + lateness <= late_bound:
+                all_taken = False
+                continue
+            new = w not in contents
+            if new:
+                contents[w] = OPEN
+            if max_ts > wm:
+                if new:
+                    timers.register_event_time_timer(key, w, max_ts)
+                    if lateness and max_ts + lateness < MAX_TIME:
+                        timers.register_event_time_timer(key, w, max_ts + lateness)
+                continue
+            all_taken = False
+            op._emit(key, ks, w, w, self.window_acc(slices, w), op._timing_now(w))
+            op._register_cleanup_timer(key, w)
+        if all_taken:
+            self._last[key] = slot
+        else:
+            self._last.pop(key, None)
+        return None
+
+    # ---------------------------------------------------------------- timers
+
+    def on_timer(self, key: Key, window: Any, time: int, event: bool) -> None:
+        """``WindowOperator._on_timer`` (inline event-time trigger) for a sliced key."""
+        op = self.op
+        slices = self.slices.get(key) if self.active else None
+        ks = op._keys.get(key)
+        if slices is None or ks is None or not event:
+            return type(op)._on_timer(op, key, window, time, event)
+        max_ts = window[1] - 1
+        contents = ks.contents
+        if time == max_ts and window in contents:
+            op._emit(key, ks, window, window, self.window_acc(slices, window), ON_TIME)
+        cleanup = max_ts + op._lateness
+        if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
+            if contents.pop(window, None) is not None:
+                self._free(slices, window)
+            ks.panes.pop(window, None)
+        if not contents and not ks.panes and not ks.trigger and not op._timers.has_timers(key):
+            del op._keys[key]
+            del self.slices[key]
+            self._last.pop(key, None)
+
+    def _free(self, slices: dict[int, list], window: Any) -> None:
+        """Drop the slices whose latest-ending window is ``window`` (cleaned up now)."""
+        start, end = window[0], window[1]
+        if self.cumulate:
+            if end - start != self.size:
+                return  # only the period's full window is the last to need its slices
+            stop = end
+        else:
+            stop = start + self.slide
+        for s in range(start, stop, self.unit):
+            slices.pop(s, None)
+
+    # ----------------------------------------------------------------- state
+
+    def window_acc(self, slices: dict[int, list], window: Any) -> list:
+        """The window's accumulator, rebuilt from its slices (equal to the per-window one)."""
+        acc = self._create()
+        get = slices.get
+        parts = [p for p in map(get, range(window[0], window[1], self.unit)) if p is not None]
+        self._merge(acc, parts)
+        for slot in self._collect_slots:
+            # the per-window accumulator lists rows in arrival order
+            acc[slot].sort(key=_arrival)
+        return acc
+
+    def key_data(self, key: Key, ks: Any) -> tuple:
+        """``ks.to_data()`` with the per-window accumulators (the per-window path's state)."""
+        data = ks.to_data()
+        slices = self.slices.get(key) if self.active else None
+        if slices is None:
+            return data
+        contents = {w: self.window_acc(slices, w) for w in data[0]}
+        return (contents, *data[1:])
+
+    def forget(self, key: Key) -> None:
+        self.slices.pop(key, None)
+        self._last.pop(key, None)
+
+    def deactivate(self) -> None:
+        """Rebuild every sliced window's accumulator and leave the per-window path on."""
+        op = self.op
+        for key, slices in self.slices.items():
+            ks = op._keys.get(key)
+            if ks is None:
+                continue
+            contents = ks.contents
+            for w in list(contents):
+                contents[w] = self.window_acc(slices, w)
+        self.slices.clear()
+        self._last.clear()
+        self.active = False
+        op._slicing_off()
+
+
+def _compile_merge(agg: Any) -> Any:
+    """``merge(acc, parts)``: ``Aggregator.merge`` of every part into ``acc``, straight-line.
+
+    Generated once per configuration like ``Aggregator.add`` (a window merges
+    many slices when it fires); same rules as ``Aggregator.merge``.
+    """
+    lines = ["def merge(acc, parts):"]
+    lines.append("    for p in parts:")
+    for spec, s in zip(agg.specs, agg._slot, strict=True):
+        k = spec.kind
+        if k in ("COUNT_STAR", "COUNT"):
+            lines.append(f"        acc[{s}] += p[{s}]")
+        elif k in ("SUM", "AVG"):
+            lines.append(f"        b = p[{s}]")
+            lines.append("        if b is not None:")
+            lines.append(f"            a = acc[{s}]")
+            lines.append(f"            acc[{s}] = b if a is None else a + b")
+            if k == "AVG":
+                lines.append(f"        acc[{s + 1}] += p[{s + 1}]")
+        elif k in ("MIN", "MAX"):
+            op = "<" if k == "MIN" else ">"
+            lines.append(f"        b = p[{s}]")
+            lines.append("        if b is not None:")
+            lines.append(f"            a = acc[{s}]")
+            # Aggregator.merge: min(a, b) / max(a, b) keep a on a tie
+            lines.append(f"            if a is None or b {op} a: acc[{s}] = b")
+        elif k == "COUNT_DISTINCT":
+            lines.append(f"        acc[{s}] |= p[{s}]")
+        elif k in ("FIRST_VALUE", "LAST_VALUE"):
+            op = "<" if k == "FIRST_VALUE" else ">"
+            lines.append(f"        b = p[{s}]")
+            lines.append(f"        a = acc[{s}]")
+            lines.append(
+                f"        if a is None or (b is not None and b[:2] {op} a[:2]): acc[{s}] = b"
+            )
+        elif k == "COLLECT_LIST":
+            lines.append(f"        acc[{s}].extend(p[{s}])")
+    if len(lines) == 2:
+        lines.append("        pass")
+    ns: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", "<wql.runtime.slicing.merge>", "exec"), ns)  # noqa: S102
+    return ns["merge"]
+
+
+def _arrival(entry: tuple) -> int:
+    return entry[1]
