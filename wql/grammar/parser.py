@@ -412,6 +412,9 @@ def split_statements(text: str) -> Iterator[tuple[int, int]]:
 # At most this many syntax errors are reported per statement: past the first
 # few, recovery guesses are more likely to be echoes than new mistakes.
 MAX_ERRORS_PER_STATEMENT = 5
+# ... and at most this many repairs (insertions or skips) are tried: each
+# copies the parser, so a statement of junk would otherwise cost a copy per token.
+MAX_REPAIRS_PER_STATEMENT = 50
 
 
 def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None) -> list[WqlError]:
@@ -429,9 +432,11 @@ def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None
     errors: list[WqlError] = []
     last_end = -1
     in_step = True
+    attempts = 0
 
     def on_error(err: UnexpectedInput) -> bool:
-        nonlocal last_end, in_step
+        nonlocal last_end, in_step, attempts
+        attempts += 1
         if isinstance(err, UnexpectedToken) and err.token.type != "$END":
             start, end = err.token.start_pos or 0, err.token.end_pos or 0
         elif isinstance(err, UnexpectedCharacters):
@@ -445,8 +450,10 @@ def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None
         if not errors or (between.strip() and in_step):
             errors.append(_syntax_error(err, text, first, last))
         last_end = end
-        if len(errors) >= MAX_ERRORS_PER_STATEMENT:
+        if len(errors) >= MAX_ERRORS_PER_STATEMENT or attempts >= MAX_REPAIRS_PER_STATEMENT:
             return False
+        if text.startswith("/*", start):
+            return False  # an unterminated comment: the rest is not code
         if isinstance(err, UnexpectedCharacters):
             in_step = False  # the character is skipped
             return text[start : start + 1] not in ("'", '"', "`", "/")
@@ -638,10 +645,10 @@ def parse_partial(
     try:
         _check_size(text)
         return _parse_whole(text), [], []
-    except WqlError as err:
-        if err.span is not None and err.span.start >= limits.MAX_TEXT_CHARS:
-            err.with_source(text, filename)
-            return ast.Script((), (), span=None), [err], [text]
+    except WqlError as too_big:
+        if too_big.span is not None and too_big.span.start >= limits.MAX_TEXT_CHARS:
+            too_big.with_source(text, filename)
+            return ast.Script((), (), span=None), [too_big], [text]
     statements: list[ast.Statement] = []
     errors: list[WqlError] = []
     failed: list[str] = []
@@ -653,7 +660,7 @@ def parse_partial(
         except WqlError:
             errors.extend(_statement_errors(text, start, end))
             failed.append(text[start:end])
-    for err in errors:
-        err.with_source(text, filename)
+    for error in errors:
+        error.with_source(text, filename)
     script = ast.Script(tuple(statements), (), span=Span.from_offsets(text, 0, len(text)))
     return script, errors[: limits.MAX_ERRORS], failed

@@ -30,6 +30,7 @@ method the children without keyword and punctuation tokens.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import threading
@@ -429,10 +430,23 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         windows = [c for c in children if isinstance(c, ast.WindowSpec)]
         keys = tuple(c for c in children if isinstance(c, ast.Expr))
         if not windows:
+            for key in keys:
+                # `TUMBEL(ts, ...)` reads as a function call: name the typo
+                call = _CALL_NAME.match(key.text)
+                if call is None:
+                    continue
+                close = difflib.get_close_matches(call.group(1).upper(), _WINDOWS, 1)
+                if close:
+                    raise WqlSyntaxError(
+                        f"unknown window {call.group(1)}",
+                        key.span,
+                        expected=_WINDOWS,
+                        hint=f"did you mean {close[0]}?",
+                    )
             raise WqlSyntaxError(
                 "GROUP BY needs a window",
                 span,
-                expected=("TUMBLE", "HOP", "CUMULATE", "SESSION", "COUNT_WINDOW", "GLOBAL"),
+                expected=_WINDOWS,
                 hint="add one window to the GROUP BY list, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)",
             )
         if len(windows) > 1:
@@ -673,6 +687,10 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         _check_expression_size(span, *_expression_size(children))
         text = self.source[span.start : span.end]
         return ast.Expr(text, _join(children), span=span)
+
+
+_WINDOWS = ("TUMBLE", "HOP", "CUMULATE", "SESSION", "COUNT_WINDOW", "GLOBAL")
+_CALL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 def _negative(children: list[Any]) -> bool:
