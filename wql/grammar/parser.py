@@ -493,7 +493,8 @@ def _repair(err: UnexpectedToken) -> bool:
         value = _SAMPLE_VALUES.get(name) or _terminal_text(name)
         filler = Token.new_borrow_pos(name, value, token)
         for version in versions:
-            trial = interactive.copy()
+            # values are never changed once built: the trial may share them
+            trial = interactive.copy(deepcopy_values=False)
             try:
                 trial.feed_token(filler)
                 trial.feed_token(version)
