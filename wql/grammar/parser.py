@@ -253,6 +253,32 @@ def _end_span(text: str, start: int = 0, end: int | None = None) -> Span:
     return Span.from_offsets(text, end, end)
 
 
+# Strings, quoted names and comments, as the lexer reads them.
+_QUOTED = re.compile(
+    r"'(?:[^'\\\n]|\\.|'')*'|\"(?:[^\"\\\n]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/",
+    re.DOTALL,
+)
+# Words that show a string literal ran over code.
+_CODE_IN_STRING = re.compile(
+    r"\b(SELECT|FROM|WHERE|GROUP\s+BY|HAVING|TRIGGER|EVICT|ALLOWED\s+LATENESS|INTERVAL)\b",
+    re.IGNORECASE,
+)
+
+
+def _string_swallowing_code(text: str, start: int, pos: int) -> int | None:
+    """The offset of the opening quote of a string literal that ends just before
+    ``pos`` (blanks aside) and holds clause keywords; None if there is none."""
+    end = pos
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end == start or text[end - 1] not in "'\"":
+        return None
+    for m in _QUOTED.finditer(text, start, end):
+        if m.end() == end and m.group()[0] in "'\"":
+            return m.start() if _CODE_IN_STRING.search(m.group()) else None
+    return None
+
+
 def _syntax_error(
     err: UnexpectedInput, text: str, start: int = 0, end: int | None = None
 ) -> WqlSyntaxError:
@@ -272,6 +298,18 @@ def _syntax_error(
         else:
             at = token.start_pos or 0
             span = Span.from_offsets(text, at, at + max(len(token), 1))
+        swallowed = _string_swallowing_code(text, start, span.start)
+        if swallowed is not None:
+            # `k = 'abc GROUP BY ... INTERVAL '1' ...`: the string that ends
+            # just before the unexpected token runs over code, so its
+            # closing quote is missing where it opens.
+            opening = Span.point(text, swallowed)
+            return WqlSyntaxError(
+                "unterminated string",
+                opening,
+                hint=f"it runs to the {text[swallowed]} on line {span.line}; "
+                f"close it with {text[swallowed]} where it should end",
+            )
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
         if token.type == "DECIMAL" and token.startswith(".") and _digits_before(text, span.start):
