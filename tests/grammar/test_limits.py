@@ -81,8 +81,7 @@ def test_triggers_nested_past_the_limit_are_a_positioned_error(kind, depth):
     clause = text.index("TRIGGER ") + len("TRIGGER ")
     word = TRIGGERS[kind](depth)[:64].split("(")[0].split(" ")[0]
     starts = [i for i in range(clause, len(text)) if text.startswith(word, i)]
-    expected = starts[depth - D - 1] if kind not in ("early", "late") else starts[depth - D - 1]
-    assert err.span is not None and err.span.start == expected
+    assert err.span is not None and err.span.start == starts[depth - D - 1]
 
 
 N = limits.MAX_EXPRESSION_DEPTH

@@ -303,10 +303,9 @@ def _syntax_error(
             # `k = 'abc GROUP BY ... INTERVAL '1' ...`: the string that ends
             # just before the unexpected token runs over code, so its
             # closing quote is missing where it opens.
-            opening = Span.point(text, swallowed)
             return WqlSyntaxError(
                 "unterminated string",
-                opening,
+                Span.point(text, swallowed),
                 hint=f"it runs to the {text[swallowed]} on line {span.line}; "
                 f"close it with {text[swallowed]} where it should end",
             )
