@@ -138,9 +138,7 @@ class WqlError(Exception):
 
     def render(self, color: bool = False) -> str:
         """The error as a compiler prints it: location, message, source line, carets."""
-        red, bold, dim, reset = (
-            ("\033[31m", "\033[1m", "\033[2m", "\033[0m") if color else ("",) * 4
-        )
+        red, bold, dim, reset = ("\033[31m", "\033[1m", "\033[2m", "\033[0m") if color else ("",) * 4
         place = self.filename or "<query>"
         if self.span:
             place += f":{self.span.line}:{self.span.column}"
@@ -181,7 +179,7 @@ class WqlErrors(WqlError):
     kind = "error"
 
     def __init__(self, errors: Sequence[WqlError]) -> None:
-        ordered = sorted(errors, key=lambda e: e.span.start if e.span else -1)
+        ordered = sorted(errors, key=lambda e: (e.span.start if e.span else -1))
         first = ordered[0]
         super().__init__(
             first.message if len(ordered) == 1 else f"{len(ordered)} errors",
@@ -216,9 +214,7 @@ def _underline(source: str, span: Span, red: str, reset: str, dim: str) -> list[
             finish = len(text)
         finish = max(finish, begin + 1)
         out.append(f"{dim}{n:>{width + 3}} |{reset} {text}")
-        out.append(
-            f"{dim}{'':>{width + 3}} |{reset} {' ' * begin}{red}{'^' * (finish - begin)}{reset}"
-        )
+        out.append(f"{dim}{'':>{width + 3}} |{reset} {' ' * begin}{red}{'^' * (finish - begin)}{reset}")
     return out
 
 
