@@ -370,7 +370,7 @@ def _parse_whole(text: str, start: int = 0, end: int | None = None) -> ast.Scrip
         with _TRANSFORMER.parsing(text):
             script = lark_parser().parse(TextSlice(text, start, end))
     except UnexpectedInput as err:
-        raise _syntax_error(err, text, start, end) from None
+        raise _ParserError.of(_syntax_error(err, text, start, end)) from None
     except RecursionError:
         raise _too_deep(text, start, end) from None
     finally:
@@ -590,11 +590,20 @@ def _terminal_text(name: str) -> str:
     return ""
 
 
+class _ParserError(WqlSyntaxError):
+    """A syntax error the LALR parser found (not a limit or a lexical check of the
+    AST builder): only these are worth a recovering parse for more errors."""
+
+    @classmethod
+    def of(cls, err: WqlSyntaxError) -> WqlSyntaxError:
+        return cls(err.message, err.span, expected=err.expected, hint=err.hint)
+
+
 def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
     """The syntax errors of the one statement ``text[start:end]`` (its ``;`` included)."""
     try:
         _parse_whole(text, start, end)
-    except WqlSyntaxError as err:
+    except _ParserError as err:
         try:
             found = _syntax_errors_recovering(text, start, end)
         except Exception:  # noqa: BLE001 - recovery is best effort
@@ -602,7 +611,7 @@ def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
             # already found; report that one alone.
             found = []
         # The recovering parse starts with the same first error; if it
-        # found nothing (a callback error), keep the one we have.
+        # found nothing, keep the one we have.
         return found if found else [err]
     except WqlErrors as err:
         return list(err.errors)
