@@ -20,7 +20,10 @@ q.wql:2:21: error: window size must be > 0
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,10 +51,8 @@ class Span:
         """Build a span from offsets into ``source``, computing lines and columns."""
         start = max(0, min(start, len(source)))
         end = max(start, min(end, len(source)))
-        line = source.count("\n", 0, start) + 1
-        column = start - (source.rfind("\n", 0, start) + 1) + 1
-        end_line = source.count("\n", 0, end) + 1
-        end_column = end - (source.rfind("\n", 0, end) + 1) + 1
+        line, column = _line_column(source, start)
+        end_line, end_column = _line_column(source, end)
         return cls(start, end, line, column, end_line, end_column)
 
     @classmethod
@@ -81,6 +82,27 @@ class Span:
         own, e.g. by sqlglot) back to the enclosing ``.wql`` file.
         """
         return Span.from_offsets(source, self.start + offset, self.end + offset)
+
+
+# Texts at least this long get a line index: counting the newlines before an
+# offset costs the whole prefix, and a big file has a span per expression.
+_INDEXED = 20_000
+
+
+def _line_column(source: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of ``offset`` in ``source``."""
+    if len(source) < _INDEXED:
+        line_start = source.rfind("\n", 0, offset) + 1
+        return source.count("\n", 0, offset) + 1, offset - line_start + 1
+    starts = _line_starts(source)
+    line = bisect.bisect_right(starts, offset)
+    return line, offset - starts[line - 1] + 1
+
+
+@functools.lru_cache(maxsize=4)
+def _line_starts(source: str) -> list[int]:
+    """Offsets where the lines of ``source`` start (cached: str hashes are cached too)."""
+    return [0] + [m.end() for m in re.finditer("\n", source)]
 
 
 class WqlError(Exception):

@@ -143,3 +143,28 @@ def test_escaping_functions():
     assert sql_identifier("a`b") == "`a``b`"
     assert sql_comment("a\nb\rc") == "a\\nb\\x0dc"
     assert not sql_comment("ends\\").endswith("\\")
+
+
+def test_query_functions_are_distinct_and_leave_the_scripts_names_alone():
+    names = ["a b", "a-b", "query_a_b", "F", "main", "read_sources", "class"]
+    views = "".join(
+        f"CREATE VIEW {_quoted(n)} AS SELECT k, COUNT(*) AS c FROM s "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);\n"
+        for n in names
+    )
+    text = (
+        "CREATE SOURCE s (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);\n"
+        + views
+    )
+    program = compile_source(text)
+    tree = ast.parse(render_script(program, text, "q.wql"))
+    functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert len(functions) == len(set(functions))  # none replaces another
+    (queries,) = [
+        n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "QUERIES"
+    ]
+    assert isinstance(queries, ast.Dict)
+    mapped = {ast.literal_eval(k): v.id for k, v in zip(queries.keys, queries.values, strict=True)}
+    assert list(mapped) == names
+    assert len(set(mapped.values())) == len(names)
+    assert not set(mapped.values()) & {"F", "main", "read_sources", "os", "sys"}

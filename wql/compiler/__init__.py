@@ -12,12 +12,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from wql.compiler import plan
-from wql.errors import WqlError, WqlErrors
+from wql.errors import WqlError
 from wql.limits import recursion_headroom
 
 __all__ = ["check_source", "compile_source", "plan"]
@@ -51,11 +50,6 @@ def compile_source(
         raise e.with_source(text, filename) from None
 
 
-_DECLARED = re.compile(
-    r"^(?:\s+|--[^\n]*|/\*.*?\*/)*CREATE\s+SOURCE\s+(`[^`]+`|\w+)", re.IGNORECASE | re.DOTALL
-)
-
-
 def check_source(
     text: str,
     filename: str | None = None,
@@ -66,28 +60,19 @@ def check_source(
 
     Unlike :func:`compile_source`, a syntax error in one statement does not
     stop the others from being bound and checked (``wql check`` reports them
-    all). A source whose declaration does not parse is not reported again as
-    unknown where a query reads it.
+    all). One mistake gives one error: what only follows from a statement
+    that does not parse (a query reading a source whose declaration does not
+    parse, a file left without a query) is not reported again.
     """
-    from wql.compiler.binder import bind
+    from wql.compiler.binder import bind, reported
     from wql.grammar.parser import parse_partial
 
     with recursion_headroom():
         script, errors, failed = parse_partial(text, filename)
-        broken = {
-            m.group(1).strip("`").lower() for piece in failed if (m := _DECLARED.match(piece))
-        }
         try:
-            bind(script, text, filename, schemas=schemas, engine=engine)
-        except WqlErrors as e:
-            errors.extend(e.errors)
+            bind(script, text, filename, schemas=schemas, engine=engine, unparsed=failed)
         except WqlError as e:
-            errors.append(e)
-    kept = [err for err in errors if not _is_unknown(err, broken)]
-    for err in kept:
+            errors.extend(reported([e]))
+    for err in errors:
         err.with_source(text, filename)
-    return sorted(kept, key=lambda err: err.span.start if err.span else -1)
-
-
-def _is_unknown(err: WqlError, broken: set[str]) -> bool:
-    return any(err.message.lower() == f"unknown source '{name}'" for name in broken)
+    return sorted(errors, key=lambda err: err.span.start if err.span else -1)

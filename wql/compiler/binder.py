@@ -17,8 +17,10 @@ queries in file order.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -62,6 +64,7 @@ def bind(
     schemas: Mapping[str, SchemaLike] | None = None,
     engine: str = "auto",
     streaming: bool = False,
+    unparsed: Iterable[str] = (),
 ) -> P.Program:
     """Bind a parsed script and choose each query's engine.
 
@@ -71,10 +74,17 @@ def bind(
     ``engine`` is ``'auto'``, ``'native'`` or ``'operator'``; ``streaming``
     plans every query for a streaming source (see
     :func:`wql.compiler.planner.choose_engines`).
+
+    ``unparsed`` is the text of the statements of the file that did not
+    parse (``wql check`` binds the rest): their syntax errors are reported
+    already, so what follows from them is not reported again -- a query
+    reading a source whose declaration did not parse, a file left without
+    a query. Such errors are :class:`Echo` errors: they fail the binding but
+    are dropped from every report.
     """
     from wql.compiler.planner import choose_engines
 
-    binder = _Binder(source_text, schemas or {})
+    binder = _Binder(source_text, schemas or {}, tuple(unparsed))
     program = binder.bind_script(script)
     binder.raise_errors(filename)
     assert program is not None
@@ -102,6 +112,33 @@ def normalize_schema(name: str, schema: SchemaLike) -> tuple[P.Column, ...]:
 # ---------------------------------------------------------------------------
 
 
+class Echo(WqlSemanticError):
+    """An error that only follows from a mistake reported elsewhere.
+
+    It stops the binding (no plan is built) but is never shown: one mistake,
+    one error. :func:`reported` drops echoes from a list of errors.
+    """
+
+
+def reported(errors: Iterable[WqlError]) -> list[WqlError]:
+    """``errors`` without :class:`Echo` errors (unpacking :class:`WqlErrors`)."""
+    out: list[WqlError] = []
+    for e in errors:
+        if isinstance(e, WqlErrors):
+            out += reported(e.errors)
+        elif not isinstance(e, Echo):
+            out.append(e)
+    return out
+
+
+# The name a CREATE SOURCE statement declares, read from its text (for a
+# statement that did not parse).
+_DECLARED = re.compile(
+    r"^(?:\s+|--[^\n]*|/\*.*?\*/)*CREATE\s+SOURCE\s+(`(?:[^`]|``)+`|\w+)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 @dataclass
 class _Source:
     decl: P.SourceDecl
@@ -109,11 +146,26 @@ class _Source:
 
 
 class _Binder:
-    def __init__(self, text: str, schemas: Mapping[str, SchemaLike]) -> None:
+    def __init__(
+        self, text: str, schemas: Mapping[str, SchemaLike], unparsed: tuple[str, ...] = ()
+    ) -> None:
         self.text = text
         self.schemas = {k.lower(): (k, v) for k, v in schemas.items()}
         self.errors: list[WqlError] = []
         self.sources: dict[str, _Source] = {}
+        self.unparsed = unparsed
+        # sources declared by statements that did not parse
+        self.unparsed_sources = {
+            m.group(1)[1:-1].replace("``", "`").lower()
+            if m.group(1).startswith("`")
+            else m.group(1).lower()
+            for piece in unparsed
+            if (m := _DECLARED.match(piece))
+        }
+        # sources whose WATERMARK clause has an error (reported with the source)
+        self.broken_event_time: set[str] = set()
+        # (start, end) of every statement, to tell which statement an error is in
+        self.statement_spans: list[tuple[int, int]] = []
 
     # -- error collection -------------------------------------------------
 
@@ -133,18 +185,34 @@ class _Binder:
     def raise_errors(self, filename: str | None) -> None:
         if not self.errors:
             return
-        # The same error can be found twice through shared helpers: keep one.
+        # One mistake, one error: the same message twice in one statement (a
+        # column read twice where it may not be, an error found again through
+        # a shared helper) is reported at its first place only.
         unique: dict[tuple, WqlError] = {}
-        for e in self.errors:
-            unique.setdefault((e.message, e.span), e)
-        errors = [e.with_source(self.text, filename) for e in unique.values()]
+        for e in sorted(self.errors, key=lambda e: e.span.start if e.span else -1):
+            unique.setdefault((e.message, self._statement_of(e)), e)
+        # Echoes only stop the binding; shown only if nothing else is (never,
+        # when the mistake they follow from was found by this binder).
+        errors = reported(unique.values()) or list(unique.values())
+        errors = [e.with_source(self.text, filename) for e in errors]
         if len(errors) == 1:
             raise errors[0]
         raise WqlErrors(errors).with_source(self.text, filename)
 
     # -- script -----------------------------------------------------------
 
+    def _statement_of(self, e: WqlError) -> int | None:
+        if e.span is None:
+            return None
+        i = bisect.bisect_right(self.statement_spans, (e.span.start, math.inf)) - 1
+        if i >= 0 and self.statement_spans[i][0] <= e.span.start <= self.statement_spans[i][1]:
+            return i
+        return None
+
     def bind_script(self, script: ast.Script) -> P.Program | None:
+        self.statement_spans = sorted(
+            (st.span.start, st.span.end) for st in script.statements if st.span is not None
+        )
         for st in script.statements:
             if isinstance(st, ast.CreateSource):
                 self.attempt(self.bind_source, st)
@@ -168,7 +236,9 @@ class _Binder:
                 queries.append(bound)
         if not queries and not self.errors:
             where = script.span or Span.point(self.text, 0)
-            self.errors.append(self.error("a WQL file needs at least one query", where))
+            # a query that did not parse is reported already
+            kind = Echo if self.unparsed else WqlSemanticError
+            self.errors.append(kind("a WQL file needs at least one query", where))
         used = [s.decl for s in self.sources.values() if s.decl.declared or s.used]
         if self.errors:
             return None
@@ -216,6 +286,8 @@ class _Binder:
         event_time = None
         if st.watermark is not None:
             event_time = self.attempt(self._watermark, st.watermark, name, relation)
+            if event_time is None:
+                self.broken_event_time.add(name.lower())
         for key in ("arrival_order", "processing_time"):
             value = dict(options).get(key)
             if value is not None:
@@ -316,6 +388,10 @@ class _Binder:
 
     def bind_query(self, q: ast.Query, name: str) -> P.Query | None:
         before = len(self.errors)
+        if q.source.name.name.lower() in self.unparsed_sources - set(self.sources):
+            # its declaration did not parse (reported): the query cannot be checked
+            self.errors.append(Echo(f"unknown source {q.source.name.name!r}", q.source.name.span))
+            return None
         decl = self.attempt(self.resolve_source, q.source)
         if decl is None:
             return None
@@ -488,6 +564,7 @@ class _Binder:
                 hint=_did_you_mean(attr.name, [c.name for c in source.columns]),
             )
         if source.event_time is None:
+            self._echo_broken_event_time(source, attr.span)
             raise self.error(
                 f"{kind} on {col.name!r} is an event-time window, but source {source.name!r} "
                 "has no watermark",
@@ -745,8 +822,14 @@ class _Binder:
             return P.EarlyLateTrigger(early, late, t.span)
         raise AssertionError(f"unknown trigger node {t!r}")
 
+    def _echo_broken_event_time(self, source: P.SourceRef, span: Span | None) -> None:
+        """Raise an Echo when ``source``'s WATERMARK clause had an error (reported there)."""
+        if source.name.lower() in self.broken_event_time:
+            raise Echo(f"source {source.name!r} has no valid watermark", span)
+
     def _need_event_time(self, source: P.SourceRef, what: str, span: Span | None) -> None:
         if source.event_time is None:
+            self._echo_broken_event_time(source, span)
             raise self.error(
                 f"{what} needs event time, but source {source.name!r} has no watermark",
                 span,

@@ -253,6 +253,32 @@ def _end_span(text: str, start: int = 0, end: int | None = None) -> Span:
     return Span.from_offsets(text, end, end)
 
 
+# Strings, quoted names and comments, as the lexer reads them.
+_QUOTED = re.compile(
+    r"'(?:[^'\\\n]|\\.|'')*'|\"(?:[^\"\\\n]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/",
+    re.DOTALL,
+)
+# Words that show a string literal ran over code.
+_CODE_IN_STRING = re.compile(
+    r"\b(SELECT|FROM|WHERE|GROUP\s+BY|HAVING|TRIGGER|EVICT|ALLOWED\s+LATENESS|INTERVAL)\b",
+    re.IGNORECASE,
+)
+
+
+def _string_swallowing_code(text: str, start: int, pos: int) -> int | None:
+    """The offset of the opening quote of a string literal that ends just before
+    ``pos`` (blanks aside) and holds clause keywords; None if there is none."""
+    end = pos
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end == start or text[end - 1] not in "'\"":
+        return None
+    for m in _QUOTED.finditer(text, start, end):
+        if m.end() == end and m.group()[0] in "'\"":
+            return m.start() if _CODE_IN_STRING.search(m.group()) else None
+    return None
+
+
 def _syntax_error(
     err: UnexpectedInput, text: str, start: int = 0, end: int | None = None
 ) -> WqlSyntaxError:
@@ -272,6 +298,17 @@ def _syntax_error(
         else:
             at = token.start_pos or 0
             span = Span.from_offsets(text, at, at + max(len(token), 1))
+        swallowed = _string_swallowing_code(text, start, span.start)
+        if swallowed is not None:
+            # `k = 'abc GROUP BY ... INTERVAL '1' ...`: the string that ends
+            # just before the unexpected token runs over code, so its
+            # closing quote is missing where it opens.
+            return WqlSyntaxError(
+                "unterminated string",
+                Span.point(text, swallowed),
+                hint=f"it runs to the {text[swallowed]} on line {span.line}; "
+                f"close it with {text[swallowed]} where it should end",
+            )
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
         if token.type == "DECIMAL" and token.startswith(".") and _digits_before(text, span.start):
@@ -333,7 +370,7 @@ def _parse_whole(text: str, start: int = 0, end: int | None = None) -> ast.Scrip
         with _TRANSFORMER.parsing(text):
             script = lark_parser().parse(TextSlice(text, start, end))
     except UnexpectedInput as err:
-        raise _syntax_error(err, text, start, end) from None
+        raise _ParserError.of(_syntax_error(err, text, start, end)) from None
     except RecursionError:
         raise _too_deep(text, start, end) from None
     finally:
@@ -412,6 +449,9 @@ def split_statements(text: str) -> Iterator[tuple[int, int]]:
 # At most this many syntax errors are reported per statement: past the first
 # few, recovery guesses are more likely to be echoes than new mistakes.
 MAX_ERRORS_PER_STATEMENT = 5
+# ... and at most this many repairs (insertions or skips) are tried: each
+# copies the parser, so a statement of junk would otherwise cost a copy per token.
+MAX_REPAIRS_PER_STATEMENT = 50
 
 
 def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None) -> list[WqlError]:
@@ -429,9 +469,11 @@ def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None
     errors: list[WqlError] = []
     last_end = -1
     in_step = True
+    attempts = 0
 
     def on_error(err: UnexpectedInput) -> bool:
-        nonlocal last_end, in_step
+        nonlocal last_end, in_step, attempts
+        attempts += 1
         if isinstance(err, UnexpectedToken) and err.token.type != "$END":
             start, end = err.token.start_pos or 0, err.token.end_pos or 0
         elif isinstance(err, UnexpectedCharacters):
@@ -445,8 +487,10 @@ def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None
         if not errors or (between.strip() and in_step):
             errors.append(_syntax_error(err, text, first, last))
         last_end = end
-        if len(errors) >= MAX_ERRORS_PER_STATEMENT:
+        if len(errors) >= MAX_ERRORS_PER_STATEMENT or attempts >= MAX_REPAIRS_PER_STATEMENT:
             return False
+        if text.startswith("/*", start):
+            return False  # an unterminated comment: the rest is not code
         if isinstance(err, UnexpectedCharacters):
             in_step = False  # the character is skipped
             return text[start : start + 1] not in ("'", '"', "`", "/")
@@ -486,7 +530,8 @@ def _repair(err: UnexpectedToken) -> bool:
         value = _SAMPLE_VALUES.get(name) or _terminal_text(name)
         filler = Token.new_borrow_pos(name, value, token)
         for version in versions:
-            trial = interactive.copy()
+            # values are never changed once built: the trial may share them
+            trial = interactive.copy(deepcopy_values=False)
             try:
                 trial.feed_token(filler)
                 trial.feed_token(version)
@@ -545,11 +590,20 @@ def _terminal_text(name: str) -> str:
     return ""
 
 
+class _ParserError(WqlSyntaxError):
+    """A syntax error the LALR parser found (not a limit or a lexical check of the
+    AST builder): only these are worth a recovering parse for more errors."""
+
+    @classmethod
+    def of(cls, err: WqlSyntaxError) -> WqlSyntaxError:
+        return cls(err.message, err.span, expected=err.expected, hint=err.hint)
+
+
 def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
     """The syntax errors of the one statement ``text[start:end]`` (its ``;`` included)."""
     try:
         _parse_whole(text, start, end)
-    except WqlSyntaxError as err:
+    except _ParserError as err:
         try:
             found = _syntax_errors_recovering(text, start, end)
         except Exception:  # noqa: BLE001 - recovery is best effort
@@ -557,7 +611,7 @@ def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
             # already found; report that one alone.
             found = []
         # The recovering parse starts with the same first error; if it
-        # found nothing (a callback error), keep the one we have.
+        # found nothing, keep the one we have.
         return found if found else [err]
     except WqlErrors as err:
         return list(err.errors)
@@ -638,10 +692,10 @@ def parse_partial(
     try:
         _check_size(text)
         return _parse_whole(text), [], []
-    except WqlError as err:
-        if err.span is not None and err.span.start >= limits.MAX_TEXT_CHARS:
-            err.with_source(text, filename)
-            return ast.Script((), (), span=None), [err], [text]
+    except WqlError as too_big:
+        if too_big.span is not None and too_big.span.start >= limits.MAX_TEXT_CHARS:
+            too_big.with_source(text, filename)
+            return ast.Script((), (), span=None), [too_big], [text]
     statements: list[ast.Statement] = []
     errors: list[WqlError] = []
     failed: list[str] = []
@@ -653,7 +707,7 @@ def parse_partial(
         except WqlError:
             errors.extend(_statement_errors(text, start, end))
             failed.append(text[start:end])
-    for err in errors:
-        err.with_source(text, filename)
+    for error in errors:
+        error.with_source(text, filename)
     script = ast.Script(tuple(statements), (), span=Span.from_offsets(text, 0, len(text)))
     return script, errors[: limits.MAX_ERRORS], failed

@@ -30,6 +30,7 @@ method the children without keyword and punctuation tokens.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import threading
@@ -140,11 +141,25 @@ _TVF_BOUNDS = ("window_start", "window_end")
 _TVF_COLUMNS = (*_TVF_BOUNDS, "window_time")
 
 
-def _no_window(span: Span | None) -> WqlSyntaxError:
+def _no_window(items: _GroupItems) -> WqlSyntaxError:
+    """The error for a ``GROUP BY`` without a window (and no window table function)."""
+    for key in items.keys:
+        # `TUMBEL(ts, ...)` reads as a function call: name the typo
+        call = _CALL_NAME.match(key.text)
+        if call is None:
+            continue
+        close = difflib.get_close_matches(call.group(1).upper(), _WINDOWS, 1)
+        if close:
+            return WqlSyntaxError(
+                f"unknown window {call.group(1)}",
+                key.span,
+                expected=_WINDOWS,
+                hint=f"did you mean {close[0]}?",
+            )
     return WqlSyntaxError(
         "GROUP BY needs a window",
-        span,
-        expected=("TUMBLE", "HOP", "CUMULATE", "SESSION", "COUNT_WINDOW", "GLOBAL"),
+        items.span,
+        expected=_WINDOWS,
         hint="add one window to the GROUP BY list, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)",
     )
 
@@ -503,7 +518,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
             parts["source"], parts["group_by"] = _from_tvf(tvf, parts.get("group_by"), items)
             parts["form"] = ast.QueryForm.TVF
         elif items is not None:
-            raise _no_window(items.span)
+            raise _no_window(items)
         return ast.Query(select=select, span=span, **parts)
 
     def select_item(self, span: Span | None, children: list[Any]) -> ast.SelectItem:
@@ -798,6 +813,10 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         _check_expression_size(span, *_expression_size(children))
         text = self.source[span.start : span.end]
         return ast.Expr(text, _join(children), span=span)
+
+
+_WINDOWS = ("TUMBLE", "HOP", "CUMULATE", "SESSION", "COUNT_WINDOW", "GLOBAL")
+_CALL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 def _negative(children: list[Any]) -> bool:

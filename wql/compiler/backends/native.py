@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
@@ -474,7 +475,14 @@ def to_spark_sql(
     source. Built as sqlglot AST nodes and printed with the Spark dialect.
     """
     program = lower(query, event_time_type)
-    return program_to_sql(program, pretty=pretty)
+    try:
+        return program_to_sql(program, pretty=pretty)
+    except (SqlglotError, RecursionError) as e:
+        # sqlglot's boundary: a failure to print is reported at the query
+        raise WqlUnsupportedError(
+            f"query {query.name!r} cannot be printed as Spark SQL ({type(e).__name__}: {e})",
+            query.span,
+        ) from None
 
 
 def program_to_sql(program: NativeProgram, pretty: bool = True) -> str:

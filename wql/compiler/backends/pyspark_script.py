@@ -78,14 +78,13 @@ def render_script(
         ]
     out += ["", ""]
     out += _sources_function(program)
+    functions = _function_names(program)
     for q in program.queries:
         out += ["", ""]
-        out += _query_function(q)
+        out += _query_function(q, functions[q.name])
     out += ["", ""]
     out.append(
-        "QUERIES = {"
-        + ", ".join(f"{q.name!r}: {function_name(q.name)}" for q in program.queries)
-        + "}"
+        "QUERIES = {" + ", ".join(f"{q.name!r}: {functions[q.name]}" for q in program.queries) + "}"
     )
     out += ["", ""]
     out += _drops_function(program)
@@ -102,6 +101,34 @@ def function_name(query_name: str) -> str:
     if not name.isidentifier() or keyword.iskeyword(name) or name != query_name:
         name = f"query_{name}"
     return name
+
+
+# Names the script itself defines or imports: a query function must not replace them.
+_SCRIPT_NAMES = frozenset(
+    {
+        "annotations", "argparse", "os", "sys", "SparkSession", "F", "BASE_DIR", "WQL_TEXT",
+        "WQL_ENGINE", "run_with_wql", "read_csv_by_header", "read_sources", "QUERIES",
+        "NOT_WINDOWED", "make_session", "report_not_windowed", "main",
+    }
+)  # fmt: skip
+
+
+def _function_names(program: P.Program) -> dict[str, str]:
+    """Query name -> its function's name, distinct from each other and from the script's
+    own names (``a b`` and ``a-b`` both read ``query_a_b``; a query may be called ``F``)."""
+    taken = set(_SCRIPT_NAMES)
+    out: dict[str, str] = {}
+    for q in program.queries:
+        name = function_name(q.name)
+        if name in taken:
+            name = name if name.startswith("query_") else f"query_{name}"
+        unique, n = name, 1
+        while unique in taken:
+            n += 1
+            unique = f"{name}_{n}"
+        taken.add(unique)
+        out[q.name] = unique
+    return out
 
 
 def _src(filename: str | None) -> str:
@@ -176,10 +203,10 @@ _READ_CSV_BY_HEADER = '''def read_csv_by_header(spark, name, path, options, decl
     return spark.read.options(**options).schema(schema).csv(path)'''
 
 
-def _query_function(q: P.Query) -> list[str]:
+def _query_function(q: P.Query, function: str) -> list[str]:
     engine = _engine(q)
     why = "; ".join(r.text for r in (q.engine.reasons if q.engine else ()))
-    lines = [f"def {function_name(q.name)}(spark, sources):"]
+    lines = [f"def {function}(spark, sources):"]
     doc = f"{printable(q.name)}: {engine} engine" + (f" ({printable(why)})" if why else "")
     lines.append(f"{INDENT}{python_docstring(doc)}")
     if engine == "operator":
