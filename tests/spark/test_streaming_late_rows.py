@@ -207,3 +207,34 @@ def test_spark_native_aggregation_on_the_same_stream_loses_and_misplaces_late_ro
         for op in p.get("stateOperators", [])
     )
     assert dropped == 1
+
+
+def test_rows_where_rejects_still_raise_the_stream_watermark(spark, tmp_path):
+    """As in batch replay, the watermark is generated at the source, before WHERE.
+
+    file 0: a@1 v=1; file 1: a@25 v=0, rejected by WHERE v > 0, whose event
+    time raises the watermark to 25 - 1 - 0.001 s; file 2: zz@26 v=0 (rejected
+    too), whose micro-batch sees that watermark: [0, 10) of a fires with a@1
+    alone. Only rejected rows come after a@1, so without them the window
+    never fires. (Spark's optimizer had moved the WHERE below the watermark, so
+    the rejected row did not count and the window did not fire.)
+    """
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, (k, v, ms) in enumerate([("a", 1, 1000), ("a", 0, 25000), ("zz", 0, 26000)]):
+        ts = (BASE + dt.timedelta(milliseconds=ms)).isoformat()
+        final = folder / f"f{i}.json"
+        final.write_text(json.dumps({"k": k, "v": v, "ts": ts, "seq": i}) + "\n")
+        os.utime(final, (1_000_000 + i, 1_000_000 + i))
+    text = SOURCE.format(path=folder, extra="") + (
+        "SELECT k, window_start, COUNT(*) AS n FROM s WHERE v > 0 "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)"
+    )
+    compiled = wql.compile(text)
+    source = read_stream_source(spark, compiled.program.source("s"), None)
+    results = compiled.apply(spark, s=source)
+    sinks = start_streams(results, tmp_path / "out", tmp_path / "ck", fmt="parquet")
+    assert _rows(read_output(spark, sinks.outputs["query_1"])) == Counter({("a", _at(0), 1): 1})
+    # batch replay agrees
+    batch = spark.read.schema("k STRING, v BIGINT, ts TIMESTAMP, seq BIGINT").json(str(folder))
+    assert _rows(wql.compile(text).apply(spark, s=batch).df) == Counter({("a", _at(0), 1): 1})

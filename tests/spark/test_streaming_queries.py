@@ -93,8 +93,6 @@ GROUP = 4
 #: watermark, while batch replay's watermark counts every row (docs/streaming.md,
 #: "Known limits"). Here the sentinel fails the WHERE, the
 #: stream's watermark stays in 2024 and the day window never fires.
-FILTERED_WATERMARK = {("expressions", "big_spenders")}
-
 _PATH = re.compile(r"path\s*=\s*'([^']*)'")
 
 
@@ -373,9 +371,7 @@ def test_cases_cover_every_golden_and_fixture_query():
 @pytest.mark.parametrize(
     ("path", "query"), CASES, ids=[f"{p.parent.name}/{p.stem}/{q.name}" for p, q in CASES]
 )
-def test_query_streams_with_the_default_engine(outcome, path, query, request):
-    if (path.stem, query.name) in FILTERED_WATERMARK:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="filtered rows, watermark"))
+def test_query_streams_with_the_default_engine(outcome, path, query):
     outcome = outcome(path)
     kind = _kind(query)
     if kind == "refused":

@@ -105,6 +105,7 @@ MAX_TIME = 2**63 - 1
 #: a listTimers() round trip to the JVM).
 STATE_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG, spark_timers ARRAY<LONG>"
 
+_KEEP = "__wql_keep"
 _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
 
@@ -172,9 +173,15 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
         # delay + 1 ms: Spark's watermark is then exactly WQL's (see the module doc)
         df = df.withWatermark(et.column, f"{spark_watermark_delay_ms(query)} milliseconds")
     if query.filter is not None:
-        # WHERE after the watermark, meant to let a filtered row advance it as in batch
-        # replay; observed that it does not (open defect, docs/streaming.md "Known limits")
-        df = df.where(F.expr(query.filter.sql))
+        # WHERE after the watermark: a row WHERE rejects still advances it, as in batch
+        # replay. Spark's optimizer moves a deterministic predicate that does not read
+        # the event-time column below the watermark (PushPredicateThroughNonJoin), and
+        # splits a guarded predicate into conjuncts first (and folds `rand() >= 0`).
+        # So the WHERE result is a column computed next to an always-true
+        # non-deterministic test: a filter on a non-deterministic projection stays
+        # above the watermark (docs/streaming.md, "The streaming watermark").
+        keep = F.when(F.rand(0) * 0 == 0, F.expr(query.filter.sql))
+        df = df.withColumn(_KEEP, keep).where(F.col(_KEEP)).drop(_KEEP)
     key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
     value_cols = [f"__wql_v{i}" for i in range(len(op.values))]
     ts_col = (
