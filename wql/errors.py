@@ -160,7 +160,9 @@ class WqlError(Exception):
 
     def render(self, color: bool = False) -> str:
         """The error as a compiler prints it: location, message, source line, carets."""
-        red, bold, dim, reset = ("\033[31m", "\033[1m", "\033[2m", "\033[0m") if color else ("",) * 4
+        red, bold, dim, reset = (
+            ("\033[31m", "\033[1m", "\033[2m", "\033[0m") if color else ("",) * 4
+        )
         place = self.filename or "<query>"
         if self.span:
             place += f":{self.span.line}:{self.span.column}"
@@ -201,7 +203,7 @@ class WqlErrors(WqlError):
     kind = "error"
 
     def __init__(self, errors: Sequence[WqlError]) -> None:
-        ordered = sorted(errors, key=lambda e: (e.span.start if e.span else -1))
+        ordered = sorted(errors, key=lambda e: e.span.start if e.span else -1)
         first = ordered[0]
         super().__init__(
             first.message if len(ordered) == 1 else f"{len(ordered)} errors",
@@ -230,13 +232,12 @@ def _underline(source: str, span: Span, red: str, reset: str, dim: str) -> list[
             break
         text = text_lines[n - 1].expandtabs(1)
         begin = span.column - 1 if n == span.line else 0
-        if n == span.end_line:
-            finish = span.end_column - 1
-        else:
-            finish = len(text)
+        finish = span.end_column - 1 if n == span.end_line else len(text)
         finish = max(finish, begin + 1)
         out.append(f"{dim}{n:>{width + 3}} |{reset} {text}")
-        out.append(f"{dim}{'':>{width + 3}} |{reset} {' ' * begin}{red}{'^' * (finish - begin)}{reset}")
+        out.append(
+            f"{dim}{'':>{width + 3}} |{reset} {' ' * begin}{red}{'^' * (finish - begin)}{reset}"
+        )
     return out
 
 
