@@ -34,6 +34,7 @@ test-cluster: setup
 
 lint: setup
 	$(BIN)/ruff check wql tests bench
+	$(BIN)/ruff format --check wql tests bench
 	$(BIN)/mypy
 
 bench: setup

@@ -1,4 +1,4 @@
-"""The 11 test-vector groups of /work/shared/notes/flink-semantics.md, one test each.
+"""The 11 Flink test-vector groups (from Flink's WindowOperator test suites), one test each.
 
 Outputs are compared step by step: what each watermark (or row) emits, with
 window bounds and the emitted timestamp (= window max timestamp).

@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep Spark's start-up output and warnings; print every step",
     )
-    # streaming (engineer G): wql/spark/stream_sinks.py
+    # streaming: wql/spark/stream_sinks.py
     parser.add_argument(
         "--stream",
         action="store_true",

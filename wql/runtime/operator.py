@@ -1115,20 +1115,14 @@ def _firing_guarantee(config: OperatorConfig) -> str | None:
 
 
 def _vectorized_entry() -> Any:
-    """``wql.runtime.vectorized.try_process_batch`` (engineer E's NumPy path), looked up once.
+    """``wql.runtime.vectorized.try_process_batch`` (the NumPy path), looked up once.
 
-    Imported lazily: that module may import this one. ``None`` while it does
-    not provide the entry point; the per-row loop is always correct.
+    Imported on first use because that module imports this one.
     """
     if not _VECTORIZED:
-        module: Any
-        try:
-            from wql.runtime import vectorized as module
-        except ModuleNotFoundError as e:
-            if e.name != "wql.runtime.vectorized":
-                raise
-            module = None
-        _VECTORIZED.append(getattr(module, "try_process_batch", None))
+        from wql.runtime import vectorized
+
+        _VECTORIZED.append(vectorized.try_process_batch)
     return _VECTORIZED[0]
 
 
