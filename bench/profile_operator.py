@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         # the partition task in this process, per partition, under cProfile
         staged, replayed = staged_df()
         table = staged.withColumn("__pid", F.spark_partition_id()).toArrow()
-        task_factory = _task(query, op, spec, replayed)
+        task_factory = B.partition_task(query, op, spec, replayed)
         pids = table.column("__pid").to_numpy()
         profile = cProfile.Profile()
         cpu0 = time.process_time()
@@ -184,28 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     print(out.getvalue())
     spark.stop()
     return 0
-
-
-def _task(query: Any, op: Any, spec: Any, replayed: Any) -> Any:
-    """The ``mapInArrow`` function the batch host would run for ``query``."""
-    clock = B._final_clocks(replayed, spec)
-    _, arrow_schema, agg_types, late_types = B._output_schema(query, op)
-    return B._PartitionTask(
-        config=op.config,
-        n_keys=len(op.keys),
-        n_values=len(op.values),
-        agg_types=agg_types,
-        key_types=tuple(k.type for k in op.keys),
-        late_index=tuple(i for _, i in op.late_columns),
-        late_types=late_types,
-        has_event_time=spec.event_time is not None,
-        processing=op.uses_processing_time,
-        wall_clock=False,
-        final_watermark=clock[0],
-        final_processing_time=clock[1],
-        clock_events=None,
-        out_schema=arrow_schema,
-    )
 
 
 if __name__ == "__main__":

@@ -209,6 +209,43 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
     return staged, key_cols
 
 
+def partition_task(
+    query: P.Query,
+    op: OperatorPlan,
+    spec: R.ReplaySpec,
+    replayed: R.Replay,
+    *,
+    slicing: bool = False,
+) -> _PartitionTask:
+    """The function the operator stage runs per key partition (``mapInArrow``).
+
+    It holds the operator configuration, the output layout and the global
+    clocks at the end of the replay; called on a partition's Arrow batches
+    (rows of :func:`stage`, sorted by replay position) it yields the tagged
+    output batches.
+    """
+    clock = final_clocks(replayed, spec)
+    clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
+    _, arrow_schema, agg_types, late_types = _output_schema(query, op)
+    return _PartitionTask(
+        config=op.config,
+        n_keys=len(op.keys),
+        n_values=len(op.values),
+        agg_types=agg_types,
+        key_types=tuple(k.type for k in op.keys),
+        late_index=tuple(i for _, i in op.late_columns),
+        late_types=late_types,
+        has_event_time=spec.event_time is not None,
+        processing=op.uses_processing_time,
+        wall_clock=op.uses_processing_time and spec.processing_time is None,
+        final_watermark=clock[0],
+        final_processing_time=clock[1],
+        clock_events=clock_events,
+        out_schema=arrow_schema,
+        slicing=slicing,
+    )
+
+
 def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Replay) -> OperatorRun:
     spark = replayed.df.sparkSession
     staged, key_cols = stage(query, op, replayed)
@@ -225,26 +262,9 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         staged = staged.repartition(1)
     staged = staged.sortWithinPartitions(R.SEQ)
 
-    clock = final_clocks(replayed, spec)
-    clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
-    out_schema, arrow_schema, agg_types, late_types = _output_schema(query, op)
-    task = _PartitionTask(
-        config=op.config,
-        n_keys=len(key_cols),
-        n_values=len(op.values),
-        agg_types=agg_types,
-        key_types=tuple(k.type for k in op.keys),
-        late_index=tuple(i for _, i in op.late_columns),
-        late_types=late_types,
-        has_event_time=spec.event_time is not None,
-        processing=op.uses_processing_time,
-        wall_clock=op.uses_processing_time and spec.processing_time is None,
-        final_watermark=clock[0],
-        final_processing_time=clock[1],
-        clock_events=clock_events,
-        out_schema=arrow_schema,
-        slicing=str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true",
-    )
+    slicing = str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true"
+    task = partition_task(query, op, spec, replayed, slicing=slicing)
+    out_schema, arrow_schema, _, _ = _output_schema(query, op)
     if small:
         # The one partition's task runs right here, on the rows collected in
         # replay order: a small input then costs one Spark job instead of the
