@@ -95,9 +95,7 @@ def rows(draw):
 def config_of(assigner, trigger, evictor, lateness, late_output) -> OperatorConfig | None:
     if isinstance(assigner, GlobalWindows) and trigger is None:
         return None  # GLOBAL() needs a trigger
-    if isinstance(assigner, GlobalWindows) and isinstance(
-        trigger, EventTimeTrigger | ContinuousEventTimeTrigger
-    ):
+    if isinstance(assigner, GlobalWindows) and isinstance(trigger, EventTimeTrigger):
         return None
     try:
         return OperatorConfig(

@@ -415,3 +415,27 @@ def test_after_end_of_input_every_window_is_late_even_with_huge_lateness():
 def test_row_batch_rejects_ragged_columns():
     with pytest.raises(ValueError, match=r"columns\[0\] has 1 rows, keys has 2"):
         RowBatch(keys=[("a",), ("b",)], timestamps=[1, 2], columns=([1],), watermark_before=[0, 0])
+
+
+def test_every_of_event_time_on_a_global_window_ends_at_end_of_input():
+    """A window without an end: Flink would fire once per interval up to Long.MAX.
+
+    a@5 arms the boundary 1000; WM 10000 fires the boundaries 1000..10000 (10
+    panes); at end of input the pending boundary 11000 passes without firing
+    and the max-timestamp timer fires the window once more (docs/runtime.md,
+    "Decisions").
+    """
+    from wql.runtime.assigners import GlobalWindows
+    from wql.runtime.triggers import ContinuousEventTimeTrigger, PurgingTrigger
+
+    for trigger, counts in (
+        (ContinuousEventTimeTrigger(1000), [1] * 11),
+        (PurgingTrigger(ContinuousEventTimeTrigger(1000)), [1]),
+    ):
+        op = WindowOperator(
+            OperatorConfig(GlobalWindows(), (AggregateSpec("COUNT_STAR"),), trigger=trigger)
+        )
+        op.process_element(("a",), 5, ())
+        op.advance_watermark(10_000)
+        op.end_of_input()
+        assert [r[-1] for r in op.drain()] == counts

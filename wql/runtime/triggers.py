@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
-from wql.runtime.windows import Window
+from wql.runtime.windows import MAX_TIME, Window
 
 
 class TriggerResult(IntEnum):
@@ -268,6 +268,12 @@ class ContinuousEventTimeTrigger(Trigger):
         fire = ctx.get_state("fire")
         if fire is not None and fire == time:
             ctx.clear_state("fire")
+            if ctx.watermark == MAX_TIME and window.max_timestamp == MAX_TIME:
+                # End of input on a window without an end (GLOBAL, count windows):
+                # one boundary per interval up to the end of time never finishes
+                # (nor does Flink). The max-timestamp timer gives the one last
+                # firing (docs/runtime.md, "Decisions").
+                return CONTINUE
             self._register_next(time, window, ctx)
             return FIRE
         return CONTINUE
