@@ -89,25 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             source = "bid"
         query = compiled._bound({source: df}).queries[0]
         op = build_operator(query)
-        et = query.source.event_time
-        spec = R.ReplaySpec(
-            event_time=et.column if et else None,
-            delay_ms=et.delay_ms if et else 0,
-            arrival_order=query.source.arrival_order,
-            processing_time=query.source.processing_time if op.uses_processing_time else None,
-        )
+        spec = B.replay_spec(query, op)
 
         def staged_df() -> Any:
             replayed = R.replay(df, spec)
-            key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
-            staged = replayed.df.select(
-                *[F.expr(k.expr.sql).alias(c) for k, c in zip(op.keys, key_cols, strict=True)],
-                *[F.expr(v.sql).alias(f"__wql_v{i}") for i, v in enumerate(op.values)],
-                R.SEQ,
-                R.TS,
-                R.WM,
-                R.PT,
-            )
+            staged, key_cols = B.stage(query, op, replayed)
             parts = B.operator_partitions(spark)
             return staged.repartition(parts, *key_cols).sortWithinPartitions(R.SEQ), replayed
 
