@@ -180,10 +180,7 @@ def _choose_keys(
 def _typed_key(staged: DataFrame, key_cols: list[str], key: tuple) -> tuple:
     """``key`` as the key column values Spark holds (text given on the command line is cast)."""
     fields = {f.name: f.dataType for f in staged.schema.fields}
-    cols = [
-        F.lit(v).cast(fields[c]).alias(c) if v is not None else F.lit(None).cast(fields[c]).alias(c)
-        for v, c in zip(key, key_cols, strict=True)
-    ]
+    cols = [F.lit(v).cast(fields[c]).alias(c) for v, c in zip(key, key_cols, strict=True)]
     row = staged.sparkSession.range(1).select(*cols).collect()[0]
     return tuple(row[c] for c in key_cols)
 
@@ -266,17 +263,23 @@ _TIMING_COLOURS = {"EARLY": "#2ca02c", "ON_TIME": "#1f77b4", "LATE": "#9467bd", 
 def render(timeline: Timeline, path: str | Path) -> Path:
     """Draw ``timeline`` to ``path`` (``.html``, ``.svg`` or ``.png``)."""
     out = Path(path)
-    suffix = out.suffix.lower()
-    if suffix not in FORMATS:
-        raise WqlSemanticError(
-            f"cannot draw a timeline as {suffix or 'a file without extension'!r}",
-            expected=FORMATS,
-        )
+    suffix = _suffix(out)
     plt = _pyplot()
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "wql"}):
         fig = _figure(timeline)
         _save(fig, timeline, out, suffix)
     return out
+
+
+def _suffix(path: Path) -> str:
+    """The drawing format of ``path`` (its extension), or a clear error."""
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise WqlSemanticError(
+            f"cannot draw a timeline as {suffix or 'a file without extension'!r}",
+            expected=FORMATS,
+        )
+    return suffix
 
 
 def _save(fig: Any, timeline: Timeline, out: Path, suffix: str) -> None:
@@ -499,12 +502,7 @@ def draw(
 ) -> Timeline:
     """:func:`collect` then :func:`render`; returns what was drawn."""
     _pyplot()  # fail before any Spark job when matplotlib is missing
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise WqlSemanticError(
-            f"cannot draw a timeline as {suffix or 'a file without extension'!r}",
-            expected=FORMATS,
-        )
+    _suffix(Path(path))
     timeline = collect(query, source, keys=keys, top=top)
     render(timeline, path)
     return timeline
