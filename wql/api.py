@@ -97,11 +97,11 @@ def compile_file(
     streaming: bool = False,
 ) -> Compiled:
     """:func:`compile` the ``.wql`` file at ``path``; relative source paths resolve next to it."""
-    from wql.commands import read_source
+    from wql.compiler import read_file
 
     p = Path(path)
     return compile(
-        read_source(str(p)),
+        read_file(p),
         engine,
         filename=str(path),
         base_dir=p.parent,
@@ -170,7 +170,7 @@ class Compiled:
         from wql.compiler.backends import native
 
         if query is None:
-            from wql.commands.compile import spark_sql_script
+            from wql.compiler.backends.spark_sql import spark_sql_script
 
             return spark_sql_script(self.program, self.filename)
         q = self._query(query)

@@ -10,29 +10,21 @@ file handling and error printing.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from wql.compiler import read_file
 from wql.errors import WqlError, use_color
 
 __all__ = ["read_source", "print_error", "display_name"]
 
 
 def read_source(path: str) -> str:
-    """The text of ``path`` (``-`` is standard input); unreadable -> a WqlError without span."""
+    """The text of ``path`` (``-`` is standard input); unreadable -> a WqlError without span.
+
+    Files are read by :func:`wql.compiler.read_file`, as the embedding API reads them.
+    """
     if path == "-":
         return sys.stdin.read()
-    try:
-        # utf-8-sig: a byte-order mark some editors write is not WQL text.
-        return Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        reason = "no such file"
-    except IsADirectoryError:
-        reason = "it is a directory"
-    except UnicodeDecodeError as err:
-        reason = f"not UTF-8 text ({err.reason} at byte {err.start})"
-    except OSError as err:
-        reason = (err.strerror or str(err)).lower()
-    raise WqlError(f"cannot read file: {reason}", filename=path)
+    return read_file(path)
 
 
 def display_name(path: str) -> str:

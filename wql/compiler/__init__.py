@@ -1,4 +1,8 @@
-"""The WQL compiler: AST -> typed plan (binder), engine choice (planner), explain.
+"""The WQL compiler: text -> AST -> typed plan (binder), engine choice (planner), explain.
+
+:func:`read_file` reads a ``.wql`` file, :func:`compile_source` compiles a
+text to a :class:`~wql.compiler.plan.Program`, :func:`check_source` lists
+every error of a text.
 
 >>> program = compile_source('''
 ... CREATE SOURCE clicks (user_id STRING, amount DOUBLE, ts TIMESTAMP,
@@ -13,13 +17,30 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from wql.compiler import plan
 from wql.errors import WqlError
 from wql.limits import recursion_headroom
 
-__all__ = ["check_source", "compile_source", "plan"]
+__all__ = ["check_source", "compile_source", "plan", "read_file"]
+
+
+def read_file(path: str | Path) -> str:
+    """The text of the ``.wql`` file at ``path``; unreadable -> a WqlError without span."""
+    try:
+        # utf-8-sig: a byte-order mark some editors write is not WQL text.
+        return Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        reason = "no such file"
+    except IsADirectoryError:
+        reason = "it is a directory"
+    except UnicodeDecodeError as err:
+        reason = f"not UTF-8 text ({err.reason} at byte {err.start})"
+    except OSError as err:
+        reason = (err.strerror or str(err)).lower()
+    raise WqlError(f"cannot read file: {reason}", filename=str(path))
 
 
 def compile_source(
