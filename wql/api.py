@@ -43,11 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from wql.compiler import plan as P
+from wql.compiler.planner import ENGINES
 from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
 
 __all__ = ["Compiled", "QueryResult", "Results", "compile", "compile_file"]
-
-ENGINES = ("auto", "native", "operator")
 
 
 def compile(  # noqa: A001 - the public name the embedding story uses
@@ -195,8 +194,6 @@ class Compiled:
         DataFrame is planned for a stream (:func:`wql.compiler.planner.choose_engines`)
         and its outputs are streaming DataFrames.
         """
-        from wql.compiler.backends.native import build_native
-
         if spark is None:
             spark = _session()
         program = self._bound(dataframes)
@@ -212,20 +209,7 @@ class Compiled:
             for q in self._selected(program):
                 df = sources[q.source.name.lower()]
                 started = time.perf_counter()
-                engine = _engine_of(q)
-                if df.isStreaming:
-                    from wql.spark.streaming import stream_query
-
-                    results[q.name] = stream_query(q, df)
-                elif engine == "native":
-                    results[q.name] = QueryResult(q, engine, build_native(q, df), None, df)
-                else:
-                    from wql.spark.batch import run_operator
-
-                    run = run_operator(q, df)
-                    results[q.name] = QueryResult(
-                        q, engine, run.result, run.late, df, run.counters, run.dropped, run
-                    )
+                results[q.name] = _run(q, df)
                 results[q.name].seconds = time.perf_counter() - started
         except WqlError as e:
             for r in results.values():
@@ -368,6 +352,54 @@ class Compiled:
 
 def _engine_of(q: P.Query) -> str:
     return q.engine.engine if q.engine is not None else "operator"
+
+
+#: Counters of a streaming result: unknown until a streaming query runs (see
+#: ``StreamingQuery.lastProgress`` and :attr:`wql.spark.streaming.StreamingRun.counters`).
+_STREAMING_COUNTERS: dict[str, Any] = {
+    "rows_in": None,
+    "rows_out": None,
+    "late_rows": None,
+    "dropped": {},
+    "streaming": True,
+}
+
+
+def _run(q: P.Query, df: Any) -> QueryResult:
+    """``q`` over its source DataFrame ``df`` on the engine the planner chose for it.
+
+    The hosts return what ran (:class:`wql.spark.batch.OperatorRun`,
+    :class:`wql.spark.streaming.StreamingRun`, a native DataFrame); the
+    result value is built here only.
+    """
+    engine = _engine_of(q)
+    streaming = bool(df.isStreaming)
+    counters = dict(_STREAMING_COUNTERS) if streaming else None
+    if engine == "native":
+        from wql.compiler.backends.native import build_native
+
+        out = build_native(q, df)
+        return QueryResult(plan=q, engine=engine, df=out, late=None, source=df, _counters=counters)
+    if streaming:
+        from wql.spark.streaming import run_streaming
+
+        run: Any = run_streaming(q, df)
+        dropped = None
+    else:
+        from wql.spark.batch import run_operator
+
+        run = run_operator(q, df)
+        counters, dropped = run.counters, run.dropped
+    return QueryResult(
+        plan=q,
+        engine=engine,
+        df=run.result,
+        late=run.late,
+        source=df,
+        _counters=counters,
+        _dropped=dropped,
+        _run=run,
+    )
 
 
 def _session() -> Any:

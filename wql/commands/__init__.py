@@ -9,12 +9,39 @@ file handling and error printing.
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
 from wql.compiler import read_file
+from wql.compiler.planner import ENGINES
 from wql.errors import WqlError, use_color
 
-__all__ = ["read_source", "print_error", "display_name"]
+__all__ = [
+    "add_engine_option",
+    "add_stream_option",
+    "display_name",
+    "first_line",
+    "print_error",
+    "read_source",
+]
+
+
+def add_engine_option(
+    parser: argparse.ArgumentParser,
+    help_text: str = "force an engine (default: auto, the compiler chooses per query)",
+) -> None:
+    """``--engine auto|native|operator`` (the planner's :data:`~wql.compiler.planner.ENGINES`)."""
+    parser.add_argument("--engine", choices=ENGINES, default="auto", help=help_text)
+
+
+def add_stream_option(
+    parser: argparse.ArgumentParser,
+    help_text: str = "plan for streaming sources (what `wql run --stream` runs)",
+) -> None:
+    """``--stream``: the queries read streams, so each engine is chosen for a stream
+    (:func:`wql.compiler.planner.choose_engines` with ``streaming=True``)."""
+    parser.add_argument("--stream", action="store_true", help=help_text)
 
 
 def read_source(path: str) -> str:
@@ -35,3 +62,9 @@ def display_name(path: str) -> str:
 def print_error(err: WqlError) -> None:
     """Render an error (with its source line and carets) on standard error."""
     print(err.render(color=use_color(sys.stderr)), file=sys.stderr)
+
+
+def first_line(e: Any) -> str:
+    """The first non-blank line of an exception's text (Spark's run to pages)."""
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__

@@ -15,8 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from wql.commands import display_name, read_source
-from wql.commands.check import ENGINES
+from wql.commands import add_engine_option, add_stream_option, display_name, read_source
 from wql.errors import WqlError
 
 TARGETS = ("spark-sql", "pyspark", "plan-json")
@@ -31,12 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("file", metavar="FILE", help="a .wql file ('-' for stdin)")
     parser.add_argument("--target", choices=TARGETS, required=True, help="what to produce")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default="auto",
-        help="force an engine (default: auto, the compiler chooses per query)",
-    )
+    add_engine_option(parser)
+    add_stream_option(parser)
     parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
     parser.set_defaults(handler=run)
 
@@ -46,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     text = read_source(args.file)
     name = display_name(args.file)
-    program = compile_source(text, filename=name, engine=args.engine)
+    program = compile_source(text, filename=name, engine=args.engine, streaming=args.stream)
     try:
         if args.target == "spark-sql":
             from wql.compiler.backends.spark_sql import operator_queries, spark_sql_script

@@ -35,8 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wql.commands import display_name, read_source
-from wql.commands.check import ENGINES
+from wql.commands import (
+    add_engine_option,
+    add_stream_option,
+    display_name,
+    first_line,
+    read_source,
+    run_stream,
+)
 from wql.errors import WqlError
 
 FORMATS = ("parquet", "csv", "json")
@@ -51,9 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "several files).",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file")
-    parser.add_argument(
-        "--engine", choices=ENGINES, default="auto", help="force an engine (default: auto)"
-    )
+    add_engine_option(parser, "force an engine (default: auto)")
     parser.add_argument("--output", metavar="DIR", help="write every output under DIR")
     parser.add_argument(
         "--format", choices=FORMATS, default="csv", help="output format (default: csv)"
@@ -96,21 +100,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep Spark's start-up output and warnings; print every step",
     )
-    # streaming: wql/spark/stream_sinks.py
-    parser.add_argument(
-        "--stream",
-        action="store_true",
-        help="run as Structured Streaming over the sources' folders (needs --output, --checkpoint)",
+    add_stream_option(
+        parser,
+        "run as Structured Streaming over the sources' folders (needs --output, --checkpoint)",
     )
-    parser.add_argument(
-        "--checkpoint", metavar="DIR", help="streaming checkpoints (one folder per sink)"
-    )
-    parser.add_argument(
-        "--trigger",
-        default="available-now",
-        metavar="available-now|interval=DURATION",
-        help="streaming trigger (default: available-now)",
-    )
+    run_stream.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -134,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                     require_declared=True,
                     # the engine is chosen for streams here, so an engine forced
                     # where it cannot stream fails before Spark starts
-                    streaming=bool(getattr(args, "stream", False)),
+                    streaming=args.stream,
                 )
             )
         except WqlError as err:
@@ -151,10 +145,8 @@ def run(args: argparse.Namespace) -> int:
     show = args.show if args.show is not None else (None if args.output else 20)
     if args.timeline:
         _check_timeline(args, compiled)
-    if getattr(args, "stream", False):  # wql/spark/stream_sinks.py
-        from wql.spark.stream_sinks import run_stream_command
-
-        return run_stream_command(args, compiled, stems, conf)
+    if args.stream:
+        return run_stream.run_stream(args, compiled, stems, conf)
 
     started = time.perf_counter()
     status = Status(verbose=args.verbose)
@@ -194,7 +186,7 @@ def _run_file(
         raise
     except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
         raise WqlError(
-            f"Spark failed while running {name}: {_first_line(e)}", filename=name
+            f"Spark failed while running {name}: {first_line(e)}", filename=name
         ) from None
     try:
         for r in results.queries:
@@ -219,7 +211,7 @@ def _run_file(
         raise
     except Exception as e:  # noqa: BLE001
         raise WqlError(
-            f"Spark failed while running {name}: {_first_line(e)}", filename=name
+            f"Spark failed while running {name}: {first_line(e)}", filename=name
         ) from None
     finally:
         results.release()
@@ -230,7 +222,7 @@ def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
     """Refuse a --timeline that cannot be drawn before Spark starts."""
     from wql.spark.timeline import FORMATS
 
-    if getattr(args, "stream", False):
+    if args.stream:
         raise WqlError("--timeline replays a batch run; it cannot be used with --stream")
     if len(compiled) != 1:
         raise WqlError("--timeline draws one query of one file; give one file")
@@ -258,7 +250,7 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
     except WqlError:
         raise
     except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(f"Spark failed while drawing the timeline: {_first_line(e)}") from None
+        raise WqlError(f"Spark failed while drawing the timeline: {first_line(e)}") from None
     drawn = ", ".join(f"{k.label} ({len(k.firings)} firings)" for k in timeline.keys)
     status.line(f"timeline of {timeline.query}: {drawn} -> {args.timeline}")
 
@@ -324,11 +316,6 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
             raise WqlError(f"--conf needs KEY=VALUE, got {item!r}")
         conf[key.strip()] = value
     return conf
-
-
-def _first_line(e: Exception) -> str:
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
 
 
 class Status:
