@@ -42,9 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wql.compiler import compile_source, parse_source
 from wql.compiler import plan as P
 from wql.compiler.planner import ENGINES
 from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.grammar import ast
 
 __all__ = ["Compiled", "QueryResult", "Results", "compile", "compile_file"]
 
@@ -130,7 +132,9 @@ class Compiled:
         self.base_dir = base_dir
         self._schemas = dict(schemas or {})
         self._program: P.Program | None = None
-        self._undeclared = _undeclared_sources(text, filename, self._schemas)
+        # parsed once: every later binding (when apply() brings DataFrames) reuses it
+        self._script = parse_source(text, filename)
+        self._undeclared = _undeclared_sources(self._script, self._schemas)
         self._only: tuple[str, ...] | None = None
         if require_declared or not self._undeclared:
             self._program = self._compile(self._schemas)
@@ -275,14 +279,13 @@ class Compiled:
         return known[name.lower()]
 
     def _compile(self, schemas: Mapping[str, Any]) -> P.Program:
-        from wql.compiler import compile_source
-
         return compile_source(
             self.text,
             self.filename,
             engine=self.engine_request,
             schemas=schemas or None,
             streaming=self.streaming,
+            script=self._script,
         )
 
     def _planned(self, program: P.Program, streams: set[str]) -> P.Program:
@@ -413,15 +416,8 @@ def _session() -> Any:
     return default_session()
 
 
-def _undeclared_sources(text: str, filename: str | None, schemas: Mapping[str, Any]) -> set[str]:
+def _undeclared_sources(script: ast.Script, schemas: Mapping[str, Any]) -> set[str]:
     """Lower-cased names of sources used in FROM but neither declared nor in ``schemas``."""
-    from wql.grammar import ast
-    from wql.grammar.parser import parse
-
-    try:
-        script = parse(text, filename)
-    except WqlError as e:
-        raise e.with_source(text, filename) from None
     declared = {s.name.name.lower() for s in script.statements if isinstance(s, ast.CreateSource)}
     declared |= {n.lower() for n in schemas}
     used = set()

@@ -22,9 +22,10 @@ from typing import Any
 
 from wql.compiler import plan
 from wql.errors import WqlError
+from wql.grammar import ast
 from wql.limits import recursion_headroom
 
-__all__ = ["check_source", "compile_source", "plan", "read_file"]
+__all__ = ["check_source", "compile_source", "parse_source", "plan", "read_file"]
 
 
 def read_file(path: str | Path) -> str:
@@ -50,6 +51,7 @@ def compile_source(
     schemas: Mapping[str, Any] | None = None,
     *,
     streaming: bool = False,
+    script: ast.Script | None = None,
 ) -> plan.Program:
     """Parse, bind and plan a WQL text.
 
@@ -57,16 +59,29 @@ def compile_source(
     Spark StructType, or ``(name, type)`` pairs); ``engine`` is ``'auto'``,
     ``'native'`` or ``'operator'``; ``streaming`` plans the queries for
     streaming sources (``wql run --stream``, ``wql explain --stream``).
+    ``script`` is ``text`` already parsed (:func:`parse_source`), so that a
+    caller that looked at the AST first does not parse the text again.
     Every error is a :class:`WqlError` (or :class:`WqlErrors`) with the text
     and file name attached for rendering.
     """
     from wql.compiler.binder import bind
+
+    if script is None:
+        script = parse_source(text, filename)
+    try:
+        with recursion_headroom():
+            return bind(script, text, filename, schemas=schemas, engine=engine, streaming=streaming)
+    except WqlError as e:
+        raise e.with_source(text, filename) from None
+
+
+def parse_source(text: str, filename: str | None = None) -> ast.Script:
+    """The AST of a WQL text (the first step of :func:`compile_source`)."""
     from wql.grammar.parser import parse
 
     try:
         with recursion_headroom():
-            script = parse(text, filename)
-            return bind(script, text, filename, schemas=schemas, engine=engine, streaming=streaming)
+            return parse(text, filename)
     except WqlError as e:
         raise e.with_source(text, filename) from None
 
