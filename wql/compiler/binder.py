@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
+from wql.compiler.explain import trigger_text
 from wql.compiler.expressions import (
     AggregateRegistry,
     ParsedExpr,
@@ -741,8 +742,8 @@ class _Binder:
             culprit = P.first_non_mergeable(t)
             culprit_span = culprit.span if culprit is not None else clause.span
             raise self.error(
-                f"{_trigger_name(culprit or t)} cannot merge, so it cannot be used with SESSION "
-                "windows (sessions merge when rows bridge them)",
+                f"the {trigger_text(culprit or t).keyword} trigger cannot merge, so it cannot be "
+                "used with SESSION windows (sessions merge when rows bridge them)",
                 culprit_span,
                 hint="use a mergeable trigger: WATERMARK, PROCESSING TIME, COUNT, EVERY, "
                 "or PURGING/ANY/ALL of those (TIMEOUT cannot merge, as in Flink)",
@@ -1019,21 +1020,6 @@ def _default_trigger(window: P.Window) -> P.Trigger | None:
     if window.domain is P.TimeDomain.EVENT:
         return P.WatermarkTrigger(window.span)
     return P.ProcessingTimeTrigger(window.span)
-
-
-def _trigger_name(t: P.Trigger) -> str:
-    return {
-        P.WatermarkTrigger: "the WATERMARK trigger",
-        P.ProcessingTimeTrigger: "the PROCESSING TIME trigger",
-        P.CountTrigger: "the COUNT trigger",
-        P.EveryTrigger: "the EVERY trigger",
-        P.DeltaTrigger: "the DELTA trigger",
-        P.TimeoutTrigger: "the TIMEOUT trigger",
-        P.PurgingTrigger: "the PURGING trigger",
-        P.AnyTrigger: "the ANY trigger",
-        P.AllTrigger: "the ALL trigger",
-        P.EarlyLateTrigger: "the WATERMARK WITH trigger",
-    }[type(t)]
 
 
 def _lookup(columns: Iterable[P.Column], name: str) -> P.Column | None:
