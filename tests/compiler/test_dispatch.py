@@ -4,7 +4,8 @@ The plan's window, trigger and evictor families are closed unions
 (``plan.Window``, ``plan.Trigger``, ``plan.Evictor``); each backend
 dispatches on them through one table per family (``DISPATCH``, built with
 ``functools.singledispatch``). A class added to a union without a handler in
-a backend fails here, not at run time on the first query that uses it.
+a backend fails here, not at run time on the first query that uses it. The
+binder's tables cover the AST's unions (``ast.Window``, ...) the same way.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import pytest
 from wql.compiler import explain
 from wql.compiler import plan as P
 from wql.compiler.backends import native, operator
+from wql.compiler.binder import triggers, windows
 from wql.compiler.capabilities import NATIVE, NATIVE_STREAMING
+from wql.grammar import ast
 
 FAMILIES = {"window": P.Window, "trigger": P.Trigger, "evictor": P.Evictor}
+AST_FAMILIES = {"window": ast.Window, "trigger": ast.Trigger, "evictor": ast.Evictor}
 
 
 def missing(table, union) -> list[str]:
@@ -34,6 +38,12 @@ def missing(table, union) -> list[str]:
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_backend_handles_every_node_of_the_family(backend, family):
     assert missing(backend.DISPATCH[family], FAMILIES[family]) == []
+
+
+@pytest.mark.parametrize("family", list(AST_FAMILIES))
+def test_binder_handles_every_ast_node_of_the_family(family):
+    table = {**windows.DISPATCH, **triggers.DISPATCH}[family]
+    assert missing(table, AST_FAMILIES[family]) == []
 
 
 def test_native_handles_every_window_it_declares_and_only_those():
@@ -83,3 +93,16 @@ def test_the_unions_hold_every_class_of_their_family():
     assert windows == set(typing.get_args(P.Window))
     assert triggers == set(typing.get_args(P.Trigger))
     assert evictors == set(typing.get_args(P.Evictor))
+
+
+def test_the_ast_unions_hold_every_class_of_their_family():
+    def subclasses(base) -> set[type]:
+        return {
+            c
+            for _, c in inspect.getmembers(ast, inspect.isclass)
+            if issubclass(c, base) and c is not base
+        }
+
+    assert subclasses(ast.WindowSpec) == set(typing.get_args(ast.Window))
+    assert subclasses(ast.TriggerSpec) == set(typing.get_args(ast.Trigger))
+    assert subclasses(ast.EvictorSpec) == set(typing.get_args(ast.Evictor))

@@ -806,9 +806,9 @@ WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 LATE_EVENT_TIME_COLUMN = "event_time"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Query:
-    """One windowed query, fully resolved.
+    """One windowed query, fully resolved (built by keyword only).
 
     ``trigger`` is what the user wrote (None: the window's default);
     ``effective_trigger`` is the trigger the runtime must run (defaults
@@ -910,13 +910,17 @@ class Query:
         return (*cols, Column(LATE_EVENT_TIME_COLUMN, T.TIMESTAMP))
 
 
-def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
-    """The relation SELECT and HAVING read (see the module docstring)."""
-    cols = [Column(k.name, k.type) for k in q.keys]
+def window_result_schema(keys: tuple[KeyColumn, ...]) -> tuple[Column, ...]:
+    """The post-aggregation relation before its aggregates: keys, window and pane columns."""
+    cols = [Column(k.name, k.type) for k in keys]
     cols += [Column(n, T.TIMESTAMP) for n in WINDOW_COLUMNS]
     cols += [Column("pane_index", T.BIGINT), Column("pane_timing", T.STRING)]
-    cols += [Column(a.name, a.type) for a in q.aggregates]
     return tuple(cols)
+
+
+def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
+    """The relation SELECT and HAVING read (see the module docstring)."""
+    return window_result_schema(q.keys) + tuple(Column(a.name, a.type) for a in q.aggregates)
 
 
 @dataclass(frozen=True)
