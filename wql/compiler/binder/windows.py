@@ -91,10 +91,7 @@ def _(w: ast.Tumble, b: _WindowBinding) -> P.Window:
 @_window.register
 def _(w: ast.Hop, b: _WindowBinding) -> P.Window:
     attr = b.time(w.time, "HOP")
-    slide = b.positive(w.slide, "HOP slide")
-    size = b.positive(w.size, "HOP size")
-    if slide and size:
-        b.check(_windows_per_row, b.ctx, "HOP", size, slide, "slide", w.size)
+    slide, size = _stepped(b, "HOP", w.slide, "slide", w.size)
     offset = b.offset(w.offset, slide, "slide")
     b.done()
     assert attr is not None and slide is not None and size is not None and offset is not None
@@ -104,21 +101,35 @@ def _(w: ast.Hop, b: _WindowBinding) -> P.Window:
 @_window.register
 def _(w: ast.Cumulate, b: _WindowBinding) -> P.Window:
     attr = b.time(w.time, "CUMULATE")
-    step = b.positive(w.step, "CUMULATE step")
-    size = b.positive(w.size, "CUMULATE size")
-    if step and size and size % step:
-        b.errors.append(
-            b.ctx.error(
-                f"CUMULATE size ({size} ms) must be a multiple of its step ({step} ms)",
-                w.size.span,
-            )
-        )
-    elif step and size:
-        b.check(_windows_per_row, b.ctx, "CUMULATE", size, step, "step", w.size)
+    step, size = _stepped(b, "CUMULATE", w.step, "step", w.size, divides=True)
     offset = b.offset(w.offset, size, "size")
     b.done()
     assert attr is not None and step is not None and size is not None and offset is not None
     return P.Cumulate(attr[0], attr[1], step, size, offset, w.span)
+
+
+def _stepped(
+    b: _WindowBinding,
+    kind: str,
+    every: ast.Interval,
+    what: str,
+    size: ast.Interval,
+    divides: bool = False,
+) -> tuple[int | None, int | None]:
+    """HOP's slide or CUMULATE's step, and the size: both > 0, at most
+    MAX_WINDOWS_PER_ROW windows per row, and (``divides``) size a multiple of the step."""
+    every_ms = b.positive(every, f"{kind} {what}")
+    size_ms = b.positive(size, f"{kind} size")
+    if divides and every_ms and size_ms and size_ms % every_ms:
+        b.errors.append(
+            b.ctx.error(
+                f"{kind} size ({size_ms} ms) must be a multiple of its {what} ({every_ms} ms)",
+                size.span,
+            )
+        )
+    elif every_ms and size_ms:
+        b.check(_windows_per_row, b.ctx, kind, size_ms, every_ms, what, size)
+    return every_ms, size_ms
 
 
 @_window.register
