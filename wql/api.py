@@ -45,7 +45,7 @@ from typing import Any
 from wql.compiler import compile_source, parse_source
 from wql.compiler import plan as P
 from wql.compiler.planner import ENGINES
-from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedError
 from wql.grammar import ast
 
 __all__ = ["Compiled", "QueryResult", "Results", "compile", "compile_file"]
@@ -77,7 +77,10 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     error in the text.
     """
     if engine not in ENGINES:
-        raise WqlSemanticError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        raise WqlSemanticError(
+            f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}",
+            code=ErrorCode.UNKNOWN_ENGINE,
+        )
     base = Path(base_dir) if base_dir else None
     return Compiled(
         text,
@@ -149,6 +152,7 @@ class Compiled:
             raise WqlSemanticError(
                 f"source(s) {names} are not declared: the plan needs their schema",
                 hint="pass their DataFrames to apply(), or schemas= to wql.compile()",
+                code=ErrorCode.SCHEMA,
             )
         return self._program
 
@@ -183,6 +187,7 @@ class Compiled:
                 f"query {q.name!r} runs on the operator engine and has no Spark SQL form"
                 + (f" ({reasons})" if reasons else ""),
                 q.span,
+                code=ErrorCode.UNSUPPORTED,
             ).with_source(self.text, self.filename)
         return native.to_spark_sql(q)
 
@@ -251,6 +256,7 @@ class Compiled:
                 raise WqlSemanticError(
                     f"the text has {len(program.queries)} queries; say which to draw with query=",
                     hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                    code=ErrorCode.USAGE,
                 )
             q = program.queries[0]
         else:
@@ -259,7 +265,8 @@ class Compiled:
             df = self._source_df(spark, program, q.source.name, dataframes)
             if df.isStreaming:
                 raise WqlUnsupportedError(
-                    "a timeline replays a batch source; pass a static DataFrame"
+                    "a timeline replays a batch source; pass a static DataFrame",
+                    code=ErrorCode.UNSUPPORTED,
                 )
             if keys is not None and not isinstance(keys, list | tuple):
                 keys = [keys]
@@ -275,6 +282,7 @@ class Compiled:
             raise WqlSemanticError(
                 f"no query named {name!r}",
                 hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                code=ErrorCode.USAGE,
             )
         return known[name.lower()]
 
@@ -326,6 +334,7 @@ class Compiled:
             raise WqlSemanticError(
                 f"no query named {missing[0]!r}",
                 hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                code=ErrorCode.USAGE,
             )
         return tuple(known[n.lower()] for n in self._only)
 
@@ -334,7 +343,9 @@ class Compiled:
             return self.program.query(name)
         except KeyError:
             raise WqlSemanticError(
-                f"no query named {name!r}", hint=f"queries: {', '.join(self.queries)}"
+                f"no query named {name!r}",
+                hint=f"queries: {', '.join(self.queries)}",
+                code=ErrorCode.USAGE,
             ) from None
 
     def _source_df(
@@ -345,10 +356,10 @@ class Compiled:
         decl = program.source(name)
         given = next((df for n, df in dataframes.items() if n.lower() == name.lower()), None)
         if decl is None:  # pragma: no cover - the binder resolved every source
-            raise WqlSemanticError(f"unknown source {name!r}")
+            raise WqlSemanticError(f"unknown source {name!r}", code=ErrorCode.UNKNOWN_NAME)
         if given is None:
             if not decl.declared:  # pragma: no cover - an undeclared source came from a DataFrame
-                raise WqlSemanticError(f"source {name!r} needs a DataFrame")
+                raise WqlSemanticError(f"source {name!r} needs a DataFrame", code=ErrorCode.SCHEMA)
             given = read_source(spark, decl, self.base_dir)
         return conform(decl, given)
 
@@ -542,7 +553,8 @@ class Results(Mapping[str, Any]):
             names = ", ".join(self._queries)
             raise WqlSemanticError(
                 f"the text has {len(self._queries)} queries ({names}); pick one with "
-                "results[name] or results.query(name)"
+                "results[name] or results.query(name)",
+                code=ErrorCode.USAGE,
             )
         return next(iter(self._queries.values()))
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from wql.commands import add_engine_option, add_stream_option, display_name, read_source
-from wql.errors import WqlError
+from wql.errors import ErrorCode, WqlError
 
 TARGETS = ("spark-sql", "pyspark", "plan-json")
 
@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
             Path(args.output).write_text(output, encoding="utf-8")
         except OSError as err:
             raise WqlError(
-                f"cannot write output: {(err.strerror or str(err)).lower()}", filename=args.output
+                f"cannot write output: {(err.strerror or str(err)).lower()}",
+                filename=args.output,
+                code=ErrorCode.FILE,
             ) from None
     else:
         sys.stdout.write(output)

@@ -43,7 +43,7 @@ from wql.commands import (
     read_source,
     run_stream,
 )
-from wql.errors import WqlError
+from wql.errors import ErrorCode, WqlError
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
     conf = _parse_conf(args.conf)
     if args.show is not None and args.show < 0:
-        raise WqlError("--show needs a number of rows >= 0")
+        raise WqlError("--show needs a number of rows >= 0", code=ErrorCode.USAGE)
     compiled = []
     errors: list[WqlError] = []
     for path in args.files:
@@ -141,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
         raise errors[-1]
     stems = [Path(p).stem for p in args.files]
     if len(set(stems)) != len(stems):
-        raise WqlError("several files have the same name; their outputs would collide")
+        raise WqlError(
+            "several files have the same name; their outputs would collide", code=ErrorCode.USAGE
+        )
     show = args.show if args.show is not None else (None if args.output else 20)
     if args.timeline:
         _check_timeline(args, compiled)
@@ -186,7 +188,9 @@ def _run_file(
         raise
     except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
         raise WqlError(
-            f"Spark failed while running {name}: {first_line(e)}", filename=name
+            f"Spark failed while running {name}: {first_line(e)}",
+            filename=name,
+            code=ErrorCode.SPARK,
         ) from None
     try:
         for r in results.queries:
@@ -211,7 +215,9 @@ def _run_file(
         raise
     except Exception as e:  # noqa: BLE001
         raise WqlError(
-            f"Spark failed while running {name}: {first_line(e)}", filename=name
+            f"Spark failed while running {name}: {first_line(e)}",
+            filename=name,
+            code=ErrorCode.SPARK,
         ) from None
     finally:
         results.release()
@@ -223,18 +229,25 @@ def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
     from wql.spark.timeline import FORMATS
 
     if args.stream:
-        raise WqlError("--timeline replays a batch run; it cannot be used with --stream")
+        raise WqlError(
+            "--timeline replays a batch run; it cannot be used with --stream", code=ErrorCode.USAGE
+        )
     if len(compiled) != 1:
-        raise WqlError("--timeline draws one query of one file; give one file")
+        raise WqlError(
+            "--timeline draws one query of one file; give one file", code=ErrorCode.USAGE
+        )
     if Path(args.timeline).suffix.lower() not in FORMATS:
-        raise WqlError(f"--timeline needs a file ending in {', '.join(FORMATS)}")
+        raise WqlError(
+            f"--timeline needs a file ending in {', '.join(FORMATS)}", code=ErrorCode.USAGE
+        )
     if args.timeline_top < 1:
-        raise WqlError("--timeline-top needs a number of keys >= 1")
+        raise WqlError("--timeline-top needs a number of keys >= 1", code=ErrorCode.USAGE)
     names = compiled[0].queries
     if args.timeline_query is None and len(names) != 1:
         raise WqlError(
             f"the file has {len(names)} queries; choose one with --timeline-query "
-            f"({', '.join(names)})"
+            f"({', '.join(names)})",
+            code=ErrorCode.USAGE,
         )
 
 
@@ -250,7 +263,9 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
     except WqlError:
         raise
     except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(f"Spark failed while drawing the timeline: {first_line(e)}") from None
+        raise WqlError(
+            f"Spark failed while drawing the timeline: {first_line(e)}", code=ErrorCode.SPARK
+        ) from None
     drawn = ", ".join(f"{k.label} ({len(k.firings)} firings)" for k in timeline.keys)
     status.line(f"timeline of {timeline.query}: {drawn} -> {args.timeline}")
 
@@ -313,7 +328,7 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise WqlError(f"--conf needs KEY=VALUE, got {item!r}")
+            raise WqlError(f"--conf needs KEY=VALUE, got {item!r}", code=ErrorCode.USAGE)
         conf[key.strip()] = value
     return conf
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from wql.commands import first_line
-from wql.errors import WqlError
+from wql.errors import ErrorCode, WqlError
 
 AVAILABLE_NOW = "available-now"
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
@@ -53,14 +53,20 @@ def parse_trigger(text: str) -> str | None:
         return None
     kind, sep, value = text.partition("=")
     if kind != "interval" or not sep or not value.strip():
-        raise WqlError(f"--trigger must be available-now or interval=<duration>, got {text!r}")
+        raise WqlError(
+            f"--trigger must be available-now or interval=<duration>, got {text!r}",
+            code=ErrorCode.USAGE,
+        )
     value = value.strip()
     m = re.fullmatch(r"(\d+)\s*(ms|s|m|h)", value)
     if m:
         return f"{m.group(1)} {_UNITS[m.group(2)]}"
     if re.fullmatch(r"\d+\s+(milliseconds?|seconds?|minutes?|hours?)", value, flags=re.IGNORECASE):
         return value
-    raise WqlError(f"--trigger interval: cannot read the duration {value!r} (try 5s or 500ms)")
+    raise WqlError(
+        f"--trigger interval: cannot read the duration {value!r} (try 5s or 500ms)",
+        code=ErrorCode.USAGE,
+    )
 
 
 def run_stream(
@@ -71,7 +77,7 @@ def run_stream(
     from wql.spark.stream_sinks import StreamSinks, read_stream_source, start_streams
 
     if not args.output or not args.checkpoint:
-        raise WqlError("--stream needs --output DIR and --checkpoint DIR")
+        raise WqlError("--stream needs --output DIR and --checkpoint DIR", code=ErrorCode.USAGE)
     trigger = parse_trigger(args.trigger)
     conf = dict(conf)
     # Stateful streaming runs one state store (and one Python worker) per shuffle
@@ -117,14 +123,17 @@ def run_stream(
                 for q in s.queries:
                     if q.exception() is not None:
                         raise WqlError(
-                            f"streaming query {q.name} failed: {first_line(q.exception())}"
+                            f"streaming query {q.name} failed: {first_line(q.exception())}",
+                            code=ErrorCode.SPARK,
                         )
     except KeyboardInterrupt:
         _progress("interrupted; stopping (the checkpoints resume the run)")
     except WqlError:
         raise
     except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(f"Spark failed while streaming: {first_line(e)}") from None
+        raise WqlError(
+            f"Spark failed while streaming: {first_line(e)}", code=ErrorCode.SPARK
+        ) from None
     finally:
         for s in all_sinks:
             s.stop()

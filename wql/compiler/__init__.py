@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wql.compiler import plan
-from wql.errors import WqlError
+from wql.errors import ErrorCode, WqlError
 from wql.grammar import ast
 from wql.limits import recursion_headroom
 
@@ -41,7 +41,7 @@ def read_file(path: str | Path) -> str:
         reason = f"not UTF-8 text ({err.reason} at byte {err.start})"
     except OSError as err:
         reason = (err.strerror or str(err)).lower()
-    raise WqlError(f"cannot read file: {reason}", filename=str(path))
+    raise WqlError(f"cannot read file: {reason}", filename=str(path), code=ErrorCode.FILE)
 
 
 def compile_source(

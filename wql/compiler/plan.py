@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from wql.compiler import types as T
 from wql.compiler.types import WqlType
-from wql.errors import Span, WqlSemanticError
+from wql.errors import ErrorCode, Span, WqlSemanticError
 
 # ---------------------------------------------------------------------------
 # Basics
@@ -61,8 +61,8 @@ class TimeDomain(enum.Enum):
         return f"{self.value.lower()} time"
 
 
-def _fail(message: str, span: Span | None) -> None:
-    raise WqlSemanticError(message, span)
+def _fail(message: str, span: Span | None, code: ErrorCode) -> None:
+    raise WqlSemanticError(message, span, code=code)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,11 @@ class EventTime:
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
-            _fail(f"watermark delay must be >= 0, got {self.delay_ms} ms", self.span)
+            _fail(
+                f"watermark delay must be >= 0, got {self.delay_ms} ms",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
 
 @dataclass(frozen=True)
@@ -133,17 +137,29 @@ class SourceDecl:
         for c in self.columns:
             low = c.name.lower()
             if low in seen:
-                _fail(f"duplicate column {c.name!r} in source {self.name!r}", c.span or self.span)
+                _fail(
+                    f"duplicate column {c.name!r} in source {self.name!r}",
+                    c.span or self.span,
+                    code=ErrorCode.DUPLICATE_NAME,
+                )
             seen.add(low)
         keys = [k for k, _ in self.options]
         if len(set(keys)) != len(keys):
-            _fail(f"duplicate WITH option in source {self.name!r}", self.span)
+            _fail(
+                f"duplicate WITH option in source {self.name!r}",
+                self.span,
+                code=ErrorCode.DUPLICATE_NAME,
+            )
         if self.event_time is not None:
             _check_event_time(self.name, self.columns, self.event_time)
         for opt in ("arrival_order", "processing_time"):
             col = self.option(opt)
             if col is not None and self.column(col) is None:
-                _fail(f"{opt} names unknown column {col!r} of source {self.name!r}", self.span)
+                _fail(
+                    f"{opt} names unknown column {col!r} of source {self.name!r}",
+                    self.span,
+                    code=ErrorCode.UNKNOWN_NAME,
+                )
 
     def column(self, name: str) -> Column | None:
         """The column called ``name`` (case-insensitive, as in Spark), or None."""
@@ -171,11 +187,16 @@ class SourceDecl:
 def _check_event_time(source: str, columns: tuple[Column, ...], et: EventTime) -> None:
     col = next((c for c in columns if c.name.lower() == et.column.lower()), None)
     if col is None:
-        _fail(f"WATERMARK FOR names unknown column {et.column!r} of source {source!r}", et.span)
+        _fail(
+            f"WATERMARK FOR names unknown column {et.column!r} of source {source!r}",
+            et.span,
+            code=ErrorCode.UNKNOWN_NAME,
+        )
     elif col.type != T.TIMESTAMP:
         _fail(
             f"WATERMARK FOR needs a TIMESTAMP column; {col.name!r} is {col.type.ddl}",
             et.span,
+            code=ErrorCode.WRONG_TYPE,
         )
 
 
@@ -203,7 +224,11 @@ class SourceRef:
             ("arrival_order", self.arrival_order),
         ):
             if col is not None and self.column(col) is None:
-                _fail(f"{opt} names unknown column {col!r} of source {self.name!r}", self.span)
+                _fail(
+                    f"{opt} names unknown column {col!r} of source {self.name!r}",
+                    self.span,
+                    code=ErrorCode.UNKNOWN_NAME,
+                )
 
     def column(self, name: str) -> Column | None:
         low = name.lower()
@@ -234,7 +259,9 @@ class Tumble:
         _check_domain(self)
         _positive("TUMBLE size", self.size_ms, self.span)
         if abs(self.offset_ms) >= self.size_ms:
-            _fail("TUMBLE offset must satisfy |offset| < size", self.span)
+            _fail(
+                "TUMBLE offset must satisfy |offset| < size", self.span, code=ErrorCode.OUT_OF_RANGE
+            )
 
 
 @dataclass(frozen=True)
@@ -256,7 +283,9 @@ class Hop:
         _positive("HOP slide", self.slide_ms, self.span)
         _positive("HOP size", self.size_ms, self.span)
         if abs(self.offset_ms) >= self.slide_ms:
-            _fail("HOP offset must satisfy |offset| < slide", self.span)
+            _fail(
+                "HOP offset must satisfy |offset| < slide", self.span, code=ErrorCode.OUT_OF_RANGE
+            )
 
 
 @dataclass(frozen=True)
@@ -278,9 +307,17 @@ class Cumulate:
         _positive("CUMULATE step", self.step_ms, self.span)
         _positive("CUMULATE size", self.size_ms, self.span)
         if self.size_ms % self.step_ms:
-            _fail("CUMULATE size must be a multiple of its step", self.span)
+            _fail(
+                "CUMULATE size must be a multiple of its step",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
         if abs(self.offset_ms) >= self.size_ms:
-            _fail("CUMULATE offset must satisfy |offset| < size", self.span)
+            _fail(
+                "CUMULATE offset must satisfy |offset| < size",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
 
 @dataclass(frozen=True)
@@ -324,6 +361,7 @@ class DynamicSession:
             _fail(
                 f"dynamic session gap must be BIGINT milliseconds, got {self.gap_ms.type}",
                 self.span,
+                code=ErrorCode.WRONG_TYPE,
             )
 
 
@@ -372,12 +410,13 @@ def _check_domain(w) -> None:
         _fail(
             f"{w.kind}: an event-time window needs its time column, a processing-time one none",
             w.span,
+            code=ErrorCode.NO_EVENT_TIME,
         )
 
 
 def _positive(what: str, value: int, span: Span | None) -> None:
     if value <= 0:
-        _fail(f"{what} must be > 0, got {value}", span)
+        _fail(f"{what} must be > 0, got {value}", span, code=ErrorCode.OUT_OF_RANGE)
 
 
 def has_bounds(window: Window) -> bool:
@@ -468,9 +507,17 @@ class DeltaTrigger:
 
     def __post_init__(self) -> None:
         if not (self.expr.type.is_numeric or self.expr.type.is_unknown):
-            _fail(f"DELTA expression must be numeric, got {self.expr.type}", self.span)
+            _fail(
+                f"DELTA expression must be numeric, got {self.expr.type}",
+                self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
         if self.threshold < 0:
-            _fail(f"DELTA threshold must be >= 0, got {self.threshold}", self.span)
+            _fail(
+                f"DELTA threshold must be >= 0, got {self.threshold}",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
     @property
     def mergeable(self) -> bool:
@@ -531,7 +578,7 @@ class AnyTrigger:
 
     def __post_init__(self) -> None:
         if len(self.triggers) < 1:
-            _fail("ANY needs at least one trigger", self.span)
+            _fail("ANY needs at least one trigger", self.span, code=ErrorCode.OUT_OF_RANGE)
 
     @property
     def mergeable(self) -> bool:
@@ -551,7 +598,7 @@ class AllTrigger:
 
     def __post_init__(self) -> None:
         if len(self.triggers) < 1:
-            _fail("ALL needs at least one trigger", self.span)
+            _fail("ALL needs at least one trigger", self.span, code=ErrorCode.OUT_OF_RANGE)
 
     @property
     def mergeable(self) -> bool:
@@ -576,7 +623,11 @@ class EarlyLateTrigger:
 
     def __post_init__(self) -> None:
         if self.early is None and self.late is None:
-            _fail("WATERMARK WITH needs an EARLY or a LATE trigger", self.span)
+            _fail(
+                "WATERMARK WITH needs an EARLY or a LATE trigger",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
     @property
     def mergeable(self) -> bool:
@@ -676,9 +727,17 @@ class DeltaEvictor:
 
     def __post_init__(self) -> None:
         if not (self.expr.type.is_numeric or self.expr.type.is_unknown):
-            _fail(f"DELTA evictor expression must be numeric, got {self.expr.type}", self.span)
+            _fail(
+                f"DELTA evictor expression must be numeric, got {self.expr.type}",
+                self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
         if self.threshold < 0:
-            _fail(f"DELTA threshold must be >= 0, got {self.threshold}", self.span)
+            _fail(
+                f"DELTA threshold must be >= 0, got {self.threshold}",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
 
 Evictor = CountEvictor | TimeEvictor | DeltaEvictor
@@ -720,6 +779,7 @@ class Aggregate:
             _fail(
                 f"{self.kind.value} {'needs' if self.arg is None else 'takes no'} argument",
                 self.span,
+                code=ErrorCode.AGGREGATE,
             )
 
     @property
@@ -841,11 +901,12 @@ class Query:
 
     def __post_init__(self) -> None:
         if self.allowed_lateness_ms < 0:
-            _fail("ALLOWED LATENESS must be >= 0", self.span)
+            _fail("ALLOWED LATENESS must be >= 0", self.span, code=ErrorCode.OUT_OF_RANGE)
         if self.window.domain is TimeDomain.EVENT and self.source.event_time is None:
             _fail(
                 f"{self.window.kind} on event time needs a WATERMARK on {self.source.name!r}",
                 self.span,
+                code=ErrorCode.NO_EVENT_TIME,
             )
         if (
             self.window.domain is TimeDomain.EVENT
@@ -857,25 +918,44 @@ class Query:
                 f"window time column {self.window.time_column!r} is not the event-time "
                 f"column {self.source.event_time.column!r}",
                 self.window.span or self.span,
+                code=ErrorCode.NO_EVENT_TIME,
             )
         if self.window.merging and not self.effective_trigger.mergeable:
-            _fail("SESSION windows merge, so their trigger must be mergeable", self.span)
+            _fail(
+                "SESSION windows merge, so their trigger must be mergeable",
+                self.span,
+                code=ErrorCode.NOT_MERGEABLE,
+            )
         if self.late_output is not None and self.window.domain is not TimeDomain.EVENT:
-            _fail("LATE DATA TO needs an event-time window", self.span)
+            _fail(
+                "LATE DATA TO needs an event-time window", self.span, code=ErrorCode.NOT_FOR_WINDOW
+            )
         names = [a.name for a in self.aggregates]
         if names != [f"__agg_{i}" for i in range(len(names))]:
-            _fail("aggregates must be named __agg_0, __agg_1, ... in order", self.span)
+            _fail(
+                "aggregates must be named __agg_0, __agg_1, ... in order",
+                self.span,
+                code=ErrorCode.AGGREGATE,
+            )
         out = [c.name.lower() for c in self.output]
         if len(set(out)) != len(out):
-            _fail("duplicate output column names", self.span)
+            _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
         if self.having is not None and not (
             self.having.type == T.BOOLEAN or self.having.type.is_unknown
         ):
-            _fail(f"HAVING must be BOOLEAN, got {self.having.type}", self.having.span or self.span)
+            _fail(
+                f"HAVING must be BOOLEAN, got {self.having.type}",
+                self.having.span or self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
         if self.filter is not None and not (
             self.filter.type == T.BOOLEAN or self.filter.type.is_unknown
         ):
-            _fail(f"WHERE must be BOOLEAN, got {self.filter.type}", self.filter.span or self.span)
+            _fail(
+                f"WHERE must be BOOLEAN, got {self.filter.type}",
+                self.filter.span or self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
 
     @property
     def time_domain(self) -> TimeDomain | None:
@@ -936,7 +1016,11 @@ class Program:
         late = [q.late_output.lower() for q in self.queries if q.late_output]
         all_names = names + late
         if len(set(all_names)) != len(all_names):
-            _fail("query and late-output names must be unique", self.span)
+            _fail(
+                "query and late-output names must be unique",
+                self.span,
+                code=ErrorCode.DUPLICATE_NAME,
+            )
 
     def source(self, name: str) -> SourceDecl | None:
         low = name.lower()

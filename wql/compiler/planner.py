@@ -27,7 +27,7 @@ from collections.abc import Collection
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
-from wql.errors import WqlError, WqlErrors, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 
 ENGINES = ("auto", "native", "operator")
 
@@ -47,7 +47,10 @@ def choose_engines(
     """
     if engine not in ENGINES:
         raise WqlUnsupportedError(
-            f"unknown engine {engine!r}", expected=ENGINES, hint="use auto, native or operator"
+            f"unknown engine {engine!r}",
+            expected=ENGINES,
+            hint="use auto, native or operator",
+            code=ErrorCode.UNKNOWN_ENGINE,
         )
     errors: list[WqlError] = []
     queries = []
@@ -93,6 +96,7 @@ def choose_engine(
                 f"query {q.name!r} cannot run on the native engine{where}: {first.text}{more}",
                 first.span,
                 hint="use --engine auto or --engine operator",
+                code=ErrorCode.NOT_NATIVE,
             )
         return P.EngineChoice("native", _native_reasons(q), forced=True, streaming=caps.streaming)
     if blockers:

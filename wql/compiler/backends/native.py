@@ -73,7 +73,7 @@ from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.planner import float_sum
 from wql.compiler.planner import native_blockers as declared_blockers
 from wql.compiler.types import WqlType
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.limits import recursion_headroom
 
 DIALECT = "spark"
@@ -120,6 +120,7 @@ def check_native(query: P.Query, caps: Capabilities = NATIVE) -> None:
             f"query {query.name!r} cannot run on the native engine{where}: {first.text}",
             first.span,
             hint=("also: " + "; ".join(more)) if more else "use --engine operator",
+            code=ErrorCode.NOT_NATIVE,
         )
 
 
@@ -212,7 +213,8 @@ def event_time_sql(column: str, column_type: WqlType | None) -> str:
     if column_type == T.STRING:
         return f"UNIX_MILLIS(TRY_TO_TIMESTAMP({col}))"
     raise WqlUnsupportedError(
-        f"event-time column {column!r} has type {column_type.ddl}; it must be a TIMESTAMP"
+        f"event-time column {column!r} has type {column_type.ddl}; it must be a TIMESTAMP",
+        code=ErrorCode.WRONG_TYPE,
     )
 
 
@@ -428,6 +430,7 @@ def _column_type(df, query: P.Query) -> WqlType | None:
         f"the DataFrame for source {query.source.name!r} has no event-time column "
         f"{et.column!r} (columns: {', '.join(df.columns)})",
         query.source.event_time.span if query.source.event_time else query.span,
+        code=ErrorCode.SCHEMA,
     )
 
 
@@ -513,6 +516,7 @@ def to_spark_sql(
         raise WqlUnsupportedError(
             f"query {query.name!r} cannot be printed as Spark SQL ({type(e).__name__}: {e})",
             query.span,
+            code=ErrorCode.UNSUPPORTED,
         ) from None
 
 

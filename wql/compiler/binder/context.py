@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.expressions import ParsedExpr, Relation, bind_scalar, parse_expr
-from wql.errors import Span, WqlError, WqlErrors, WqlSemanticError
+from wql.errors import ErrorCode, Span, WqlError, WqlErrors, WqlSemanticError
 from wql.grammar import ast
 
 R = TypeVar("R")
@@ -129,18 +129,21 @@ class BindContext:
         """Run one independent check; record its error(s) and return None on failure."""
         return collect(self.errors, fn, *args, **kw)
 
-    def error(self, message: str, span: Span | None, **kw: Any) -> WqlSemanticError:
-        return WqlSemanticError(message, span, **kw)
+    def error(
+        self, message: str, span: Span | None, *, code: ErrorCode, **kw: Any
+    ) -> WqlSemanticError:
+        """A semantic error at ``span``; every binder error says its :class:`ErrorCode`."""
+        return WqlSemanticError(message, span, code=code, **kw)
 
     def raise_errors(self, filename: str | None) -> None:
         if not self.errors:
             return
-        # One mistake, one error: the same message twice in one statement (a
+        # One mistake, one error: the same report twice in one statement (a
         # column read twice where it may not be, an error found again through
         # a shared helper) is reported at its first place only.
         unique: dict[tuple, WqlError] = {}
         for e in sorted(self.errors, key=lambda e: e.span.start if e.span else -1):
-            unique.setdefault((e.message, self.statement_of(e)), e)
+            unique.setdefault((e.key, self.statement_of(e)), e)
         # Echoes only stop the binding; shown only if nothing else is (never,
         # when the mistake they follow from was found by this binder).
         errors = reported(unique.values()) or list(unique.values())
@@ -171,7 +174,9 @@ class BindContext:
         bound = bind_scalar(self.parse(e), relation, clause=clause, table_names=tables)
         if not (bound.type == T.BOOLEAN or bound.type.is_unknown):
             raise self.error(
-                f"{clause} must be a BOOLEAN condition, but this is {bound.type}", e.span
+                f"{clause} must be a BOOLEAN condition, but this is {bound.type}",
+                e.span,
+                code=ErrorCode.WRONG_TYPE,
             )
         return bound
 
@@ -181,19 +186,25 @@ class BindContext:
         bound = bind_scalar(self.parse(e), relation, clause=clause, table_names=tables)
         if not (bound.type.is_numeric or bound.type.is_unknown):
             raise self.error(
-                f"the {clause} expression must be numeric, but this is {bound.type}", e.span
+                f"the {clause} expression must be numeric, but this is {bound.type}",
+                e.span,
+                code=ErrorCode.WRONG_TYPE,
             )
         return bound
 
     def positive(self, iv: ast.Interval, what: str) -> int:
         if iv.millis <= 0:
-            raise self.error(f"{what} must be > 0, got {iv.describe()}", iv.span)
+            raise self.error(
+                f"{what} must be > 0, got {iv.describe()}", iv.span, code=ErrorCode.OUT_OF_RANGE
+            )
         return iv.millis
 
     def echo_broken_event_time(self, source: P.SourceRef, span: Span | None) -> None:
         """Raise an Echo when ``source``'s WATERMARK clause had an error (reported there)."""
         if source.name.lower() in self.broken_event_time:
-            raise Echo(f"source {source.name!r} has no valid watermark", span)
+            raise Echo(
+                f"source {source.name!r} has no valid watermark", span, code=ErrorCode.NO_EVENT_TIME
+            )
 
     def need_event_time(self, source: P.SourceRef, what: str, span: Span | None) -> None:
         if source.event_time is None:
@@ -203,4 +214,5 @@ class BindContext:
                 span,
                 hint="declare WATERMARK FOR <ts> AS <ts> - INTERVAL '...' in the source or "
                 "after FROM",
+                code=ErrorCode.NO_EVENT_TIME,
             )

@@ -16,7 +16,7 @@ from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_sou
 from wql.compiler.binder.triggers import bind_evictor_clause, bind_trigger_clause, default_trigger
 from wql.compiler.binder.windows import bind_window
 from wql.compiler.expressions import AggregateRegistry, Relation
-from wql.errors import Span, WqlSemanticError
+from wql.errors import ErrorCode, Span, WqlSemanticError
 from wql.grammar import ast
 
 
@@ -50,7 +50,9 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
         where = script.span or Span.point(ctx.text, 0)
         # a query that did not parse is reported already
         kind = Echo if ctx.unparsed else WqlSemanticError
-        ctx.errors.append(kind("a WQL file needs at least one query", where))
+        ctx.errors.append(
+            kind("a WQL file needs at least one query", where, code=ErrorCode.NO_QUERY)
+        )
     used = [s.decl for s in ctx.sources.values() if s.decl.declared or s.used]
     if ctx.errors:
         return None
@@ -67,6 +69,7 @@ def _claim_name(
                 f"{what} name {name!r} is already used in this file",
                 span,
                 hint="query names and LATE DATA TO names are output folders and must be unique",
+                code=ErrorCode.DUPLICATE_NAME,
             )
         )
     else:
@@ -77,7 +80,13 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
     before = len(ctx.errors)
     if q.source.name.name.lower() in ctx.unparsed_sources - set(ctx.sources):
         # its declaration did not parse (reported): the query cannot be checked
-        ctx.errors.append(Echo(f"unknown source {q.source.name.name!r}", q.source.name.span))
+        ctx.errors.append(
+            Echo(
+                f"unknown source {q.source.name.name!r}",
+                q.source.name.span,
+                code=ErrorCode.UNKNOWN_NAME,
+            )
+        )
         return None
     decl = ctx.attempt(resolve_source, ctx, q.source)
     if decl is None:
@@ -120,6 +129,7 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
                 "GLOBAL() never fires on its own: add a TRIGGER clause",
                 window.span,
                 hint="e.g. TRIGGER COUNT(100) or TRIGGER WATERMARK (fires at end of input)",
+                code=ErrorCode.NOT_FOR_WINDOW,
             )
         )
 

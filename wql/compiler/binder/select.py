@@ -24,7 +24,7 @@ from wql.compiler.expressions import (
     bind_scalar,
     quote_name,
 )
-from wql.errors import Span, WqlError
+from wql.errors import ErrorCode, Span, WqlError
 from wql.grammar import ast
 
 
@@ -43,7 +43,13 @@ def bind_keys(
         if bound is None:
             continue
         if bound.sql in seen:
-            errors.append(ctx.error(f"grouping key {bound.sql} is listed twice", k.span))
+            errors.append(
+                ctx.error(
+                    f"grouping key {bound.sql} is listed twice",
+                    k.span,
+                    code=ErrorCode.DUPLICATE_NAME,
+                )
+            )
             continue
         seen[bound.sql] = k.span
         plain = bound.columns and bound.sql == quote_name(bound.columns[0])
@@ -54,6 +60,7 @@ def bind_keys(
                     f"grouping key {name!r} has the name of a window column; rename the "
                     "source column or group by an expression",
                     k.span,
+                    code=ErrorCode.DUPLICATE_NAME,
                 )
             )
             continue
@@ -122,6 +129,7 @@ def bind_select(
                     f"output column {name!r} appears twice",
                     name_span,
                     hint="give one of them an alias with AS",
+                    code=ErrorCode.DUPLICATE_NAME,
                 )
             )
             continue
@@ -149,5 +157,9 @@ def bind_having(
     post = dataclasses.replace(post, aliases=aliases)
     bound = bind_post_aggregation(ctx.parse(e), post, registry, clause="HAVING")
     if not (bound.type == T.BOOLEAN or bound.type.is_unknown):
-        raise ctx.error(f"HAVING must be a BOOLEAN condition, but this is {bound.type}", e.span)
+        raise ctx.error(
+            f"HAVING must be a BOOLEAN condition, but this is {bound.type}",
+            e.span,
+            code=ErrorCode.WRONG_TYPE,
+        )
     return bound

@@ -20,7 +20,7 @@ from wql.compiler.binder.context import (
     did_you_mean,
     lookup,
 )
-from wql.errors import Span, WqlError, WqlSemanticError
+from wql.errors import ErrorCode, Span, WqlError, WqlSemanticError
 from wql.grammar import ast
 
 
@@ -35,20 +35,30 @@ def normalize_schema(name: str, schema: SchemaLike) -> tuple[P.Column, ...]:
         wql_type = typ if isinstance(typ, T.WqlType) else T.parse_type_name(str(typ))
         cols.append(P.Column(str(col_name), wql_type))
     if not cols:
-        raise WqlSemanticError(f"schema passed for source {name!r} has no columns")
+        raise WqlSemanticError(
+            f"schema passed for source {name!r} has no columns", code=ErrorCode.SCHEMA
+        )
     return tuple(cols)
 
 
 def bind_source(ctx: BindContext, st: ast.CreateSource) -> None:
     name = st.name.name
     if name.lower() in ctx.sources:
-        raise ctx.error(f"source {name!r} is declared twice", st.name.span)
+        raise ctx.error(
+            f"source {name!r} is declared twice", st.name.span, code=ErrorCode.DUPLICATE_NAME
+        )
     columns: list[P.Column] = []
     seen: set[str] = set()
     for cd in st.columns:
         typ = ctx.attempt(bind_type, cd.type)
         if cd.name.name.lower() in seen:
-            ctx.errors.append(ctx.error(f"duplicate column {cd.name.name!r}", cd.name.span))
+            ctx.errors.append(
+                ctx.error(
+                    f"duplicate column {cd.name.name!r}",
+                    cd.name.span,
+                    code=ErrorCode.DUPLICATE_NAME,
+                )
+            )
             continue
         seen.add(cd.name.name.lower())
         if typ is not None:
@@ -57,7 +67,11 @@ def bind_source(ctx: BindContext, st: ast.CreateSource) -> None:
     for opt in st.options:
         key = opt.key.lower()
         if any(k == key for k, _ in options):
-            ctx.errors.append(ctx.error(f"option {opt.key!r} is given twice", opt.span))
+            ctx.errors.append(
+                ctx.error(
+                    f"option {opt.key!r} is given twice", opt.span, code=ErrorCode.DUPLICATE_NAME
+                )
+            )
             continue
         options.append((key, opt.value))
     relation = tuple(columns)
@@ -101,12 +115,14 @@ def _option_column(
             f"{key} names unknown column {value!r} of source {source!r}",
             span,
             expected=[c.name for c in columns],
+            code=ErrorCode.UNKNOWN_NAME,
         )
     if key == "processing_time" and col.type not in (T.TIMESTAMP, T.BIGINT, T.INT):
         raise ctx.error(
             f"processing_time column {col.name!r} must be TIMESTAMP or BIGINT milliseconds, "
             f"not {col.type}",
             span,
+            code=ErrorCode.WRONG_TYPE,
         )
     return True
 
@@ -120,6 +136,7 @@ def bind_watermark(
             f"WATERMARK FOR {wm.column.name} must be defined on the same column "
             f"({wm.column.name} - <interval>), not {wm.expr_column.name!r}",
             wm.expr_column.span,
+            code=ErrorCode.NO_EVENT_TIME,
         )
     col = lookup(columns, wm.column.name)
     if col is None:
@@ -128,18 +145,22 @@ def bind_watermark(
             wm.column.span,
             expected=[c.name for c in columns],
             hint=did_you_mean(wm.column.name, [c.name for c in columns]),
+            code=ErrorCode.UNKNOWN_NAME,
         )
     if col.type != T.TIMESTAMP:
         raise ctx.error(
             f"WATERMARK FOR needs a TIMESTAMP column; {col.name!r} is {col.type}",
             wm.column.span,
+            code=ErrorCode.WRONG_TYPE,
         )
     delay = 0
     if wm.delay is not None:
         delay = wm.delay.millis
         if delay < 0:
             raise ctx.error(
-                "the watermark delay must be >= 0 (write ts - INTERVAL 'n' UNIT)", wm.delay.span
+                "the watermark delay must be >= 0 (write ts - INTERVAL 'n' UNIT)",
+                wm.delay.span,
+                code=ErrorCode.OUT_OF_RANGE,
             )
     return P.EventTime(col.name, delay, wm.span)
 
@@ -169,4 +190,5 @@ def resolve_source(ctx: BindContext, ref: ast.TableRef) -> P.SourceDecl:
         expected=candidates,
         hint=did_you_mean(name, candidates)
         or "declare it with CREATE SOURCE or pass a DataFrame of that name",
+        code=ErrorCode.UNKNOWN_NAME,
     )

@@ -19,7 +19,7 @@ from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, collect, raise_all
 from wql.compiler.explain import trigger_text
 from wql.compiler.expressions import Relation
-from wql.errors import WqlError
+from wql.errors import ErrorCode, WqlError
 from wql.grammar import ast
 
 
@@ -69,6 +69,7 @@ def bind_trigger_clause(
             culprit_span,
             hint="use a mergeable trigger: WATERMARK, PROCESSING TIME, COUNT, EVERY, "
             "or PURGING/ANY/ALL of those (TIMEOUT cannot merge, as in Flink)",
+            code=ErrorCode.NOT_MERGEABLE,
         )
     return t
 
@@ -92,7 +93,11 @@ def _(t: ast.ProcessingTimeTrigger, c: _Clause) -> P.Trigger:
 @_trigger.register
 def _(t: ast.CountTrigger, c: _Clause) -> P.Trigger:
     if t.count.value <= 0:
-        raise c.ctx.error(f"COUNT trigger needs n > 0, got {t.count.value}", t.count.span)
+        raise c.ctx.error(
+            f"COUNT trigger needs n > 0, got {t.count.value}",
+            t.count.span,
+            code=ErrorCode.OUT_OF_RANGE,
+        )
     return P.CountTrigger(t.count.value, t.span)
 
 
@@ -110,6 +115,7 @@ def _(t: ast.EveryTrigger, c: _Clause) -> P.Trigger:
             f"EVERY on a {c.window.kind} window needs OF EVENT TIME or OF PROCESSING TIME "
             "(the window has no clock of its own)",
             t.span,
+            code=ErrorCode.NOT_FOR_WINDOW,
         )
     if domain is P.TimeDomain.EVENT:
         c.ctx.need_event_time(c.source, "EVERY ... OF EVENT TIME", t.span)
@@ -161,6 +167,7 @@ def _(t: ast.EarlyLateTrigger, c: _Clause) -> P.Trigger:
             f"WATERMARK WITH EARLY/LATE needs a time window; a {c.window.kind} window has "
             "no end for the watermark to pass",
             t.span,
+            code=ErrorCode.NOT_FOR_WINDOW,
         )
     early = _trigger(t.early, c) if t.early is not None else None
     late = _trigger(t.late, c) if t.late is not None else None
@@ -169,7 +176,9 @@ def _(t: ast.EarlyLateTrigger, c: _Clause) -> P.Trigger:
 
 def _threshold(ctx: BindContext, n: ast.Number) -> float:
     if n.value < Decimal(0):
-        raise ctx.error(f"a DELTA threshold must be >= 0, got {n.value}", n.span)
+        raise ctx.error(
+            f"a DELTA threshold must be >= 0, got {n.value}", n.span, code=ErrorCode.OUT_OF_RANGE
+        )
     # The threshold is compared as a double (Flink's DeltaTrigger): a
     # literal beyond the double range would silently become infinity.
     threshold = float(n.value)
@@ -178,6 +187,7 @@ def _threshold(ctx: BindContext, n: ast.Number) -> float:
         raise ctx.error(
             f"DELTA threshold {shown} is out of range (max {sys.float_info.max!r}: a double)",
             n.span,
+            code=ErrorCode.OUT_OF_RANGE,
         )
     return threshold
 
@@ -199,6 +209,7 @@ def bind_evictor_clause(
             "EVICT cannot be combined with it",
             clause.span,
             hint="use GLOBAL() with TRIGGER COUNT(slide) and your own EVICT",
+            code=ErrorCode.NOT_FOR_WINDOW,
         )
     after = clause.position is ast.EvictPosition.AFTER
     return _evictor(clause.evictor, _Clause(ctx, window, source, relation, tuple(tables)), after)
@@ -212,7 +223,11 @@ def _evictor(e: ast.Evictor, c: _Clause, after: bool) -> P.Evictor:
 @_evictor.register
 def _(e: ast.CountEvictor, c: _Clause, after: bool) -> P.Evictor:
     if e.count.value <= 0:
-        raise c.ctx.error(f"EVICT COUNT needs n > 0, got {e.count.value}", e.count.span)
+        raise c.ctx.error(
+            f"EVICT COUNT needs n > 0, got {e.count.value}",
+            e.count.span,
+            code=ErrorCode.OUT_OF_RANGE,
+        )
     return P.CountEvictor(e.count.value, after, e.span)
 
 

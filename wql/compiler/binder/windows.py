@@ -15,7 +15,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.binder.context import BindContext, R, collect, did_you_mean, raise_all
 from wql.compiler.expressions import Relation, bind_scalar, interval_to_millis_sql
-from wql.errors import WqlError
+from wql.errors import ErrorCode, WqlError
 from wql.grammar import ast
 
 MAX_WINDOWS_PER_ROW = 100_000
@@ -65,10 +65,22 @@ def _window(w: ast.Window, b: _WindowBinding) -> P.Window:
 def _(w: ast.CountWindow, b: _WindowBinding) -> P.Window:
     count = w.size.value
     if count <= 0:
-        b.errors.append(b.ctx.error(f"COUNT_WINDOW size must be > 0, got {count}", w.size.span))
+        b.errors.append(
+            b.ctx.error(
+                f"COUNT_WINDOW size must be > 0, got {count}",
+                w.size.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
+        )
     every = w.slide.value if w.slide is not None else None
     if w.slide is not None and w.slide.value <= 0:
-        b.errors.append(b.ctx.error(f"COUNT_WINDOW slide must be > 0, got {every}", w.slide.span))
+        b.errors.append(
+            b.ctx.error(
+                f"COUNT_WINDOW slide must be > 0, got {every}",
+                w.slide.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
+        )
     b.done()
     return P.CountWindow(count, every, w.span)
 
@@ -125,6 +137,7 @@ def _stepped(
             b.ctx.error(
                 f"{kind} size ({size_ms} ms) must be a multiple of its {what} ({every_ms} ms)",
                 size.span,
+                code=ErrorCode.OUT_OF_RANGE,
             )
         )
     elif every_ms and size_ms:
@@ -166,6 +179,7 @@ def _time_attr(
             attr.span,
             expected=[c.name for c in source.columns],
             hint=did_you_mean(attr.name, [c.name for c in source.columns]),
+            code=ErrorCode.UNKNOWN_NAME,
         )
     if source.event_time is None:
         ctx.echo_broken_event_time(source, attr.span)
@@ -175,12 +189,14 @@ def _time_attr(
             attr.span,
             hint=f"declare WATERMARK FOR {col.name} AS {col.name} - INTERVAL '5' SECOND "
             "in the source or after FROM, or use PROCTIME() for processing time",
+            code=ErrorCode.NO_EVENT_TIME,
         )
     if col.name.lower() != source.event_time.column.lower():
         raise ctx.error(
             f"{kind} must use the event-time column {source.event_time.column!r} "
             f"(the WATERMARK FOR column), not {col.name!r}",
             attr.span,
+            code=ErrorCode.NO_EVENT_TIME,
         )
     return P.TimeDomain.EVENT, source.event_time.column
 
@@ -198,6 +214,7 @@ def _windows_per_row(
             f"{every} ms); at most {MAX_WINDOWS_PER_ROW} are supported",
             size_node.span,
             hint=f"use a larger {what} or a smaller size",
+            code=ErrorCode.OUT_OF_RANGE,
         )
 
 
@@ -208,6 +225,7 @@ def _offset(ctx: BindContext, iv: ast.Interval | None, bound: int, what: str) ->
         raise ctx.error(
             f"the offset must satisfy |offset| < {what} ({bound} ms), got {iv.millis} ms",
             iv.span,
+            code=ErrorCode.OUT_OF_RANGE,
         )
     return iv.millis
 
@@ -230,5 +248,6 @@ def _gap(ctx: BindContext, e: ast.Expr, relation: Relation, tables: Iterable[str
             f"a session GAP must be a day-time INTERVAL, but this is {bound.type}",
             e.span,
             hint=hint,
+            code=ErrorCode.WRONG_TYPE,
         )
     return P.Expr(interval_to_millis_sql(bound.sql), T.BIGINT, bound.columns, e.span)
