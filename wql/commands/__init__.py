@@ -10,12 +10,14 @@ file handling and error printing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from wql.compiler import read_file
 from wql.compiler.planner import ENGINES
-from wql.errors import WqlError, use_color
+from wql.errors import ErrorCode, WqlError, use_color
 
 __all__ = [
     "add_engine_option",
@@ -24,6 +26,7 @@ __all__ = [
     "first_line",
     "print_error",
     "read_source",
+    "spark_failures",
 ]
 
 
@@ -68,3 +71,16 @@ def first_line(e: Any) -> str:
     """The first non-blank line of an exception's text (Spark's run to pages)."""
     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
     return lines[0] if lines else type(e).__name__
+
+
+@contextlib.contextmanager
+def spark_failures(doing: str, filename: str | None = None) -> Iterator[None]:
+    """Report what Spark raises while ``doing`` as a WqlError: a line, never a traceback."""
+    try:
+        yield
+    except WqlError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
+        raise WqlError(
+            f"Spark failed while {doing}: {first_line(e)}", filename=filename, code=ErrorCode.SPARK
+        ) from None

@@ -39,10 +39,11 @@ from wql.commands import (
     add_engine_option,
     add_stream_option,
     display_name,
-    first_line,
     read_source,
     run_stream,
+    spark_failures,
 )
+from wql.compiler.backends.escaping import sql_identifier
 from wql.errors import ErrorCode, WqlError
 
 FORMATS = ("parquet", "csv", "json")
@@ -182,46 +183,38 @@ def _run_file(
 ) -> bool:
     name = display_name(path)
     status.step(f"{name}: running {', '.join(compiled.queries)}")
-    try:
+    with spark_failures(f"running {name}", name):
         results = compiled.apply(spark)
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(
-            f"Spark failed while running {name}: {first_line(e)}",
-            filename=name,
-            code=ErrorCode.SPARK,
-        ) from None
     try:
-        for r in results.queries:
-            # native queries are lazy: their work happens while writing/showing
-            output_started = time.perf_counter()
-            outputs = [(r.name, r.df)]
-            if r.late is not None and r.late_name:
-                outputs.append((r.late_name, r.late))
-            for out_name, df in outputs:
-                if out_dir is not None:
-                    target = _join(out_dir, out_name)
-                    status.step(f"{name}: writing {out_name} -> {target}")
-                    _write(df, target, fmt)
-                if show:
-                    status.step(f"{name}: reading {out_name}")
-                    rows = df.orderBy(*df.columns)
-                    status.clear()
-                    print(f"== {out_name} ({r.engine} engine)")
-                    rows.show(show, truncate=False)
-            status.line(_summary(name, r, r.seconds + time.perf_counter() - output_started))
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise WqlError(
-            f"Spark failed while running {name}: {first_line(e)}",
-            filename=name,
-            code=ErrorCode.SPARK,
-        ) from None
+        with spark_failures(f"running {name}", name):
+            _write_results(name, results, out_dir, fmt, show, status)
     finally:
         results.release()
     return True
+
+
+def _write_results(
+    name: str, results: Any, out_dir: str | None, fmt: str, show: int | None, status: Status
+) -> None:
+    """Write and/or show every output of ``results``, a summary line per query."""
+    for r in results.queries:
+        # native queries are lazy: their work happens while writing/showing
+        output_started = time.perf_counter()
+        outputs = [(r.name, r.df)]
+        if r.late is not None and r.late_name:
+            outputs.append((r.late_name, r.late))
+        for out_name, df in outputs:
+            if out_dir is not None:
+                target = _join(out_dir, out_name)
+                status.step(f"{name}: writing {out_name} -> {target}")
+                _write(df, target, fmt)
+            if show:
+                status.step(f"{name}: reading {out_name}")
+                rows = df.orderBy(*df.columns)
+                status.clear()
+                print(f"== {out_name} ({r.engine} engine)")
+                rows.show(show, truncate=False)
+        status.line(_summary(name, r, r.seconds + time.perf_counter() - output_started))
 
 
 def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
@@ -256,16 +249,10 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
     if args.timeline_key:
         keys = [tuple(k.split(",")) if "," in k else k for k in args.timeline_key]
     status.step(f"drawing the timeline -> {args.timeline}")
-    try:
+    with spark_failures("drawing the timeline"):
         timeline = compiled.timeline(
             args.timeline, spark, query=args.timeline_query, keys=keys, top=args.timeline_top
         )
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(
-            f"Spark failed while drawing the timeline: {first_line(e)}", code=ErrorCode.SPARK
-        ) from None
     drawn = ", ".join(f"{k.label} ({len(k.firings)} firings)" for k in timeline.keys)
     status.line(f"timeline of {timeline.query}: {drawn} -> {args.timeline}")
 
@@ -273,11 +260,6 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
 def _join(base: str, name: str) -> str:
     """``base/name`` for local paths and URIs alike (``Path`` would mangle ``hdfs://``)."""
     return base.rstrip("/") + "/" + name
-
-
-def _backquoted(name: str) -> str:
-    """A column name as Spark reads it in ``F.col``: back-quoted, back-quotes doubled."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _write(df: Any, target: str, fmt: str) -> None:
@@ -288,9 +270,9 @@ def _write(df: Any, target: str, fmt: str) -> None:
         # CSV has no arrays: COLLECT_LIST results are written as JSON text
         df = df.select(
             *[
-                F.to_json(F.col(_backquoted(f.name))).alias(f.name)
+                F.to_json(F.col(sql_identifier(f.name))).alias(f.name)
                 if isinstance(f.dataType, T.ArrayType)
-                else F.col(_backquoted(f.name))
+                else F.col(sql_identifier(f.name))
                 for f in df.schema.fields
             ]
         )

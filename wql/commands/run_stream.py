@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wql.commands import first_line
+from wql.commands import first_line, spark_failures
 from wql.errors import ErrorCode, WqlError
 
 AVAILABLE_NOW = "available-now"
@@ -92,48 +92,43 @@ def run_stream(
     started = time.perf_counter()
     all_sinks: list[StreamSinks] = []
     try:
-        for path, stem, c in zip(args.files, stems, compiled, strict=True):
-            many = len(args.files) > 1
-            out = Path(args.output) / stem if many else Path(args.output)
-            ck = Path(args.checkpoint) / stem if many else Path(args.checkpoint)
-            sources = {
-                s.name: read_stream_source(spark, s, c.base_dir)
-                for s in c.program.sources
-                if s.declared
-                and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
-            }
-            results = c.apply(spark, **sources)
-            _progress(
-                f"{path}: streaming {len(results.queries)} quer"
-                f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
-            )
-            try:
-                sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
-            except WqlError as e:
-                raise e.with_source(c.text, c.filename) from None
-            all_sinks.append(sinks)
-            if trigger is None:
-                for r in results.queries:
-                    _summary(spark, path, r, sinks, args.format)
-        if trigger is not None:
-            _progress(f"running every {trigger}; Ctrl-C stops")
-            if _wait_for_signal(spark):
-                _progress("interrupted; stopping (the checkpoints resume the run)")
-            for s in all_sinks:
-                for q in s.queries:
-                    if q.exception() is not None:
-                        raise WqlError(
-                            f"streaming query {q.name} failed: {first_line(q.exception())}",
-                            code=ErrorCode.SPARK,
-                        )
+        with spark_failures("streaming"):
+            for path, stem, c in zip(args.files, stems, compiled, strict=True):
+                many = len(args.files) > 1
+                out = Path(args.output) / stem if many else Path(args.output)
+                ck = Path(args.checkpoint) / stem if many else Path(args.checkpoint)
+                sources = {
+                    s.name: read_stream_source(spark, s, c.base_dir)
+                    for s in c.program.sources
+                    if s.declared
+                    and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
+                }
+                results = c.apply(spark, **sources)
+                _progress(
+                    f"{path}: streaming {len(results.queries)} quer"
+                    f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
+                )
+                try:
+                    sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
+                except WqlError as e:
+                    raise e.with_source(c.text, c.filename) from None
+                all_sinks.append(sinks)
+                if trigger is None:
+                    for r in results.queries:
+                        _summary(spark, path, r, sinks, args.format)
+            if trigger is not None:
+                _progress(f"running every {trigger}; Ctrl-C stops")
+                if _wait_for_signal(spark):
+                    _progress("interrupted; stopping (the checkpoints resume the run)")
+                for s in all_sinks:
+                    for q in s.queries:
+                        if q.exception() is not None:
+                            raise WqlError(
+                                f"streaming query {q.name} failed: {first_line(q.exception())}",
+                                code=ErrorCode.SPARK,
+                            )
     except KeyboardInterrupt:
         _progress("interrupted; stopping (the checkpoints resume the run)")
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(
-            f"Spark failed while streaming: {first_line(e)}", code=ErrorCode.SPARK
-        ) from None
     finally:
         for s in all_sinks:
             s.stop()

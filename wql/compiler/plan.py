@@ -428,38 +428,38 @@ def has_bounds(window: Window) -> bool:
 # Triggers
 
 
+class _TriggerNode:
+    """What every trigger node has: the triggers nested in it and whether it can merge.
+
+    A trigger merges (SESSION windows need that) when all its children do;
+    a node that cannot merge whatever its children says so itself.
+    """
+
+    @property
+    def children(self) -> tuple[Trigger, ...]:
+        return ()
+
+    @property
+    def mergeable(self) -> bool:
+        return all(c.mergeable for c in self.children)
+
+
 @dataclass(frozen=True)
-class WatermarkTrigger:
+class WatermarkTrigger(_TriggerNode):
     """EventTimeTrigger: fire when the watermark passes window_time."""
 
     span: Span | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class ProcessingTimeTrigger:
+class ProcessingTimeTrigger(_TriggerNode):
     """ProcessingTimeTrigger: fire when processing time passes window_time."""
 
     span: Span | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class CountTrigger:
+class CountTrigger(_TriggerNode):
     """CountTrigger(n): FIRE every n rows (count reset on firing, no purge)."""
 
     n: int
@@ -468,17 +468,9 @@ class CountTrigger:
     def __post_init__(self) -> None:
         _positive("COUNT trigger count", self.n, self.span)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class EveryTrigger:
+class EveryTrigger(_TriggerNode):
     """ContinuousEventTimeTrigger / ContinuousProcessingTimeTrigger(interval)."""
 
     interval_ms: int
@@ -488,17 +480,9 @@ class EveryTrigger:
     def __post_init__(self) -> None:
         _positive("EVERY interval", self.interval_ms, self.span)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class DeltaTrigger:
+class DeltaTrigger(_TriggerNode):
     """DeltaTrigger: FIRE when |expr(row) - expr(last fired row)| > threshold. Not mergeable."""
 
     expr: Expr
@@ -523,13 +507,9 @@ class DeltaTrigger:
     def mergeable(self) -> bool:
         return False
 
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class TimeoutTrigger:
+class TimeoutTrigger(_TriggerNode):
     """ProcessingTimeoutTrigger.of(child, timeout) (no reset on new rows, clear on timeout).
 
     Not mergeable, whatever the child: Flink's ProcessingTimeoutTrigger does
@@ -554,15 +534,11 @@ class TimeoutTrigger:
 
 
 @dataclass(frozen=True)
-class PurgingTrigger:
+class PurgingTrigger(_TriggerNode):
     """PurgingTrigger(child): every FIRE of the child becomes FIRE_AND_PURGE."""
 
     child: Trigger
     span: Span | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def mergeable(self) -> bool:
-        return self.child.mergeable
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -570,7 +546,7 @@ class PurgingTrigger:
 
 
 @dataclass(frozen=True)
-class AnyTrigger:
+class AnyTrigger(_TriggerNode):
     """ANY(t1, t2, ...): fires when any child fires; each child's state kept separately."""
 
     triggers: tuple[Trigger, ...]
@@ -581,16 +557,12 @@ class AnyTrigger:
             _fail("ANY needs at least one trigger", self.span, code=ErrorCode.OUT_OF_RANGE)
 
     @property
-    def mergeable(self) -> bool:
-        return all(t.mergeable for t in self.triggers)
-
-    @property
     def children(self) -> tuple[Trigger, ...]:
         return self.triggers
 
 
 @dataclass(frozen=True)
-class AllTrigger:
+class AllTrigger(_TriggerNode):
     """ALL(t1, t2, ...): fires when every child has fired since the last firing."""
 
     triggers: tuple[Trigger, ...]
@@ -601,16 +573,12 @@ class AllTrigger:
             _fail("ALL needs at least one trigger", self.span, code=ErrorCode.OUT_OF_RANGE)
 
     @property
-    def mergeable(self) -> bool:
-        return all(t.mergeable for t in self.triggers)
-
-    @property
     def children(self) -> tuple[Trigger, ...]:
         return self.triggers
 
 
 @dataclass(frozen=True)
-class EarlyLateTrigger:
+class EarlyLateTrigger(_TriggerNode):
     """WATERMARK WITH EARLY <t> [LATE <t>]: on-time firing at the watermark plus early/late ones.
 
     ``late`` None means every late row (within the allowed lateness) fires,
@@ -628,10 +596,6 @@ class EarlyLateTrigger:
                 self.span,
                 code=ErrorCode.OUT_OF_RANGE,
             )
-
-    @property
-    def mergeable(self) -> bool:
-        return all(t.mergeable for t in self.children)
 
     @property
     def children(self) -> tuple[Trigger, ...]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
+from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
 from wql.errors import WqlError, WqlUnsupportedError
 from wql.runtime import assigners as A
@@ -108,10 +109,10 @@ class _Values:
 
     def add_column(self, name: str, type_: WqlType) -> int:
         """A plain source column, shared with an expression that is just that column."""
-        for spelling in (name, _quote(name)):
+        for spelling in (name, sql_identifier(name)):
             if spelling in self._index:
                 return self._index[spelling]
-        return self.add(_quote(name), type_)
+        return self.add(sql_identifier(name), type_)
 
 
 def build_operator(query: P.Query) -> OperatorPlan:
@@ -306,10 +307,6 @@ def _aggregate(a: P.Aggregate, values: _Values) -> AggregateSpec:
     if a.arg is None:
         return AggregateSpec(a.kind.value)
     return AggregateSpec(a.kind.value, values.add(a.arg.sql, a.arg.type))
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 #: This backend's dispatch tables by plan node family (tests/compiler/test_dispatch.py).

@@ -172,6 +172,10 @@ class BindContext:
         self, e: ast.Expr, relation: Relation, tables: Iterable[str], clause: str
     ) -> P.Expr:
         bound = bind_scalar(self.parse(e), relation, clause=clause, table_names=tables)
+        return self.condition(bound, e, clause)
+
+    def condition(self, bound: P.Expr, e: ast.Expr, clause: str) -> P.Expr:
+        """``bound`` (``e`` as bound) when it is a BOOLEAN condition, as ``clause`` needs."""
         if not (bound.type == T.BOOLEAN or bound.type.is_unknown):
             raise self.error(
                 f"{clause} must be a BOOLEAN condition, but this is {bound.type}",

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from sqlglot import exp
 
 from wql.compiler import plan as P
-from wql.compiler import types as T
 from wql.compiler.binder.context import BindContext, collect, raise_all
 from wql.compiler.expressions import (
     AggregateRegistry,
@@ -156,10 +155,4 @@ def bind_having(
     )
     post = dataclasses.replace(post, aliases=aliases)
     bound = bind_post_aggregation(ctx.parse(e), post, registry, clause="HAVING")
-    if not (bound.type == T.BOOLEAN or bound.type.is_unknown):
-        raise ctx.error(
-            f"HAVING must be a BOOLEAN condition, but this is {bound.type}",
-            e.span,
-            code=ErrorCode.WRONG_TYPE,
-        )
-    return bound
+    return ctx.condition(bound, e, "HAVING")
