@@ -258,10 +258,7 @@ class Tumble:
     def __post_init__(self) -> None:
         _check_domain(self)
         _positive("TUMBLE size", self.size_ms, self.span)
-        if abs(self.offset_ms) >= self.size_ms:
-            _fail(
-                "TUMBLE offset must satisfy |offset| < size", self.span, code=ErrorCode.OUT_OF_RANGE
-            )
+        _offset_within(self, self.size_ms, "size")
 
 
 @dataclass(frozen=True)
@@ -282,10 +279,7 @@ class Hop:
         _check_domain(self)
         _positive("HOP slide", self.slide_ms, self.span)
         _positive("HOP size", self.size_ms, self.span)
-        if abs(self.offset_ms) >= self.slide_ms:
-            _fail(
-                "HOP offset must satisfy |offset| < slide", self.span, code=ErrorCode.OUT_OF_RANGE
-            )
+        _offset_within(self, self.slide_ms, "slide")
 
 
 @dataclass(frozen=True)
@@ -312,12 +306,7 @@ class Cumulate:
                 self.span,
                 code=ErrorCode.OUT_OF_RANGE,
             )
-        if abs(self.offset_ms) >= self.size_ms:
-            _fail(
-                "CUMULATE offset must satisfy |offset| < size",
-                self.span,
-                code=ErrorCode.OUT_OF_RANGE,
-            )
+        _offset_within(self, self.size_ms, "size")
 
 
 @dataclass(frozen=True)
@@ -411,6 +400,13 @@ def _check_domain(w) -> None:
             f"{w.kind}: an event-time window needs its time column, a processing-time one none",
             w.span,
             code=ErrorCode.NO_EVENT_TIME,
+        )
+
+
+def _offset_within(w: Tumble | Hop | Cumulate, bound: int, what: str) -> None:
+    if abs(w.offset_ms) >= bound:
+        _fail(
+            f"{w.kind} offset must satisfy |offset| < {what}", w.span, code=ErrorCode.OUT_OF_RANGE
         )
 
 
