@@ -10,7 +10,8 @@ Calls (time is int ms; the watermark and processing time start at MIN_TIME):
 
 - ``process_element(key, timestamp, values)`` at the current clocks;
 - ``advance_watermark(wm)`` / ``advance_processing_time(t)``: on a rise, fire
-  every timer of that domain <= the new time, in time order (timers
+  every timer of that domain <= the new watermark / < the new processing
+  time (Flink fires processing-time timers 1 ms late), in time order (timers
   registered while firing are included when due);
 - ``end_of_input()``: the watermark jumps to MAX_TIME; processing-time timers
   do not fire (Flink quiesces the processing-time service at end of input);
@@ -630,13 +631,22 @@ class WindowOperator:
             self._on_timer(timer[0], timer[1], timer[2], True)
 
     def advance_processing_time(self, time: int) -> None:
-        """Raise processing time and fire due processing-time timers."""
+        """Raise processing time and fire the processing-time timers *before* ``time``.
+
+        A timer at ``T`` fires once the clock has passed ``T`` (reads
+        ``T + 1`` or later), not when it reads ``T``: Flink delays every
+        processing-time timer by 1 ms (``ProcessingTimeServiceUtil
+        .getProcessingTimeDelay``) so that rows processed at ``T`` still
+        reach the window whose max timestamp is ``T`` -- the same bound a
+        watermark ``T`` gives event time (docs/runtime.md, decision 7).
+        """
         if time <= self.processing_time:
             return
         self.processing_time = time
+        due = time - 1
         pop = self._timers.pop_processing_time_timer
         while True:
-            timer = pop(time)
+            timer = pop(due)
             if timer is None:
                 return
             self._on_timer(timer[0], timer[1], timer[2], False)

@@ -5,10 +5,12 @@ Flink's ``InternalTimerServiceImpl`` semantics:
 - a timer is unique per (key, window, time): registering it again is a no-op
   (it keeps its place in the firing order), deleting it removes it;
 - timers fire in time order (ties: registration order) when the clock is
-  advanced past them; a timer registered *while firing* at a time <= the new
-  clock fires in the same pass, one registered earlier at a time <= the
-  current clock waits for the next advance (the operator only advances on a
-  rise, as Flink forwards only rising watermarks);
+  advanced to them (``pop_due(now)`` returns timers ``<= now``; the operator
+  asks for processing-time timers ``<= now - 1``: Flink fires those 1 ms
+  late); a timer registered *while firing* at a due time fires in the same
+  pass, one registered earlier at a time <= the current clock waits for the
+  next advance (the operator only advances on a rise, as Flink forwards only
+  rising watermarks);
 - a per-key index gives the distinct due times of a key, which streaming
   hosts register with Spark (Spark timers have no namespace).
 
