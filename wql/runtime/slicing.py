@@ -44,6 +44,7 @@ from __future__ import annotations
 from math import gcd
 from typing import TYPE_CHECKING, Any
 
+from wql.runtime.aggregates import exact_merge_types
 from wql.runtime.assigners import DROP_MISSING_TIMESTAMP, CumulateWindows, SlidingWindows
 from wql.runtime.config import ON_TIME
 from wql.runtime.windows import MAX_TIME
@@ -54,9 +55,6 @@ if TYPE_CHECKING:
 #: ``contents`` value of a window whose accumulator lives in its slices.
 OPEN = True
 _BEYOND = 2**64
-#: Argument types whose SUM/AVG (and MIN/MAX) do not depend on the order of the rows.
-_EXACT_SUM = frozenset((int, bool))
-_EXACT_MINMAX = frozenset((int, bool, str))
 
 
 def slicer_for(op: WindowOperator) -> Slicer | None:
@@ -92,14 +90,15 @@ class Slicer:
         agg = op._agg
         self._create = agg.create
         self._add = agg.add
-        self._merge = _compile_merge(agg)
+        self._merge = agg.merge_all
         self._collect_slots = [
-            s for spec, s in zip(agg.specs, agg._slot, strict=True) if spec.kind == "COLLECT_LIST"
+            s for spec, s in zip(agg.specs, agg.slots, strict=True) if spec.kind == "COLLECT_LIST"
         ]
+        # (argument, the value types its kind merges exactly) where not every type does
         self._checks: tuple[tuple[int, frozenset[type]], ...] = tuple(
-            (spec.arg or 0, _EXACT_SUM if spec.kind in ("SUM", "AVG") else _EXACT_MINMAX)
+            (spec.arg or 0, types)
             for spec in agg.specs
-            if spec.kind in ("SUM", "AVG", "MIN", "MAX")
+            if (types := exact_merge_types(spec.kind)) is not None
         )
         self._slot: int | None = None
         self._windows: Any = ()
@@ -269,50 +268,6 @@ class Slicer:
         self._last.clear()
         self.active = False
         op._slicing_off()
-
-
-def _compile_merge(agg: Any) -> Any:
-    """``merge(acc, parts)``: ``Aggregator.merge`` of every part into ``acc``, straight-line.
-
-    Generated once per configuration like ``Aggregator.add`` (a window merges
-    many slices when it fires); same rules as ``Aggregator.merge``.
-    """
-    lines = ["def merge(acc, parts):"]
-    lines.append("    for p in parts:")
-    for spec, s in zip(agg.specs, agg._slot, strict=True):
-        k = spec.kind
-        if k in ("COUNT_STAR", "COUNT"):
-            lines.append(f"        acc[{s}] += p[{s}]")
-        elif k in ("SUM", "AVG"):
-            lines.append(f"        b = p[{s}]")
-            lines.append("        if b is not None:")
-            lines.append(f"            a = acc[{s}]")
-            lines.append(f"            acc[{s}] = b if a is None else a + b")
-            if k == "AVG":
-                lines.append(f"        acc[{s + 1}] += p[{s + 1}]")
-        elif k in ("MIN", "MAX"):
-            op = "<" if k == "MIN" else ">"
-            lines.append(f"        b = p[{s}]")
-            lines.append("        if b is not None:")
-            lines.append(f"            a = acc[{s}]")
-            # Aggregator.merge: min(a, b) / max(a, b) keep a on a tie
-            lines.append(f"            if a is None or b {op} a: acc[{s}] = b")
-        elif k == "COUNT_DISTINCT":
-            lines.append(f"        acc[{s}] |= p[{s}]")
-        elif k in ("FIRST_VALUE", "LAST_VALUE"):
-            op = "<" if k == "FIRST_VALUE" else ">"
-            lines.append(f"        b = p[{s}]")
-            lines.append(f"        a = acc[{s}]")
-            lines.append(
-                f"        if a is None or (b is not None and b[:2] {op} a[:2]): acc[{s}] = b"
-            )
-        elif k == "COLLECT_LIST":
-            lines.append(f"        acc[{s}].extend(p[{s}])")
-    if len(lines) == 2:
-        lines.append("        pass")
-    ns: dict[str, Any] = {}
-    exec(compile("\n".join(lines) + "\n", "<wql.runtime.slicing.merge>", "exec"), ns)  # noqa: S102
-    return ns["merge"]
 
 
 def _arrival(entry: tuple) -> int:

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from wql.runtime.aggregates import merge_lines, order_key, result_expression
 from wql.runtime.assigners import (
     DROP_INVALID_GAP,
     DROP_LATE,
@@ -270,24 +271,6 @@ _FLOAT_EXACT = 2**53
 # than materialised (HOP/CUMULATE with non-shareable aggregates).
 _MAX_PAIRS = 4_000_000
 
-_SUPPORTED_AGGS = frozenset(
-    {
-        "COUNT_STAR",
-        "COUNT",
-        "SUM",
-        "MIN",
-        "MAX",
-        "AVG",
-        "FIRST_VALUE",
-        "LAST_VALUE",
-        "COUNT_DISTINCT",
-        "COLLECT_LIST",
-    }
-)
-# Aggregates whose per-pane partials combine into any window exactly.
-_PANE_AGGS = frozenset(
-    {"COUNT_STAR", "COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE"}
-)
 _ASSIGNERS = (
     TumblingWindows,
     SlidingWindows,
@@ -406,8 +389,6 @@ def _prepare(op: WindowOperator, batch: RowBatch) -> _Prepared | None:
     if cfg.evictor is not None or batch.processing_time is not None:
         return None
     if batch.timestamps is None and not count_window:
-        return None
-    if any(spec.kind not in _SUPPORTED_AGGS for spec in cfg.aggregates):
         return None
     for size in [*_assigner_lengths(assigner), cfg.allowed_lateness]:
         if size >= _TIME_LIMIT:
@@ -536,11 +517,12 @@ def _ceil_div(a: IntArray, b: int) -> IntArray:
 
 
 def _sum_columns(op: WindowOperator) -> set[int]:
-    return {s.arg for s in op.config.aggregates if s.kind in ("SUM", "AVG") and s.arg is not None}
+    return {s.arg for s in op.config.aggregates if s.info.partial == "sum" and s.arg is not None}
 
 
 def _minmax_columns(op: WindowOperator) -> set[int]:
-    return {s.arg for s in op.config.aggregates if s.kind in ("MIN", "MAX") and s.arg is not None}
+    aggs = op.config.aggregates
+    return {s.arg for s in aggs if s.info.partial in ("min", "max") and s.arg is not None}
 
 
 def _columns_ok(op: WindowOperator, p: _Prepared, rows: IntArray) -> bool:
@@ -554,7 +536,7 @@ def _columns_ok(op: WindowOperator, p: _Prepared, rows: IntArray) -> bool:
             biggest = max(abs(int(v.min())), abs(int(v.max())))
             if biggest * len(rows) >= _INT_EXACT:
                 return False
-    distinct = {s.arg for s in op.config.aggregates if s.kind == "COUNT_DISTINCT"}
+    distinct = {s.arg for s in op.config.aggregates if s.info.partial == "distinct"}
     for index in sorted(i for i in distinct if i is not None):
         col = p.columns[index]
         if col.dtype.kind == "f" and np.isnan(col[rows]).any():
@@ -630,7 +612,7 @@ def _plan_time_windows(op: WindowOperator, p: _Prepared) -> _Plan | None:
         return None
     shareable = (
         isinstance(a, SlidingWindows | CumulateWindows)
-        and all(spec.kind in _PANE_AGGS for spec in op.config.aggregates)
+        and all(spec.info.panes for spec in op.config.aggregates)
         and keep.any()
         and not mixed.any()
         and _float_sums_integral(op, p, rows[keep])
@@ -752,10 +734,10 @@ def _pane_groups(op: WindowOperator, p: _Prepared, rows: IntArray) -> _Groups | 
         cum = np.concatenate(([0], np.cumsum(np.add.reduceat(v, starts))))
         sums[index] = cum[hi_idx] - cum[lo_idx]
     for spec in op.config.aggregates:
-        if spec.kind in ("MIN", "MAX") and spec.arg is not None:
-            target = mins if spec.kind == "MIN" else maxs
+        if spec.info.partial in ("min", "max") and spec.arg is not None:
+            target = mins if spec.info.partial == "min" else maxs
             if spec.arg not in target:
-                ufunc = np.minimum if spec.kind == "MIN" else np.maximum
+                ufunc = np.minimum if spec.info.partial == "min" else np.maximum
                 pane_values = ufunc.reduceat(p.columns[spec.arg][srt], starts)
                 target[spec.arg] = RangeTable(pane_values, ufunc).query(lo_idx, hi_idx)
     first_row, last_row = _first_last_rows(p, srt, group, starts)
@@ -959,8 +941,8 @@ def _lookup(op: WindowOperator, p: _Prepared, plan: _Plan) -> _Found | None:
 def _sum_checks(op: WindowOperator, p: _Prepared) -> list[tuple[int, type]]:
     """(slot, Python type) of every SUM/AVG accumulator slot, from its column's kind."""
     checks: list[tuple[int, type]] = []
-    for spec, slot in zip(op.config.aggregates, op._agg._slot, strict=True):
-        if spec.kind in ("SUM", "AVG"):
+    for spec, slot in zip(op.config.aggregates, op._agg.slots, strict=True):
+        if spec.info.partial == "sum":
             assert spec.arg is not None
             checks.append((slot, float if p.columns[spec.arg].dtype.kind == "f" else int))
     return checks
@@ -995,9 +977,9 @@ def _partials(
     """Per group: the row count and, per aggregate, its batch partial as Python values."""
     g = plan.groups
     specs = op.config.aggregates
-    slots = op._agg._slot
+    slots = op._agg.slots
     seq0 = op._seq
-    wants_order = any(s.kind in ("FIRST_VALUE", "LAST_VALUE") for s in specs)
+    wants_order = any(s.info.partial in ("first", "last") for s in specs)
     first_row = last_row = None
     if g.pane is not None:
         counts = g.pane.count
@@ -1011,10 +993,10 @@ def _partials(
     int_sums: dict[int, list] = {}
     extrema: dict[tuple[str, int], list] = {}
     for spec, slot in zip(specs, slots, strict=True):
-        kind, arg = spec.kind, spec.arg
-        if kind in ("COUNT_STAR", "COUNT"):
+        kind, arg = spec.info.partial, spec.arg
+        if kind == "count":
             per_spec.append(None)
-        elif kind in ("SUM", "AVG"):
+        elif kind == "sum":
             assert arg is not None
             col = p.columns[arg]
             if g.pane is not None:
@@ -1033,24 +1015,24 @@ def _partials(
                 )
                 assert g.rows is not None and g.group is not None and g.starts is not None
                 per_spec.append(sequential_sums(col[g.rows], g.group, g.starts, init).tolist())
-        elif kind in ("MIN", "MAX"):
+        elif kind in ("min", "max"):
             assert arg is not None
             if (kind, arg) not in extrema:
                 if g.pane is not None:
-                    table = g.pane.mins if kind == "MIN" else g.pane.maxs
+                    table = g.pane.mins if kind == "min" else g.pane.maxs
                     extrema[(kind, arg)] = table[arg].tolist()
                 else:
                     assert g.rows is not None and g.starts is not None
-                    ufunc = np.minimum if kind == "MIN" else np.maximum
+                    ufunc = np.minimum if kind == "min" else np.maximum
                     extrema[(kind, arg)] = ufunc.reduceat(p.columns[arg][g.rows], g.starts).tolist()
             per_spec.append(extrema[(kind, arg)])
-        elif kind in ("COLLECT_LIST", "COUNT_DISTINCT"):
+        elif kind in ("list", "distinct"):
             # per group the accumulator's own shape: (t, seq, value) entries or a set
             assert arg is not None and g.rows is not None and g.starts is not None
             r = g.rows
             values = p.columns[arg][r].tolist()
             bounds = np.append(g.starts, len(r)).tolist()
-            if kind == "COUNT_DISTINCT":
+            if kind == "distinct":
                 per_spec.append(
                     [set(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
                 )
@@ -1059,9 +1041,9 @@ def _partials(
                 per_spec.append(
                     [entries[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
                 )
-        else:  # FIRST_VALUE / LAST_VALUE: (event time, arrival seq, value)
+        else:  # first / last: (event time, arrival seq, value)
             assert arg is not None and first_row is not None and last_row is not None
-            chosen = first_row if kind == "FIRST_VALUE" else last_row
+            chosen = first_row if kind == "first" else last_row
             per_spec.append(
                 list(
                     zip(
@@ -1080,39 +1062,29 @@ def _codegen(
 ) -> tuple[list[str], list[str]]:
     """Per aggregate: the result expression of a fresh group's partial (``P{j}[i]``,
     ``cnt``) and the lines folding it into an accumulator ``acc`` the way
-    ``Aggregator.add`` would have, row by row."""
+    ``Aggregator.add`` would have, row by row: the kind's merge
+    (``wql.runtime.aggregates``), a batch partial being the accumulator of
+    the group's rows."""
     results = []
     fold = []
     for j, (spec, s, seq_sum) in enumerate(zip(specs, slots, seq_sums, strict=True)):
-        k = spec.kind
-        if k in ("COUNT_STAR", "COUNT"):
-            results.append("cnt")
-            fold.append(f"        acc[{s}] += cnt")
-        elif k in ("SUM", "AVG"):
-            results.append(f"P{j}[i] / cnt" if k == "AVG" else f"P{j}[i]")
-            if seq_sum:  # the partial already started from the accumulator
-                fold.append(f"        acc[{s}] = P{j}[i]")
-            else:
-                fold.append(f"        c = acc[{s}]; v = P{j}[i]")
-                fold.append(f"        acc[{s}] = v if c is None else c + v")
-            if k == "AVG":
-                fold.append(f"        acc[{s + 1}] += cnt")
-        elif k == "COUNT_DISTINCT":
-            results.append(f"len(P{j}[i])")
-            fold.append(f"        acc[{s}] |= P{j}[i]")
-        elif k == "COLLECT_LIST":
-            results.append(f"[x[2] for x in sorted(P{j}[i], key=by_time)]")
-            fold.append(f"        acc[{s}].extend(P{j}[i])")
-        elif k in ("MIN", "MAX"):
-            op = "<" if k == "MIN" else ">"
-            results.append(f"P{j}[i]")
-            fold.append(f"        c = acc[{s}]; v = P{j}[i]")
-            fold.append(f"        if c is None or v {op} c: acc[{s}] = v")
+        info = spec.info
+        if info.partial == "count":
+            sources = ["cnt"]
+        elif spec.kind == "AVG":
+            sources = [f"P{j}[i]", "cnt"]
         else:
-            op = "<" if k == "FIRST_VALUE" else ">"
-            results.append(f"P{j}[i][2]")
-            fold.append(f"        c = acc[{s}]; v = P{j}[i]")
-            fold.append(f"        if c is None or (v[0], v[1]) {op} (c[0], c[1]): acc[{s}] = v")
+            sources = [f"P{j}[i]"]
+        results.append(result_expression(spec.kind, sources))
+        targets = [f"acc[{s + n}]" for n in range(len(info.create))]
+        if seq_sum:
+            # the float partial already started from the accumulator (sequential_sums)
+            fold.append(f"        acc[{s}] = P{j}[i]")
+            fold += [f"        acc[{s + 1}] += cnt"] if spec.kind == "AVG" else []
+            continue
+        names = [src if src == "cnt" else f"b{j}_{n}" for n, src in enumerate(sources)]
+        fold += [f"        {b} = {src}" for b, src in zip(names, sources, strict=True) if b != src]
+        fold += [f"        {line}" for line in merge_lines(spec.kind, targets, names)]
     return results, fold
 
 
@@ -1217,7 +1189,7 @@ def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, pa
     namespace: dict[str, Any] = {
         "TimeWindow": TimeWindow,
         "ON_TIME": ON_TIME,
-        "by_time": _by_time_then_arrival,
+        "_order": order_key,
     }
     exec(compile(src, "<wql.runtime.vectorized.group_loop>", "exec"), namespace)  # noqa: S102
     fn = _GROUP_LOOPS[shape] = namespace["group_loop"]
@@ -1230,7 +1202,7 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
     seq0 = op._seq
     counts, per_spec = _partials(op, p, plan, found)
     seq_sums = tuple(
-        spec.kind in ("SUM", "AVG") and g.pane is None and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
+        spec.info.partial == "sum" and g.pane is None and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
         for spec in specs
     )
     # windows created and completed inside the batch are emitted directly
@@ -1245,7 +1217,7 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
     done_list = done.tolist()
     emptied: list[Hashable] = []
     direct: list[tuple] = []
-    loop = _group_loop(specs, op._agg._slot, seq_sums, g.existing is not None)
+    loop = _group_loop(specs, op._agg.slots, seq_sums, g.existing is not None)
     loop(
         op,
         found.keys,
@@ -1284,11 +1256,6 @@ def _apply(op: WindowOperator, p: _Prepared, plan: _Plan, found: _Found) -> None
         op._out.extend(direct)
         counters.rows_emitted += len(direct)
     op.advance_watermark(p.wm_last)
-
-
-def _by_time_then_arrival(entry: tuple) -> tuple:
-    # COLLECT_LIST's order (wql.runtime.aggregates): event time, then arrival
-    return entry[0], entry[1]
 
 
 def _by_window_time(row: tuple) -> int:
@@ -1408,14 +1375,14 @@ def _count_windows(op: WindowOperator, p: _Prepared) -> bool:
     plan = _Plan(groups, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
     counts, per_spec = _partials(op, p, plan, found)
     seq_sums = tuple(
-        spec.kind in ("SUM", "AVG") and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
+        spec.info.partial == "sum" and p.columns[spec.arg].dtype.kind == "f"  # type: ignore[index]
         for spec in op.config.aggregates
     )
     panes = (np.array(pane0, np.int64)[g_key] + g_fire).tolist()
     timings = np.where(p.wm_raw[last_row] < MAX_TIME, 0, 1).tolist()
     emitted: list[tuple] = []
     keep: list[list | None] = [None] * len(keys)
-    loop = _count_loop(op.config.aggregates, op._agg._slot, seq_sums)
+    loop = _count_loop(op.config.aggregates, op._agg.slots, seq_sums)
     loop(
         op,
         found.keys,
@@ -1491,7 +1458,7 @@ def count_loop(op, keys, accs, counts, parts, fires, panes, timings, rows, key_o
     namespace: dict[str, Any] = {
         "MAX_TIME": MAX_TIME,
         "TIMING": (EARLY, LATE),
-        "by_time": _by_time_then_arrival,
+        "_order": order_key,
     }
     exec(compile(src, "<wql.runtime.vectorized.count_loop>", "exec"), namespace)  # noqa: S102
     fn = _COUNT_LOOPS[shape] = namespace["count_loop"]
