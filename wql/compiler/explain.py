@@ -20,21 +20,9 @@ import functools
 from dataclasses import dataclass
 
 from wql.compiler import plan as P
+from wql.runtime.aggregates import AGGREGATE_KINDS
 
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
-
-_INCREMENTAL = {
-    P.AggKind.COUNT_STAR: "count",
-    P.AggKind.COUNT: "count of non-NULL values",
-    P.AggKind.SUM: "running sum (NULL until a non-NULL value)",
-    P.AggKind.MIN: "running minimum",
-    P.AggKind.MAX: "running maximum",
-    P.AggKind.AVG: "(sum, count), result sum / count",
-    P.AggKind.COUNT_DISTINCT: "set of distinct non-NULL values",
-    P.AggKind.FIRST_VALUE: "(event time, arrival, value) of the earliest row",
-    P.AggKind.LAST_VALUE: "(event time, arrival, value) of the latest row",
-    P.AggKind.COLLECT_LIST: "(event time, arrival, value) list, ordered on output",
-}
 
 
 def duration(ms: int) -> str:
@@ -119,7 +107,11 @@ def explain_query(q: P.Query) -> str:
     keeps_rows = q.effective_evictor is not None
     add("  aggregates:" if q.aggregates else "  aggregates: none")
     for a in q.aggregates:
-        form = "over the rows kept after eviction" if keeps_rows else _INCREMENTAL[a.kind]
+        form = (
+            "over the rows kept after eviction"
+            if keeps_rows
+            else AGGREGATE_KINDS[a.kind.value].state
+        )
         add(f"    {a.name} {a.type} = {a.call_sql}  [{form}]")
     if keeps_rows:
         add("    state: rows (an evictor needs them), aggregates computed at each firing")

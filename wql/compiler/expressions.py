@@ -42,6 +42,7 @@ from wql.compiler import types as T
 from wql.compiler.plan import AggKind, Column, Expr
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, Span, WqlError, WqlSemanticError, WqlSyntaxError
+from wql.runtime.aggregates import AGGREGATE_KINDS
 
 DIALECT = "spark"
 
@@ -755,30 +756,35 @@ class _IntervalTyper:
 
 
 def aggregate_type(kind: AggKind, arg: WqlType | None) -> WqlType | None:
-    """Spark's result type of an aggregate; None when ``arg`` cannot be aggregated so."""
-    if kind in (AggKind.COUNT_STAR, AggKind.COUNT, AggKind.COUNT_DISTINCT):
+    """Spark's result type of an aggregate; None when ``arg`` cannot be aggregated so.
+
+    The kind's result class comes from the runtime's table of aggregate kinds
+    (``wql.runtime.aggregates.AGGREGATE_KINDS``); Spark's rule for each class is here.
+    """
+    output = AGGREGATE_KINDS[kind.value].output
+    if output == "BIGINT":
         return T.BIGINT
     assert arg is not None
-    if kind in (AggKind.SUM, AggKind.AVG):
+    if output in ("SUM", "AVG"):
         if arg.is_unknown:
-            return T.DOUBLE if kind is AggKind.AVG or arg.kind == "NULL" else T.UNKNOWN
+            return T.DOUBLE if output == "AVG" or arg.kind == "NULL" else T.UNKNOWN
         if arg.kind == "DECIMAL":
             assert arg.precision is not None and arg.scale is not None
-            if kind is AggKind.SUM:
+            if output == "SUM":
                 return T.DECIMAL(min(38, arg.precision + 10), arg.scale)
             return T.DECIMAL(min(38, arg.precision + 4), min(38, arg.scale + 4))
         if arg.is_integral:
-            return T.BIGINT if kind is AggKind.SUM else T.DOUBLE
+            return T.BIGINT if output == "SUM" else T.DOUBLE
         if arg.kind in ("FLOAT", "DOUBLE"):
             return T.DOUBLE
         if arg.kind == "INTERVAL":
             return T.INTERVAL
         return None
-    if kind in (AggKind.MIN, AggKind.MAX, AggKind.FIRST_VALUE, AggKind.LAST_VALUE):
+    if output == "ARG":
         return arg
-    if kind is AggKind.COLLECT_LIST:
+    if output == "ARRAY":
         return T.array_of(arg)
-    raise AssertionError(kind)
+    raise AssertionError(output)
 
 
 # ---------------------------------------------------------------------------

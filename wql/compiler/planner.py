@@ -28,6 +28,7 @@ from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
+from wql.runtime.aggregates import AGGREGATE_KINDS
 
 ENGINES = ("auto", "native", "operator")
 
@@ -185,9 +186,13 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
 
 
 def float_sum(a: P.Aggregate) -> bool:
-    """Whether ``a`` adds floating-point numbers, whose sum depends on the order of addition."""
+    """Whether ``a`` adds floating-point numbers, whose sum depends on the order of addition.
+
+    Which kinds add (and so round) is the runtime's table of aggregate kinds
+    (``AggregateKind.rounds``).
+    """
     return (
-        a.kind in (P.AggKind.SUM, P.AggKind.AVG)
+        AGGREGATE_KINDS[a.kind.value].rounds
         and a.arg is not None
         and a.arg.type.kind in ("FLOAT", "DOUBLE")
     )

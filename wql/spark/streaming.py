@@ -392,7 +392,9 @@ class WindowProcessor(StatefulProcessor):
         if self.layout.mode == "EventTime":
             spark_timers = self._sync_timers(event_timers, wm)
         elif self.layout.mode == "ProcessingTime":
-            spark_timers = self._sync_timers(processing_timers, pt)
+            # a processing-time timer at T is due once the clock passes T (reads T + 1:
+            # Flink's 1 ms delay, WindowOperator.advance_processing_time)
+            spark_timers = self._sync_timers([t + 1 for t in processing_timers], pt)
         else:
             spark_timers = set()
         if k in op.active_keys() or event_timers or processing_timers:
@@ -424,7 +426,9 @@ class WindowProcessor(StatefulProcessor):
         """Spark timers at the distinct times the key's runtime timers become due.
 
         Spark fires a timer whose time is strictly below the batch's clock;
-        a runtime timer at ``T`` is due when the clock reaches ``T``, and one
+        ``due`` are the clock readings at which the key's runtime timers fire
+        (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
+        one); a timer due at ``T`` needs the clock to reach ``T``, and one
         at or below the current clock waits for the next rise: Spark time
         ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
         firing them in this batch and deletes them after), a stale one at
