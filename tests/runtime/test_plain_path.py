@@ -16,8 +16,9 @@ output as the plain path:
 - ``batch``: ``process_batch`` on batches of random sizes (the vectorized
   path where it applies, the per-row loop where it declines).
 
-Per-row paths must agree after every row on emitted rows (in order), late
-rows, counters and the snapshot's content (timers with their registration
+Per-row paths must agree after every row on emitted rows (in order; with
+``tag_firings``, each ending with what fired it), late rows, counters and
+the snapshot's content (timers with their registration
 numbers included); the fast operator may be restored from its whole
 snapshot mid-stream, or every key from its own snapshot before each of its
 rows (the streaming host's round trip), and must go on exactly the same.
@@ -152,6 +153,8 @@ def test_fast_path_equals_plain_path(path: str, name: str, data: Any, rows: list
         trigger=trigger,
         allowed_lateness=lateness,
         late_output=data.draw(st.booleans()),
+        # a pipeline stage: every emitted row ends with what fired it
+        tag_firings=data.draw(st.booleans()),
     )
     fast = WindowOperator(config, slicing=path == "sliced")
     plain = WindowOperator(config, fast=False)

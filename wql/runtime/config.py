@@ -4,7 +4,10 @@
 (the compiler's ``backends/operator.py`` builds it from the plan); it holds
 no per-key state and can be shared. ``RowBatch`` is the columnar input of
 ``WindowOperator.process_batch``. Emitted rows are plain tuples, laid out as
-``EMITTED_FIELDS`` followed by the aggregate results in config order.
+``EMITTED_FIELDS`` followed by the aggregate results in config order, and,
+when the config asks for it (``tag_firings``), by ``FIRED_FIELDS``: what
+fired the row, which a host needs to place it in a pipeline's global
+sequence (docs/architecture.md, "Contract: pipelines").
 
 >>> cfg = OperatorConfig(TumblingWindows(3000), (AggregateSpec("SUM", 0),))
 >>> type(cfg.effective_trigger).__name__
@@ -30,6 +33,10 @@ from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
 
 __all__ = [
     "EMITTED_FIELDS",
+    "FIRED_BY_EVENT_TIMER",
+    "FIRED_BY_PROCESSING_TIMER",
+    "FIRED_BY_ROW",
+    "FIRED_FIELDS",
     "Counters",
     "OperatorConfig",
     "RowBatch",
@@ -57,6 +64,32 @@ EARLY = "EARLY"
 ON_TIME = "ON_TIME"
 LATE = "LATE"
 
+#: With ``OperatorConfig.tag_firings`` every emitted row ends, after its
+#: aggregate results, with these fields: what made the operator emit it.
+#:
+#: ``fired_by`` is one of the ``FIRED_BY_*`` codes below; ``fired_time`` is
+#: the timer's time (None for a row fired by a row); ``fired_row`` is an
+#: arrival number (the operator numbers the rows it is given 0, 1, 2, ...):
+#:
+#: * ``FIRED_BY_ROW``: fired while processing row ``fired_row`` (a COUNT or
+#:   an early trigger, a late row within the allowed lateness);
+#: * ``FIRED_BY_EVENT_TIMER`` / ``FIRED_BY_PROCESSING_TIMER``: fired by a timer
+#:   at ``fired_time`` when the clock rose to it. ``fired_row`` is None when
+#:   the timer was ahead of the clock before that rise: a global sequential
+#:   run fires it at the first rise that reaches it. Otherwise the timer was
+#:   at or behind the clock already (registered by a row since the clock's
+#:   last rise, e.g. an EVERY boundary of a row far behind the watermark):
+#:   it fires at the first rise after row ``fired_row``, the last row the
+#:   operator processed before the rise.
+#:
+#: A timer registered while firing another one, at an earlier time, fires in
+#: the same pass and carries that timer's fields. ``wql.runtime.pipeline``
+#: turns these fields into positions of a global sequence.
+FIRED_FIELDS = ("fired_by", "fired_time", "fired_row")
+FIRED_BY_ROW = 0
+FIRED_BY_EVENT_TIMER = 1
+FIRED_BY_PROCESSING_TIMER = 2
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -72,6 +105,8 @@ class OperatorConfig:
             instead of counting them as dropped.
         late_columns: which ``values`` indices the late output carries
             (``None``: all of them).
+        tag_firings: end every emitted row with ``FIRED_FIELDS`` (a stage of
+            a pipeline: its host places each row in the global sequence).
     """
 
     assigner: WindowAssigner
@@ -81,6 +116,7 @@ class OperatorConfig:
     allowed_lateness: int = 0
     late_output: bool = False
     late_columns: tuple[int, ...] | None = None
+    tag_firings: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.allowed_lateness, int) or self.allowed_lateness < 0:

@@ -49,7 +49,17 @@ from wql.runtime.assigners import (
     GlobalWindows,
     SessionWindows,
 )
-from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
+from wql.runtime.config import (
+    EARLY,
+    FIRED_BY_EVENT_TIMER,
+    FIRED_BY_PROCESSING_TIMER,
+    FIRED_BY_ROW,
+    LATE,
+    ON_TIME,
+    Counters,
+    OperatorConfig,
+    RowBatch,
+)
 from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.slicing import Slicer, can_slice
@@ -199,6 +209,10 @@ class WindowOperator:
         #: of the same row may still take it: then the count is taken back).
         self._gone_seq = -1
         self._ended = False
+        #: ``config.tag_firings``: what the next emitted row is fired by
+        #: (``config.FIRED_FIELDS``), kept up to date by ``admit`` and the timer passes.
+        self._tag = config.tag_firings
+        self._cause: tuple = (FIRED_BY_ROW, None, -1)
         # The key being processed by the merging path (the merge callback's target).
         self._merge_key: Any = None
         self._merge_ks: KeyState | None = None
@@ -364,11 +378,15 @@ class WindowOperator:
         """Raise the watermark and fire due event-time timers; lower/equal does nothing."""
         if watermark <= self.watermark:
             return
+        before = self.watermark
         self.watermark = watermark
         heap = self._timers.event.heap
         if not heap or heap[0][0] > watermark:
             return
         pop = self._timers.pop_event_time_timer
+        if self._tag:
+            self._fire_tagged(pop, watermark, before, FIRED_BY_EVENT_TIMER, True)
+            return
         while True:
             timer = pop(watermark)
             if timer is None:
@@ -387,14 +405,44 @@ class WindowOperator:
         """
         if time <= self.processing_time:
             return
+        before = self.processing_time
         self.processing_time = time
         due = time - 1
         pop = self._timers.pop_processing_time_timer
+        if self._tag:
+            # a timer at T was due already when T < the clock before the rise
+            self._fire_tagged(pop, due, before - 1, FIRED_BY_PROCESSING_TIMER, False)
+            return
         while True:
             timer = pop(due)
             if timer is None:
                 return
             self._on_timer(timer[0], timer[1], timer[2], False)
+
+    def _fire_tagged(self, pop: Any, due: int, was_due: int, by: int, event: bool) -> None:
+        """One timer pass of a tagging operator: each firing's ``FIRED_FIELDS`` first.
+
+        ``due``: fire the timers up to it; ``was_due``: the timers up to it
+        were due before this rise (registered since the last one: they fire
+        at the first rise after the last row processed). A timer registered
+        during this pass at an earlier time than the last one fired belongs
+        to that firing's step (Flink's heap fires it next, in the same pass).
+        """
+        last: tuple | None = None
+        while True:
+            timer = pop(due)
+            if timer is None:
+                return
+            time = timer[2]
+            cause: tuple
+            if last is not None and time < last[1]:
+                cause = last
+            elif time <= was_due:
+                cause = (by, time, self._seq - 1)
+            else:
+                cause = (by, time, None)
+            self._cause = last = cause
+            self._on_timer(timer[0], timer[1], time, event)
 
     def end_of_input(self) -> None:
         """Watermark to MAX_TIME (every event-time timer fires); processing timers stay.
@@ -529,6 +577,8 @@ class WindowOperator:
         else:
             max_ts = window.end - 1  # type: ignore[union-attr]
             row = (key, window.start, window.end, max_ts, pane, timing, max_ts, *results)  # type: ignore[union-attr]
+        if self._tag:
+            row += self._cause
         self._out.append(row)
         self.counters.rows_emitted += 1
 
@@ -615,11 +665,13 @@ class WindowOperator:
 
     def process_batch(self, batch: RowBatch) -> None:
         """The vectorized entry point; equal to the per-row loop in every observable way."""
-        # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
+        # The fast path keeps no per-row firing record: "rows" tracking and the
+        # firing tags of a pipeline stage need the loop.
         path = self._path
         if (
             self._fast
             and not self._track
+            and not self._tag
             and (path is None or path.vectorizable)
             and try_process_batch(self, batch)
         ):
@@ -812,10 +864,17 @@ class WindowOperator:
     # ``aggregator`` and never assign a field of the operator.
 
     def admit(self, n: int = 1) -> int:
-        """Count ``n`` rows in; returns the first of their ``n`` arrival numbers."""
+        """Count ``n`` rows in; returns the first of their ``n`` arrival numbers.
+
+        A tagging operator (``config.tag_firings``) takes rows one at a time
+        (``process_batch`` runs the per-row loop): what it emits until the
+        next timer pass is fired by this row.
+        """
         self.counters.rows_in += n
         seq = self._seq
         self._seq = seq + n
+        if self._tag:
+            self._cause = (FIRED_BY_ROW, None, seq)
         return seq
 
     def drop(self, reason: str, n: int = 1) -> None:
@@ -875,7 +934,12 @@ class WindowOperator:
         self.release_key(key)
 
     def emit_rows(self, rows: list[tuple]) -> None:
-        """Append firings built by the caller (``EMITTED_FIELDS`` + aggregate results)."""
+        """Append firings built by the caller (``EMITTED_FIELDS`` + aggregate results).
+
+        Only the batch paths build rows themselves, and a tagging operator
+        takes none of them (``process_batch``), so these rows are never tagged.
+        """
+        assert not self._tag, "a tagging operator emits through emit()"
         self._out.extend(rows)
         self.counters.rows_emitted += len(rows)
 

@@ -1,0 +1,151 @@
+"""A pipeline's global sequence: where each emitted row of a stage belongs.
+
+A pipeline chains operators: a query reads the rows another query (a view)
+emits. Flink runs such a chain as one stream in which each operator fires
+its timers for a watermark ``W`` and only then forwards ``W`` downstream
+(``AbstractStreamOperator.processWatermark``), so the rows fired at ``W``
+reach the next operator *before* ``W``, and rows fired while processing a
+row come right after that row. Batch replay reproduces that sequence
+although every stage runs per key partition with lazily fired timers: each
+stage tags its emitted rows (``OperatorConfig.tag_firings``, the fields
+``config.FIRED_FIELDS``) and this module turns the tags into positions of
+the global sequence (docs/architecture.md, "Contract: pipelines").
+
+The global sequence is made of **steps**, numbered by the replay positions
+``s`` of the source rows (``__wql_seq``, increasing, gaps allowed):
+
+* ``2*s`` -- the *rise* before row ``s``: the watermark rises to the
+  watermark row ``s`` sees (only where it rises);
+* ``2*s + 1`` -- row ``s`` itself;
+* ``2*S`` and ``2*(S + 1)`` with ``S`` = last position + 1 -- end of input:
+  the rise to the watermark after the last row, then to ``MAX_TIME``.
+
+Within a rise step every stage first processes the rows its upstream emitted
+at that step (they were fired at the rise, so they come before it), then
+fires its own timers. Where a row of a stage belongs:
+
+* fired by row ``a`` (``FIRED_BY_ROW``): the step of its input row ``a``,
+  right after that row (among the rows ``a`` fired, in emission order);
+* fired by an event-time timer at ``T`` that was ahead of the watermark:
+  the first rise that reaches ``T`` (:meth:`GlobalClock.first_rise`);
+* fired by a timer that was already due (``fired_row`` set): the first rise
+  at or after the step of input row ``fired_row`` (:meth:`GlobalClock.rise_after`;
+  a row that arrived at a rise step is processed before that rise).
+
+The watermark a row of the next stage sees is the one before its step's rise
+(:meth:`GlobalClock.watermark_before`). Rows fired at one step are ordered
+by: rows fired by rows first (by their input row's rank, then emission
+order), then rows fired by timers, by timer time, then key, window end and
+window start. Flink leaves the order of equal timers to its timer heap; WQL
+fixes this one.
+
+Why a stage may run per key with lazily fired timers: a key's state changes
+only through its own rows and timers, timers fire in time order on every
+rise, and the tag says which global rise fired each row (docs/runtime.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from wql.runtime.config import FIRED_BY_EVENT_TIMER, FIRED_BY_ROW
+from wql.runtime.windows import MAX_TIME, MIN_TIME
+
+__all__ = [
+    "CLASS_ROW",
+    "CLASS_TIMER",
+    "GlobalClock",
+    "rise_step",
+    "row_step",
+]
+
+#: Within a step: rows fired by rows come before rows fired by timers.
+CLASS_ROW = 0
+CLASS_TIMER = 1
+
+IntArray = npt.NDArray[np.int64]
+
+
+def rise_step(position: int) -> int:
+    """The step of the watermark rise before the source row at replay ``position``."""
+    return 2 * position
+
+
+def row_step(position: int) -> int:
+    """The step of the source row at replay ``position``."""
+    return 2 * position + 1
+
+
+@dataclass(frozen=True)
+class GlobalClock:
+    """The rises of a pipeline's watermark: ``steps[i]`` reaches ``marks[i]``.
+
+    Both arrays increase strictly; the last mark is ``MAX_TIME`` (end of
+    input), so every timer finds its rise.
+    """
+
+    steps: IntArray
+    marks: IntArray
+
+    @classmethod
+    def from_replay(
+        cls, positions: Sequence[int] | IntArray, watermarks: Sequence[int] | IntArray, final: int
+    ) -> GlobalClock:
+        """The clock of a replay: each row's position and ``watermark_before`` (in replay
+        order), and the watermark after the last row (``final``)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        wm = np.asarray(watermarks, dtype=np.int64)
+        if len(wm):
+            prev = np.empty(len(wm), dtype=np.int64)
+            prev[0] = MIN_TIME
+            prev[1:] = wm[:-1]
+            rises = wm > prev
+            steps = [2 * pos[rises]]
+            marks = [wm[rises]]
+            last_wm, end = int(wm[-1]), int(pos[-1]) + 1
+        else:
+            steps, marks, last_wm, end = [], [], MIN_TIME, 0
+        tail_steps, tail_marks = [], []
+        if final > last_wm:
+            tail_steps.append(rise_step(end))
+            tail_marks.append(final)
+        if max(final, last_wm) < MAX_TIME:
+            tail_steps.append(rise_step(end + 1))
+            tail_marks.append(MAX_TIME)
+        return cls(
+            np.concatenate([*steps, np.array(tail_steps, dtype=np.int64)]).astype(np.int64),
+            np.concatenate([*marks, np.array(tail_marks, dtype=np.int64)]).astype(np.int64),
+        )
+
+    def first_rise(self, time: int) -> int:
+        """The step of the first rise reaching ``time`` (an event-time timer at it fires there)."""
+        return int(self.steps[np.searchsorted(self.marks, time, side="left")])
+
+    def rise_after(self, step: int) -> int:
+        """The first rise at or after ``step`` (a rise step's own rise comes after its rows)."""
+        return int(self.steps[np.searchsorted(self.steps, step, side="left")])
+
+    def watermark_before(self, step: int) -> int:
+        """The watermark a row at ``step`` sees: the one reached by the last rise before it."""
+        i = int(np.searchsorted(self.steps, step, side="left")) - 1
+        return int(self.marks[i]) if i >= 0 else MIN_TIME
+
+    def place(self, fired_by: int, fired_time: int | None, input_step: int | None) -> int:
+        """The step of a row emitted with these ``FIRED_FIELDS``.
+
+        ``input_step`` is the step of the stage's input row ``fired_row``
+        (None when the tag names no row).
+        """
+        if fired_by == FIRED_BY_ROW:
+            assert input_step is not None
+            return input_step
+        if fired_by != FIRED_BY_EVENT_TIMER:
+            raise ValueError("a pipeline stage fires only on rows and event-time timers")
+        if input_step is None:
+            assert fired_time is not None
+            return self.first_rise(fired_time)
+        return self.rise_after(input_step)
