@@ -185,6 +185,11 @@ class ErrorCode(enum.Enum):
         "a DataFrame or schema that does not match its source: a missing or incompatible "
         "column, a Spark type WQL has no type for, no columns",
     )
+    PIPELINE = (
+        "WQL220",
+        "a view read where it cannot be: before its definition, by itself, with a WATERMARK "
+        "clause, without the event time or the clock its reader needs",
+    )
     SEMANTIC = ("WQL299", "any other meaningless text")
     NOT_NATIVE = ("WQL300", "a query forced onto the native engine where it cannot run exactly")
     UNKNOWN_ENGINE = ("WQL301", "an engine other than auto, native and operator")

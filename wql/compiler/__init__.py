@@ -52,6 +52,7 @@ def compile_source(
     *,
     streaming: bool = False,
     script: ast.Script | None = None,
+    views: Mapping[str, Any] | None = None,
 ) -> plan.Program:
     """Parse, bind and plan a WQL text.
 
@@ -61,8 +62,10 @@ def compile_source(
     streaming sources (``wql run --stream``, ``wql explain --stream``).
     ``script`` is ``text`` already parsed (:func:`parse_source`), so that a
     caller that looked at the AST first does not parse the text again.
-    Every error is a :class:`WqlError` (or :class:`WqlErrors`) with the text
-    and file name attached for rendering.
+    ``views`` maps names to views of other files the text may read
+    (:class:`wql.compiler.binder.ExternalView`). Every error is a
+    :class:`WqlError` (or :class:`WqlErrors`) with the text and file name
+    attached for rendering.
     """
     from wql.compiler.binder import bind
 
@@ -70,7 +73,15 @@ def compile_source(
         script = parse_source(text, filename)
     try:
         with recursion_headroom():
-            return bind(script, text, filename, schemas=schemas, engine=engine, streaming=streaming)
+            return bind(
+                script,
+                text,
+                filename,
+                schemas=schemas,
+                engine=engine,
+                streaming=streaming,
+                views=views,
+            )
     except WqlError as e:
         raise e.with_source(text, filename) from None
 

@@ -130,6 +130,22 @@ NATIVE = Capabilities(
             "replaying rows out of event-time order makes some rows late, which Spark's "
             "batch aggregation would still count",
         ),
+        (
+            "operator_view",
+            "the view runs on the operator engine; only the output of a native view is "
+            "every window's one ON_TIME row, none of which is late downstream",
+        ),
+        (
+            "view_keyed_sessions",
+            "a view's rows come with no watermark delay: a row at exactly a session's end can "
+            "find that session already fired (by the watermark rise that fired the row's own "
+            "window for another key) and start a new one, while Spark merges touching sessions",
+        ),
+        (
+            "view_float_sums",
+            "a floating-point sum over a view adds the view's rows in the order they fire, "
+            "which Spark's aggregation does not keep",
+        ),
     ),
 )
 

@@ -42,31 +42,41 @@ def duration(ms: int) -> str:
 
 
 def explain(program: P.Program) -> str:
-    """The explain text of a whole program (queries in file order)."""
-    return "\n\n".join(explain_query(q) for q in program.queries) + "\n"
+    """The explain text of a whole program: its dataflow when a query reads a view,
+    then the queries in file order."""
+    parts = [explain_query(q, program) for q in program.queries]
+    if any(q.source.view is not None for q in program.queries):
+        parts.insert(0, dataflow(program))
+    return "\n\n".join(parts) + "\n"
 
 
-def explain_query(q: P.Query) -> str:
+def dataflow(program: P.Program) -> str:
+    """The program as a DAG: one line per query, from its input to it, with its engine."""
+    lines = ["dataflow (each query's input -> the query [engine])"]
+    external = {v.name.lower() for v in program.views}
+    for q in program.queries:
+        if q.source.view is None:
+            origin = f"source {q.source.name}"
+        elif q.source.view.lower() in external:
+            origin = f"{q.source.view} (another file)"
+        else:
+            origin = q.source.view
+        engine = q.engine.engine if q.engine else "not planned"
+        lines.append(f"  {origin} -> {q.name} [{engine}]")
+    return "\n".join(lines)
+
+
+def explain_query(q: P.Query, program: P.Program | None = None) -> str:
     engine = q.engine.engine if q.engine else "(not planned)"
     stream = ", on a stream" if q.engine is not None and q.engine.streaming else ""
     lines = [f"query {q.name}  [engine: {engine}{stream}]"]
     add = lines.append
 
     src = q.source
-    cols = ", ".join(f"{c.name} {c.type}" for c in src.columns)
-    add(f"  source {src.name} ({cols})")
-    if src.event_time is not None:
-        et = src.event_time
-        add(
-            f"    event time: {et.column}, watermark = max({et.column}) - "
-            f"{duration(et.delay_ms)} - 1 ms"
-        )
+    if src.view is not None:
+        lines.extend(_view_input(q, program))
     else:
-        add("    event time: none")
-    if src.arrival_order is not None:
-        add(f"    replay order: arrival_order column {src.arrival_order}")
-    else:
-        add("    replay order: event time, ties by input order")
+        lines.extend(_source_input(src))
     if q.window.domain is P.TimeDomain.PROCESSING or _uses_processing_time(q):
         where = f"column {src.processing_time}" if src.processing_time else "wall clock"
         add(f"    processing time: {where}")
@@ -129,6 +139,44 @@ def explain_query(q: P.Query) -> str:
         for r in q.engine.reasons:
             add(f"    - {r.text}")
     return "\n".join(lines)
+
+
+def _source_input(src: P.SourceRef) -> list[str]:
+    cols = ", ".join(f"{c.name} {c.type}" for c in src.columns)
+    lines = [f"  source {src.name} ({cols})"]
+    if src.event_time is not None:
+        et = src.event_time
+        lines.append(
+            f"    event time: {et.column}, watermark = max({et.column}) - "
+            f"{duration(et.delay_ms)} - 1 ms"
+        )
+    else:
+        lines.append("    event time: none")
+    if src.arrival_order is not None:
+        lines.append(f"    replay order: arrival_order column {src.arrival_order}")
+    else:
+        lines.append("    replay order: event time, ties by input order")
+    return lines
+
+
+def _view_input(q: P.Query, program: P.Program | None) -> list[str]:
+    src = q.source
+    cols = ", ".join(f"{c.name} {c.type}" for c in src.columns)
+    lines = [f"  view {src.name} ({cols})"]
+    if src.event_time is not None:
+        lines.append(
+            f"    event time: {src.event_time.column} (the view's window_time), "
+            f"watermark = {src.name}'s, forwarded after its firings"
+        )
+    else:
+        lines.append("    event time: none (the view selects no window_time)")
+    lines.append(
+        "    order: the view's rows as they fire (docs/architecture.md, \"Contract: pipelines\")"
+    )
+    if program is not None:
+        chain = " -> ".join(p.name for p in program.pipeline(q))
+        lines.append(f"    pipeline: source {program.root_source(q).name} -> {chain}")
+    return lines
 
 
 def _uses_processing_time(q: P.Query) -> bool:

@@ -202,11 +202,20 @@ def _check_event_time(source: str, columns: tuple[Column, ...], et: EventTime) -
 
 @dataclass(frozen=True)
 class SourceRef:
-    """A query's input: the source with the event time the query sees.
+    """A query's input: a source, or a view (another query's output), with its event time.
 
-    ``event_time`` is the FROM clause's WATERMARK FOR when given, else the
-    declaration's. ``processing_time`` and ``arrival_order`` name source
-    columns used by batch replay (spec §3), from the source's WITH options.
+    For a source, ``event_time`` is the FROM clause's WATERMARK FOR when
+    given, else the declaration's; ``processing_time`` and ``arrival_order``
+    name source columns used by batch replay (spec §3), from the source's
+    WITH options.
+
+    For a view (``view`` is its query name, as ``name``), ``columns`` are
+    the view's output columns and ``event_time`` is the column the view
+    selects ``window_time`` as (Flink SQL: a window's ``window_time`` is a
+    rowtime attribute), with no delay of its own: the watermark is the
+    view's, forwarded after its firings (docs/architecture.md, "Contract:
+    pipelines"). A view that does not select ``window_time`` gives no event
+    time.
     """
 
     name: str
@@ -215,6 +224,7 @@ class SourceRef:
     processing_time: str | None = None
     arrival_order: str | None = None
     span: Span | None = field(default=None, compare=False, repr=False)
+    view: str | None = None
 
     def __post_init__(self) -> None:
         if self.event_time is not None:
@@ -965,11 +975,17 @@ def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
 
 @dataclass(frozen=True)
 class Program:
-    """A compiled ``.wql`` file: its sources and its queries in file order."""
+    """A compiled ``.wql`` file: its sources and its queries in file order.
+
+    ``views`` are the queries of other files (given together, e.g. to
+    ``wql run``) that this file's queries read, with the views those read,
+    upstream first; they are planned and run by their own file.
+    """
 
     sources: tuple[SourceDecl, ...]
     queries: tuple[Query, ...]
     span: Span | None = field(default=None, compare=False, repr=False)
+    views: tuple[Query, ...] = ()
 
     def __post_init__(self) -> None:
         names = [q.name.lower() for q in self.queries]
@@ -992,3 +1008,30 @@ class Program:
             if q.name.lower() == low:
                 return q
         raise KeyError(name)
+
+    def view(self, name: str) -> Query:
+        """The query called ``name``: this file's, else one of another file it reads."""
+        low = name.lower()
+        for q in (*self.queries, *self.views):
+            if q.name.lower() == low:
+                return q
+        raise KeyError(name)
+
+    def upstream(self, q: Query) -> Query | None:
+        """The view ``q`` reads (None when it reads a source)."""
+        return self.view(q.source.view) if q.source.view is not None else None
+
+    def pipeline(self, q: Query) -> tuple[Query, ...]:
+        """The chain of queries from the one reading a source to ``q`` (``q`` last)."""
+        chain = [q]
+        while (up := self.upstream(chain[-1])) is not None:
+            chain.append(up)
+        return tuple(reversed(chain))
+
+    def readers(self, q: Query) -> tuple[Query, ...]:
+        """This file's queries that read ``q``."""
+        return tuple(r for r in self.queries if r.source.view == q.name)
+
+    def root_source(self, q: Query) -> SourceRef:
+        """The source at the start of ``q``'s pipeline (``q``'s own when it reads one)."""
+        return self.pipeline(q)[0].source

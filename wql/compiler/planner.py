@@ -55,10 +55,17 @@ def choose_engines(
         )
     errors: list[WqlError] = []
     queries = []
+    # the views planned so far (this file's, in file order, and other files')
+    planned = {v.name.lower(): v for v in program.views}
     for q in program.queries:
         try:
-            choice = choose_engine(q, engine, streaming=is_stream(q, streaming))
-            queries.append(dataclasses.replace(q, engine=choice))
+            stream = is_stream(program.root_source(q), streaming)
+            upstream = planned.get(q.source.view.lower()) if q.source.view else None
+            if upstream is not None and stream:
+                raise _streaming_pipeline(q)
+            choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
+            planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
+            queries.append(q)
         except WqlError as e:
             errors.append(e)
     if len(errors) == 1:
@@ -68,19 +75,40 @@ def choose_engines(
     return dataclasses.replace(program, queries=tuple(queries))
 
 
-def is_stream(q: P.Query, streaming: Streaming) -> bool:
-    """Whether ``q`` reads a streaming source under ``streaming`` (see :data:`Streaming`)."""
+def is_stream(source: P.SourceRef, streaming: Streaming) -> bool:
+    """Whether ``source`` is a stream under ``streaming`` (see :data:`Streaming`)."""
     if isinstance(streaming, bool):
         return streaming
-    return q.source.name.lower() in {name.lower() for name in streaming}
+    return source.name.lower() in {name.lower() for name in streaming}
+
+
+def _streaming_pipeline(q: P.Query) -> WqlUnsupportedError:
+    """A query over a view, on a stream: refused, with the reason (docs/streaming.md)."""
+    return WqlUnsupportedError(
+        f"query {q.name!r} reads view {q.source.view!r}, and pipelines do not run on streams: "
+        "a Spark stateful operator downstream of another sees only the micro-batch's new "
+        "watermark, not the one before it, so the rows the view fires at a watermark rise "
+        "cannot be placed before that rise as Flink places them",
+        q.source.span,
+        hint="run the pipeline in batch, or stream the view and read its output as a source",
+        code=ErrorCode.UNSUPPORTED,
+    )
 
 
 def choose_engine(
-    q: P.Query, engine: str = "auto", caps: Capabilities | None = None, *, streaming: bool = False
+    q: P.Query,
+    engine: str = "auto",
+    caps: Capabilities | None = None,
+    *,
+    streaming: bool = False,
+    upstream: P.Query | None = None,
 ) -> P.EngineChoice:
-    """The engine of one query; ``caps`` defaults to the native abilities for ``streaming``."""
+    """The engine of one query; ``caps`` defaults to the native abilities for ``streaming``.
+
+    ``upstream`` is the (planned) view ``q`` reads, when it reads one.
+    """
     caps = caps if caps is not None else native_capabilities(streaming)
-    blockers = native_blockers(q, caps)
+    blockers = native_blockers(q, caps, upstream)
     where = " on a stream" if caps.streaming else ""
     if engine == "operator":
         return P.EngineChoice(
@@ -116,8 +144,17 @@ def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
     )
 
 
-def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
-    """Every reason ``q`` needs the operator engine, in clause order."""
+def native_blockers(
+    q: P.Query, caps: Capabilities = NATIVE, upstream: P.Query | None = None
+) -> list[P.Reason]:
+    """Every reason ``q`` needs the operator engine, in clause order.
+
+    ``upstream``: the view ``q`` reads. A query over a view runs natively
+    only over a native view: then every row of the view is a window's one
+    ON_TIME firing, which reaches ``q`` before the watermark that fired it,
+    so no row is late for ``q`` and Spark's aggregation of the view's output
+    is the operator's (docs/native.md, "Pipelines").
+    """
     out: list[P.Reason] = []
 
     def need(what: str, span, construct: str) -> None:
@@ -129,6 +166,8 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
         out.append(P.Reason(f"{message}: {why}" if why else message, span, what))
 
     w = q.window
+    if upstream is not None and (upstream.engine is None or upstream.engine.engine != "native"):
+        need(f"FROM {upstream.name}", q.source.span, "operator_view")
     if q.source.arrival_order is not None:
         need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
     if w.kind not in caps.windows:
@@ -147,11 +186,14 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
         and et.delay_ms == 0
         and not caps.zero_delay_keyed_sessions
     ):
-        need(
-            "keyed SESSION with a zero watermark delay",
-            et.span or w.span,
-            "zero_delay_keyed_sessions",
-        )
+        if q.source.view is not None:
+            need(f"keyed SESSION over view {q.source.view}", w.span, "view_keyed_sessions")
+        else:
+            need(
+                "keyed SESSION with a zero watermark delay",
+                et.span or w.span,
+                "zero_delay_keyed_sessions",
+            )
     if caps.reserved_prefix:
         for c in q.source.columns:
             if c.name.lower().startswith(caps.reserved_prefix):
@@ -171,8 +213,9 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
     for a in q.aggregates:
         if a.kind not in caps.aggregates:
             need(a.kind.value, a.span, a.kind.value)
-        elif not caps.float_sums and float_sum(a):
-            need(f"{a.kind.value} of {a.arg.type.ddl if a.arg else ''}", a.span, "float_sums")
+        elif float_sum(a) and (not caps.float_sums or q.source.view is not None):
+            construct = "view_float_sums" if q.source.view is not None else "float_sums"
+            need(f"{a.kind.value} of {a.arg.type.ddl if a.arg else ''}", a.span, construct)
     used = {c for o in q.output for c in o.expr.columns}
     if q.having is not None:
         used |= set(q.having.columns)

@@ -25,6 +25,7 @@ One module per concern, all working on one :class:`~.context.BindContext`
 ``lateness``    ALLOWED LATENESS, LATE DATA TO
 ``select``      GROUP BY keys, SELECT, HAVING
 ``queries``     the script: names, each query's clauses, the Query node
+``views``       a view as a query's input (FROM a CREATE VIEW)
 ==============  ==========================================================
 """
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from wql.compiler import plan as P
-from wql.compiler.binder.context import BindContext, Echo, SchemaLike, reported
+from wql.compiler.binder.context import BindContext, Echo, ExternalView, SchemaLike, reported
 from wql.compiler.binder.queries import bind_script
 from wql.compiler.binder.sources import normalize_schema
 from wql.compiler.binder.windows import MAX_WINDOWS_PER_ROW
@@ -43,6 +44,7 @@ from wql.grammar import ast
 __all__ = [
     "MAX_WINDOWS_PER_ROW",
     "Echo",
+    "ExternalView",
     "SchemaLike",
     "bind",
     "normalize_schema",
@@ -59,6 +61,7 @@ def bind(
     engine: str = "auto",
     streaming: bool = False,
     unparsed: Iterable[str] = (),
+    views: Mapping[str, ExternalView] | None = None,
 ) -> P.Program:
     """Bind a parsed script and choose each query's engine.
 
@@ -78,7 +81,7 @@ def bind(
     """
     from wql.compiler.planner import choose_engines
 
-    ctx = BindContext(source_text, schemas or {}, tuple(unparsed))
+    ctx = BindContext(source_text, schemas or {}, tuple(unparsed), views)
     program = bind_script(ctx, script)
     ctx.raise_errors(filename)
     assert program is not None

@@ -91,6 +91,19 @@ _DECLARED = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class ExternalView:
+    """A view of another file a query may read (``wql run`` with several files).
+
+    ``query`` is its planned query; ``program`` the program it belongs to
+    (for the views it reads in turn); ``origin`` names its file for messages.
+    """
+
+    query: P.Query
+    program: P.Program
+    origin: str = "another file"
+
+
 @dataclass
 class BoundSource:
     """A source the binder knows (declared, or a caller's schema); ``used``: a query reads it."""
@@ -103,12 +116,26 @@ class BindContext:
     """The state of one binding (see the module docstring)."""
 
     def __init__(
-        self, text: str, schemas: Mapping[str, SchemaLike], unparsed: tuple[str, ...] = ()
+        self,
+        text: str,
+        schemas: Mapping[str, SchemaLike],
+        unparsed: tuple[str, ...] = (),
+        views: Mapping[str, ExternalView] | None = None,
     ) -> None:
         self.text = text
         self.schemas = {k.lower(): (k, v) for k, v in schemas.items()}
         self.errors: list[WqlError] = []
         self.sources: dict[str, BoundSource] = {}
+        #: views a query may read: this file's, bound so far (file order), and
+        #: those of other files given together (``views``), by lower-cased name
+        self.views: dict[str, P.Query] = {}
+        self.external: dict[str, ExternalView] = {k.lower(): v for k, v in (views or {}).items()}
+        #: other files' views a query of this file reads
+        self.external_used: dict[str, P.Query] = {}
+        #: views of this file whose binding failed (their readers echo that)
+        self.failed_views: set[str] = set()
+        #: views of this file not bound yet: name -> where they are defined
+        self.later_views: dict[str, Span | None] = {}
         self.unparsed = unparsed
         # sources declared by statements that did not parse
         self.unparsed_sources = {
@@ -213,6 +240,8 @@ class BindContext:
     def need_event_time(self, source: P.SourceRef, what: str, span: Span | None) -> None:
         if source.event_time is None:
             self.echo_broken_event_time(source, span)
+            if source.view is not None:
+                raise self.view_without_event_time(source, what, span)
             raise self.error(
                 f"{what} needs event time, but source {source.name!r} has no watermark",
                 span,
@@ -220,3 +249,16 @@ class BindContext:
                 "after FROM",
                 code=ErrorCode.NO_EVENT_TIME,
             )
+
+    def view_without_event_time(
+        self, source: P.SourceRef, what: str, span: Span | None
+    ) -> WqlSemanticError:
+        """``what`` needs event time, and the view ``source`` gives none."""
+        return self.error(
+            f"{what} needs event time, but view {source.name!r} has none: a view's event "
+            "time is the window_time it selects",
+            span,
+            hint=f"select window_time in {source.name} (an event-time window's window_time; "
+            "count and GLOBAL() windows have none)",
+            code=ErrorCode.PIPELINE,
+        )

@@ -14,6 +14,12 @@ from wql.compiler.binder.lateness import bind_late_data, bind_lateness
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
 from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
 from wql.compiler.binder.triggers import bind_evictor_clause, bind_trigger_clause, default_trigger
+from wql.compiler.binder.views import (
+    bind_view_source,
+    check_reader_clock,
+    reads_view,
+    view_names,
+)
 from wql.compiler.binder.windows import bind_window
 from wql.compiler.expressions import AggregateRegistry, Relation
 from wql.errors import ErrorCode, Span, WqlSemanticError
@@ -31,16 +37,24 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
     queries: list[P.Query] = []
     names: dict[str, Span | None] = {}
     unnamed = 0
+    ctx.later_views = view_names(script)
     for st in script.statements:
         if isinstance(st, ast.CreateSource):
             continue
         if isinstance(st, ast.CreateView):
             name, name_span, q = st.name.name, st.name.span, st.query
+            ctx.attempt(_not_a_source, ctx, name, name_span)
         else:
             unnamed += 1
             name, name_span, q = f"query_{unnamed}", st.span, st
         _claim_name(ctx, names, name, name_span, "query")
         bound = bind_query(ctx, q, name)
+        if isinstance(st, ast.CreateView):
+            ctx.later_views.pop(name.lower(), None)
+            if bound is None:
+                ctx.failed_views.add(name.lower())
+            else:
+                ctx.views[name.lower()] = bound
         if bound is not None:
             if bound.late_output is not None:
                 assert q.late_data is not None
@@ -56,7 +70,18 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
     used = [s.decl for s in ctx.sources.values() if s.decl.declared or s.used]
     if ctx.errors:
         return None
-    return P.Program(tuple(used), tuple(queries), script.span)
+    return P.Program(tuple(used), tuple(queries), script.span, tuple(ctx.external_used.values()))
+
+
+def _not_a_source(ctx: BindContext, name: str, span: Span | None) -> None:
+    """A view may not take a declared source's name (``FROM name`` would mean both)."""
+    if name.lower() in ctx.sources:
+        raise ctx.error(
+            f"view {name!r} has the name of source {ctx.sources[name.lower()].decl.name!r}",
+            span,
+            hint="FROM reads a source or a view by name: give the view another one",
+            code=ErrorCode.DUPLICATE_NAME,
+        )
 
 
 def _claim_name(
@@ -78,6 +103,14 @@ def _claim_name(
 
 def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
     before = len(ctx.errors)
+    if reads_view(ctx, q.source, name):
+        source = ctx.attempt(bind_view_source, ctx, q.source, name)
+        if source is None:
+            return None
+        relation = Relation(f"view {source.name!r}", source.columns)
+        return _bind_clauses(
+            ctx, q, name, source, relation, (source.name, q.source.name.name), before
+        )
     if q.source.name.name.lower() in ctx.unparsed_sources - set(ctx.sources):
         # its declaration did not parse (reported): the query cannot be checked
         ctx.errors.append(
@@ -106,7 +139,19 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
         decl.option("arrival_order"),
         q.source.span,
     )
+    return _bind_clauses(ctx, q, name, source, relation, tables, before)
 
+
+def _bind_clauses(
+    ctx: BindContext,
+    q: ast.Query,
+    name: str,
+    source: P.SourceRef,
+    relation: Relation,
+    tables: tuple[str, ...],
+    before: int,
+) -> P.Query | None:
+    """Every clause of ``q`` over its input ``source`` (a source or a view)."""
     where = None
     if q.where is not None:
         where = ctx.attempt(ctx.boolean, q.where, relation, tables, "WHERE")
@@ -149,6 +194,8 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
             bind_having, ctx, q.having, keys, window, relation, tables, registry, output or ()
         )
 
+    if window is not None:
+        ctx.attempt(check_reader_clock, ctx, source, window, trigger)
     if len(ctx.errors) > before or keys is None or window is None or output is None:
         return None
     effective = trigger or default_trigger(window)

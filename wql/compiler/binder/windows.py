@@ -175,7 +175,8 @@ def _time_attr(
     col = source.column(attr.name)
     if col is None:
         raise ctx.error(
-            f"unknown column {attr.name!r} in source {source.name!r}",
+            f"unknown column {attr.name!r} in {'view' if source.view else 'source'} "
+            f"{source.name!r}",
             attr.span,
             expected=[c.name for c in source.columns],
             hint=did_you_mean(attr.name, [c.name for c in source.columns]),
@@ -183,6 +184,8 @@ def _time_attr(
         )
     if source.event_time is None:
         ctx.echo_broken_event_time(source, attr.span)
+        if source.view is not None:
+            raise ctx.view_without_event_time(source, f"{kind} on {col.name!r}", attr.span)
         raise ctx.error(
             f"{kind} on {col.name!r} is an event-time window, but source {source.name!r} "
             "has no watermark",
@@ -192,9 +195,14 @@ def _time_attr(
             code=ErrorCode.NO_EVENT_TIME,
         )
     if col.name.lower() != source.event_time.column.lower():
+        origin = (
+            f"view {source.name!r} selects window_time as it"
+            if source.view is not None
+            else "the WATERMARK FOR column"
+        )
         raise ctx.error(
             f"{kind} must use the event-time column {source.event_time.column!r} "
-            f"(the WATERMARK FOR column), not {col.name!r}",
+            f"({origin}), not {col.name!r}",
             attr.span,
             code=ErrorCode.NO_EVENT_TIME,
         )
