@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     schemas: Mapping[str, Any] | None = None,
     require_declared: bool = False,
     streaming: bool = False,
+    views: Sequence[Compiled] = (),
 ) -> Compiled:
     """Parse and plan a WQL text.
 
@@ -73,8 +74,10 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     what :attr:`Compiled.engine` and :meth:`Compiled.explain` show, and a
     forced engine that cannot run on a stream fails here. Whatever it says,
     :meth:`Compiled.apply` plans each query for the DataFrame it actually
-    gets (batch or streaming). Raises a :class:`~wql.errors.WqlError` for any
-    error in the text.
+    gets (batch or streaming). ``views`` are compiled texts whose views this
+    text's queries may read (``wql run a.wql b.wql``: ``b`` reads ``a``'s);
+    a name several of them define is the last one's. Raises a
+    :class:`~wql.errors.WqlError` for any error in the text.
     """
     if engine not in ENGINES:
         raise WqlSemanticError(
@@ -90,6 +93,7 @@ def compile(  # noqa: A001 - the public name the embedding story uses
         schemas,
         require_declared=require_declared,
         streaming=streaming,
+        views=views,
     )
 
 
@@ -99,6 +103,7 @@ def compile_file(
     *,
     require_declared: bool = False,
     streaming: bool = False,
+    views: Sequence[Compiled] = (),
 ) -> Compiled:
     """:func:`compile` the ``.wql`` file at ``path``; relative source paths resolve next to it."""
     from wql.compiler import read_file
@@ -111,6 +116,7 @@ def compile_file(
         base_dir=p.parent,
         require_declared=require_declared,
         streaming=streaming,
+        views=views,
     )
 
 
@@ -127,6 +133,7 @@ class Compiled:
         *,
         require_declared: bool = False,
         streaming: bool = False,
+        views: Sequence[Compiled] = (),
     ) -> None:
         self.text = text
         self.engine_request = engine
@@ -135,9 +142,12 @@ class Compiled:
         self.base_dir = base_dir
         self._schemas = dict(schemas or {})
         self._program: P.Program | None = None
+        # the compiled texts whose views this one may read, and those views by name
+        self._providers = tuple(views)
+        self._views = _external_views(self._providers)
         # parsed once: every later binding (when apply() brings DataFrames) reuses it
         self._script = parse_source(text, filename)
-        self._undeclared = _undeclared_sources(self._script, self._schemas)
+        self._undeclared = _undeclared_sources(self._script, self._schemas, self._views)
         self._only: tuple[str, ...] | None = None
         if require_declared or not self._undeclared:
             self._program = self._compile(self._schemas)
@@ -208,23 +218,30 @@ class Compiled:
         program = self._bound(dataframes)
         sources: dict[str, Any] = {}
         results: dict[str, QueryResult] = {}
+        pipelines = _Pipelines(program)
         try:
             for q in self._selected(program):
-                key = q.source.name.lower()
+                root = program.pipeline(q)[0]
+                key = root.source.name.lower()
                 if key not in sources:
-                    sources[key] = self._source_df(spark, program, q.source.name, dataframes)
+                    owner = self._owner(root.name)
+                    sources[key] = owner._source_df(
+                        spark, owner.program, root.source.name, dataframes
+                    )
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
+            pipelines.program = program
             for q in self._selected(program):
-                df = sources[q.source.name.lower()]
+                df = sources[program.root_source(q).name.lower()]
                 started = time.perf_counter()
-                results[q.name] = _run(q, df)
+                results[q.name] = _run(q, df, pipelines)
                 results[q.name].seconds = time.perf_counter() - started
         except WqlError as e:
             for r in results.values():
                 r.release()
+            pipelines.release()
             raise e.with_source(self.text, self.filename) from None
-        return Results(results)
+        return Results(results, pipelines)
 
     def timeline(
         self,
@@ -294,6 +311,7 @@ class Compiled:
             schemas=schemas or None,
             streaming=self.streaming,
             script=self._script,
+            views=self._views,
         )
 
     def _planned(self, program: P.Program, streams: set[str]) -> P.Program:
@@ -301,11 +319,24 @@ class Compiled:
         from wql.compiler.planner import choose_engines
 
         if all(
-            q.engine is not None and q.engine.streaming == (q.source.name.lower() in streams)
+            q.engine is not None
+            and q.engine.streaming == (program.root_source(q).name.lower() in streams)
             for q in self._selected(program)
         ):
             return program
         return choose_engines(program, self.engine_request, streaming=streams)
+
+    def _owner(self, query: str) -> Compiled:
+        """The compiled text that defines the query called ``query`` (this one or a provider's)."""
+        low = query.lower()
+        if any(q.name.lower() == low for q in self.program.queries):
+            return self
+        for provider in reversed(self._providers):
+            if low in provider._views or any(
+                q.name.lower() == low for q in provider.program.queries
+            ):
+                return provider._owner(query)
+        raise KeyError(query)  # pragma: no cover - the binder resolved every view
 
     def _bound(self, dataframes: Mapping[str, Any]) -> P.Program:
         if self._program is not None and not (self._undeclared & {n.lower() for n in dataframes}):
@@ -379,8 +410,68 @@ _STREAMING_COUNTERS: dict[str, Any] = {
 }
 
 
-def _run(q: P.Query, df: Any) -> QueryResult:
-    """``q`` over its source DataFrame ``df`` on the engine the planner chose for it.
+class _Pipelines:
+    """The runs of one :meth:`Compiled.apply` that queries over views read.
+
+    A query over a native view reads the view's native DataFrame; one over
+    any view on the operator engine reads the view's *placed* operator run
+    (its rows in the pipeline's global sequence), made once: the view's own
+    run when it runs on the operator engine and another query of the file
+    reads it, else a run made here for the readers only (released with the
+    results).
+    """
+
+    def __init__(self, program: P.Program) -> None:
+        self.program = program
+        self.native: dict[str, Any] = {}
+        self.placed: dict[str, Any] = {}
+        self.hidden: list[Any] = []
+
+    def reads(self, q: P.Query) -> bool:
+        """Whether another query of the program reads ``q``."""
+        return bool(self.program.readers(q))
+
+    def native_input(self, q: P.Query, source: Any) -> Any:
+        """The DataFrame the native query ``q`` reads: its source, or its view's native result."""
+        if q.source.view is None:
+            return source
+        return self.native_df(self.program.view(q.source.view), source)
+
+    def native_df(self, q: P.Query, source: Any) -> Any:
+        from wql.compiler.backends.native import build_native
+
+        key = q.name.lower()
+        if key not in self.native:
+            self.native[key] = build_native(q, self.native_input(q, source))
+        return self.native[key]
+
+    def operator_run(self, q: P.Query, source: Any, *, hidden: bool = False) -> Any:
+        """``q``'s operator run over its source or its view (placed when it is read)."""
+        from wql.spark.batch import run_operator, run_view_stage
+
+        key = q.name.lower()
+        if key in self.placed:
+            return self.placed[key]
+        tag = hidden or self.reads(q)
+        if q.source.view is None:
+            run = run_operator(q, source, tag=tag)
+        else:
+            upstream = self.operator_run(self.program.view(q.source.view), source, hidden=True)
+            run = run_view_stage(q, upstream, tag=tag)
+        if tag:
+            self.placed[key] = run
+            if hidden:
+                self.hidden.append(run)
+        return run
+
+    def release(self) -> None:
+        for run in self.hidden:
+            run.release()
+        self.hidden.clear()
+
+
+def _run(q: P.Query, df: Any, pipelines: _Pipelines) -> QueryResult:
+    """``q`` over its source DataFrame ``df`` (the root of its pipeline) on its engine.
 
     The hosts return what ran (:class:`wql.spark.batch.OperatorRun`,
     :class:`wql.spark.streaming.StreamingRun`, a native DataFrame); the
@@ -390,20 +481,22 @@ def _run(q: P.Query, df: Any) -> QueryResult:
     streaming = bool(df.isStreaming)
     counters = dict(_STREAMING_COUNTERS) if streaming else None
     if engine == "native":
-        from wql.compiler.backends.native import build_native
-
-        out = build_native(q, df)
-        return QueryResult(plan=q, engine=engine, df=out, late=None, source=df, _counters=counters)
+        source = pipelines.native_input(q, df)
+        out = pipelines.native_df(q, df)
+        return QueryResult(
+            plan=q, engine=engine, df=out, late=None, source=source, _counters=counters
+        )
     if streaming:
         from wql.spark.streaming import run_streaming
 
         run: Any = run_streaming(q, df)
         dropped = None
     else:
-        from wql.spark.batch import run_operator
-
-        run = run_operator(q, df)
+        run = pipelines.operator_run(q, df)
         counters, dropped = run.counters, run.dropped
+        if run in pipelines.hidden:
+            # its own result now: released with it (not twice)
+            pipelines.hidden.remove(run)
     return QueryResult(
         plan=q,
         engine=engine,
@@ -427,16 +520,31 @@ def _session() -> Any:
     return default_session()
 
 
-def _undeclared_sources(script: ast.Script, schemas: Mapping[str, Any]) -> set[str]:
-    """Lower-cased names of sources used in FROM but neither declared nor in ``schemas``."""
+def _undeclared_sources(
+    script: ast.Script, schemas: Mapping[str, Any], views: Mapping[str, Any]
+) -> set[str]:
+    """Lower-cased names used in FROM but neither declared sources, views nor in ``schemas``."""
     declared = {s.name.name.lower() for s in script.statements if isinstance(s, ast.CreateSource)}
-    declared |= {n.lower() for n in schemas}
+    declared |= {s.name.name.lower() for s in script.statements if isinstance(s, ast.CreateView)}
+    declared |= {n.lower() for n in schemas} | set(views)
     used = set()
     for s in script.statements:
         q = s.query if isinstance(s, ast.CreateView) else s
         if isinstance(q, ast.Query):
             used.add(q.source.name.name.lower())
     return used - declared
+
+
+def _external_views(providers: Sequence[Compiled]) -> dict[str, Any]:
+    """The views of ``providers`` by lower-cased name (a later provider's win)."""
+    from wql.compiler.binder import ExternalView
+
+    out: dict[str, Any] = {}
+    for c in providers:
+        out.update(c._views)
+        for q in c.program.queries:
+            out[q.name.lower()] = ExternalView(q, c.program, c.filename or "another file")
+    return out
 
 
 # --------------------------------------------------------------------------- results
@@ -517,8 +625,9 @@ class QueryResult:
 class Results(Mapping[str, Any]):
     """Every output of a run: query names and late-output names -> DataFrames."""
 
-    def __init__(self, queries: Mapping[str, QueryResult]) -> None:
+    def __init__(self, queries: Mapping[str, QueryResult], pipelines: Any = None) -> None:
         self._queries = dict(queries)
+        self._pipelines = pipelines
         self._outputs: dict[str, Any] = {}
         for r in self._queries.values():
             self._outputs[r.name] = r.df
@@ -577,3 +686,5 @@ class Results(Mapping[str, Any]):
         """Free every cache the run holds (the DataFrames are then recomputed when used)."""
         for r in self._queries.values():
             r.release()
+        if self._pipelines is not None:
+            self._pipelines.release()

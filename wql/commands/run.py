@@ -7,7 +7,8 @@
                     [--master URL] [--conf KEY=VALUE]... [--verbose]
 
 Every file is compiled first (all errors of all files are reported before
-Spark starts); then the files run in one Spark session. With ``--output``,
+Spark starts); then the files run in one Spark session. A file's queries may
+read the views of the files given before it (``FROM view``). With ``--output``,
 each query's result goes to ``DIR/<query>/`` and each ``LATE DATA TO``
 output to ``DIR/<late name>/`` (CSV with a header row); with several files,
 to ``DIR/<file stem>/<name>/``. Existing output folders are replaced.
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
                     # the engine is chosen for streams here, so an engine forced
                     # where it cannot stream fails before Spark starts
                     streaming=args.stream,
+                    # a file reads the views of the files given before it
+                    views=tuple(compiled),
                 )
             )
         except WqlError as err:

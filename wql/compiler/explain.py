@@ -171,7 +171,7 @@ def _view_input(q: P.Query, program: P.Program | None) -> list[str]:
     else:
         lines.append("    event time: none (the view selects no window_time)")
     lines.append(
-        "    order: the view's rows as they fire (docs/architecture.md, \"Contract: pipelines\")"
+        '    order: the view\'s rows as they fire (docs/architecture.md, "Contract: pipelines")'
     )
     if program is not None:
         chain = " -> ".join(p.name for p in program.pipeline(q))

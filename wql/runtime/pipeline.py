@@ -90,6 +90,8 @@ class GlobalClock:
 
     steps: IntArray
     marks: IntArray
+    #: the watermark after the last row (before the end of input's MAX_TIME)
+    final: int = MIN_TIME
 
     @classmethod
     def from_replay(
@@ -99,27 +101,46 @@ class GlobalClock:
         order), and the watermark after the last row (``final``)."""
         pos = np.asarray(positions, dtype=np.int64)
         wm = np.asarray(watermarks, dtype=np.int64)
-        if len(wm):
-            prev = np.empty(len(wm), dtype=np.int64)
-            prev[0] = MIN_TIME
-            prev[1:] = wm[:-1]
-            rises = wm > prev
-            steps = [2 * pos[rises]]
-            marks = [wm[rises]]
-            last_wm, end = int(wm[-1]), int(pos[-1]) + 1
-        else:
-            steps, marks, last_wm, end = [], [], MIN_TIME, 0
+        if not len(wm):
+            return cls.from_rises(pos, wm, final, 0)
+        prev = np.empty(len(wm), dtype=np.int64)
+        prev[0] = MIN_TIME
+        prev[1:] = wm[:-1]
+        rises = wm > prev
+        return cls.from_rises(pos[rises], wm[rises], final, int(pos[-1]) + 1)
+
+    @classmethod
+    def from_rises(
+        cls,
+        positions: Sequence[int] | IntArray,
+        marks: Sequence[int] | IntArray,
+        final: int,
+        end: int,
+    ) -> GlobalClock:
+        """The clock from its rises: the replay ``positions`` where the watermark rises, to
+        ``marks`` (both increasing), the watermark after the last row (``final``) and the
+        position after the last row (``end``)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        wm = np.asarray(marks, dtype=np.int64)
+        last = int(wm[-1]) if len(wm) else MIN_TIME
         tail_steps, tail_marks = [], []
-        if final > last_wm:
+        if final > last:
             tail_steps.append(rise_step(end))
             tail_marks.append(final)
-        if max(final, last_wm) < MAX_TIME:
+        if max(final, last) < MAX_TIME:
             tail_steps.append(rise_step(end + 1))
             tail_marks.append(MAX_TIME)
         return cls(
-            np.concatenate([*steps, np.array(tail_steps, dtype=np.int64)]).astype(np.int64),
-            np.concatenate([*marks, np.array(tail_marks, dtype=np.int64)]).astype(np.int64),
+            np.concatenate([2 * pos, np.array(tail_steps, dtype=np.int64)]).astype(np.int64),
+            np.concatenate([wm, np.array(tail_marks, dtype=np.int64)]).astype(np.int64),
+            max(final, last),
         )
+
+    def watermarks_before(self, steps: IntArray) -> IntArray:
+        """:meth:`watermark_before` of every step in ``steps`` (an int64 array)."""
+        i = np.searchsorted(self.steps, steps, side="left") - 1
+        out = self.marks[np.maximum(i, 0)]
+        return np.where(i >= 0, out, MIN_TIME).astype(np.int64)
 
     def first_rise(self, time: int) -> int:
         """The step of the first rise reaching ``time`` (an event-time timer at it fires there)."""

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
@@ -63,12 +63,20 @@ from wql.compiler import types as T
 from wql.compiler.backends.operator import OperatorPlan, build_operator
 from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
+from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
 from wql.spark import replay as R
 
-__all__ = ["OperatorRun", "REASON_FILTERED", "run_operator"]
+__all__ = ["OperatorRun", "REASON_FILTERED", "run_operator", "run_view_stage"]
 
 KIND = "__wql_kind"
 COUNTERS = "__wql_counters"
+#: A pipeline stage's rows in the global sequence (docs/architecture.md, "Contract:
+#: pipelines"): the step, and the rank within the step (the order its reader takes them in).
+STEP = "__wql_step"
+RANK = "__wql_rank"
+# what the rank is computed from: rows fired by rows first (by their input's rank, then
+# emission number), then rows fired by timers (by time, key, window end and start)
+_CLS, _O1, _O2, _EMIT = "__wql_cls", "__wql_o1", "__wql_o2", "__wql_emit"
 _WS, _WE, _WT, _PI, _PT, _LTS = (
     "__wql_ws",
     "__wql_we",
@@ -102,6 +110,11 @@ class OperatorRun:
     counters: dict[str, Any]
     _cached: list[DataFrame] = field(default_factory=list, repr=False)
     _replay: R.Replay | None = field(default=None, repr=False)
+    #: A stage of a pipeline (``run_operator(tag=True)``, ``run_view_stage``): the
+    #: result with each row's place in the global sequence (``STEP``, ``RANK``), what
+    #: the queries reading this one take as input, and the pipeline's clock.
+    placed: DataFrame | None = None
+    clock: GlobalClock | None = None
 
     def release(self) -> None:
         """Free the cached operator output and replay."""
@@ -118,21 +131,45 @@ def run_operator(
     *,
     operator_plan: OperatorPlan | None = None,
     replay_strategy: str = R.STRATEGY_AUTO,
+    tag: bool = False,
 ) -> OperatorRun:
     """Run ``query`` on the operator engine over the batch DataFrame ``source``.
 
     ``source`` must hold the source relation's columns (names as declared).
     Runs the Spark jobs needed for the replay statistics and the operator
     (whose output is cached); the returned DataFrames read that cache.
+    ``tag``: ``query`` is the first stage of a pipeline (other queries read
+    it): the run also gives its rows placed in the global sequence
+    (:attr:`OperatorRun.placed`) and the pipeline's clock.
     """
-    op = operator_plan or build_operator(query)
+    op = operator_plan or build_operator(query, tag_firings=tag)
     spec = replay_spec(query, op)
     replayed = R.replay(source, spec, strategy=replay_strategy)
     try:
-        return _run(query, op, spec, replayed)
+        clock = pipeline_clock(replayed, spec) if tag else None
+        return _run(query, op, spec, replayed, clock)
     except BaseException:
         replayed.release()
         raise
+
+
+def run_view_stage(query: P.Query, upstream: OperatorRun, *, tag: bool = False) -> OperatorRun:
+    """Run ``query``, which reads the view ``upstream`` ran, on the operator engine.
+
+    ``upstream`` is a pipeline stage's run (``placed`` rows and ``clock``):
+    its rows are ``query``'s input in their global order, each seeing the
+    watermark the pipeline's clock gives its step (docs/architecture.md,
+    "Contract: pipelines"). ``tag``: further queries read ``query`` too.
+    """
+    assert upstream.placed is not None and upstream.clock is not None
+    op = build_operator(query, tag_firings=tag)
+    spark = upstream.placed.sparkSession
+    staged, key_cols = stage_view(query, op, upstream.placed)
+    rows = upstream.placed.count()
+    task = partition_task(query, op, None, None, clock=upstream.clock)
+    # a view's rows are never dropped before the operator: nothing is replayed
+    no_rows = spark.createDataFrame([], _dropped_schema(query))
+    return _execute(query, op, staged, key_cols, task, rows, no_rows, rows, None, upstream.clock)
 
 
 def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
@@ -193,7 +230,23 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
     ``WHERE`` applied; keys as ``__wql_k<i>``, the operator's input values as
     ``__wql_v<i>``, and the replay columns (position, event time, clocks).
     """
-    df = replayed.df
+    return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
+
+
+def stage_view(query: P.Query, op: OperatorPlan, placed: DataFrame) -> tuple[DataFrame, list[str]]:
+    """:func:`stage` for a query over a view: its rows with their steps and ranks.
+
+    The event time is the view's event-time column in ms; the watermark each
+    row sees comes from the pipeline's clock, in the task.
+    """
+    et = query.source.event_time
+    ts = F.unix_millis(F.col(_quote(et.column))) if et is not None else F.lit(None).cast("bigint")
+    return _staged(query, op, placed, STEP, RANK, ts.alias(R.TS))
+
+
+def _staged(
+    query: P.Query, op: OperatorPlan, df: DataFrame, *replay: str | Column
+) -> tuple[DataFrame, list[str]]:
     if query.filter is not None:
         df = df.where(F.expr(query.filter.sql))
     key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
@@ -201,10 +254,7 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
     staged = df.select(
         *[F.expr(k.expr.sql).alias(c) for k, c in zip(op.keys, key_cols, strict=True)],
         *[F.expr(v.sql).alias(c) for v, c in zip(op.values, value_cols, strict=True)],
-        R.SEQ,
-        R.TS,
-        R.WM,
-        R.PT,
+        *replay,
     )
     return staged, key_cols
 
@@ -212,20 +262,28 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
 def partition_task(
     query: P.Query,
     op: OperatorPlan,
-    spec: R.ReplaySpec,
-    replayed: R.Replay,
+    spec: R.ReplaySpec | None,
+    replayed: R.Replay | None,
     *,
     slicing: bool = False,
+    clock: GlobalClock | None = None,
 ) -> _PartitionTask:
     """The function the operator stage runs per key partition (``mapInArrow``).
 
     It holds the operator configuration, the output layout and the global
     clocks at the end of the replay; called on a partition's Arrow batches
     (rows of :func:`stage`, sorted by replay position) it yields the tagged
-    output batches.
+    output batches. ``clock``: a pipeline's (a stage that tags its rows, or
+    reads a view): the task places its rows in the global sequence; without
+    ``replayed`` the input is a view's (:func:`stage_view`).
     """
-    clock = final_clocks(replayed, spec)
-    clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
+    if replayed is not None:
+        assert spec is not None
+        final = final_clocks(replayed, spec)
+        clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
+    else:
+        assert clock is not None
+        final, clock_events = (clock.final, R.MIN_TIME), None
     _, arrow_schema, agg_types, late_types = _output_schema(query, op)
     return _PartitionTask(
         config=op.config,
@@ -235,21 +293,79 @@ def partition_task(
         key_types=tuple(k.type for k in op.keys),
         late_index=tuple(i for _, i in op.late_columns),
         late_types=late_types,
-        has_event_time=spec.event_time is not None,
+        has_event_time=query.source.event_time is not None,
         processing=op.uses_processing_time,
-        wall_clock=op.uses_processing_time and spec.processing_time is None,
-        final_watermark=clock[0],
-        final_processing_time=clock[1],
+        wall_clock=op.uses_processing_time and (spec is None or spec.processing_time is None),
+        final_watermark=final[0],
+        final_processing_time=final[1],
         clock_events=clock_events,
         out_schema=arrow_schema,
         slicing=slicing,
+        clock=clock,
+        view_input=replayed is None,
     )
 
 
-def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Replay) -> OperatorRun:
+def pipeline_clock(replayed: R.Replay, spec: R.ReplaySpec) -> GlobalClock:
+    """The pipeline's global clock: where the replay's watermark rises (one Spark job)."""
+    rows = (
+        replayed.df.groupBy(R.WM)
+        .agg(F.min(R.SEQ).alias("first"), F.max(R.SEQ).alias("last"))
+        .orderBy(R.WM)
+        .collect()
+    )
+    end = max((r["last"] for r in rows), default=-1) + 1
+    rises = [r for r in rows if r[R.WM] > R.MIN_TIME]
+    return GlobalClock.from_rises(
+        [r["first"] for r in rises],
+        [r[R.WM] for r in rises],
+        final_clocks(replayed, spec)[0],
+        end,
+    )
+
+
+def _run(
+    query: P.Query,
+    op: OperatorPlan,
+    spec: R.ReplaySpec,
+    replayed: R.Replay,
+    clock: GlobalClock | None,
+) -> OperatorRun:
     spark = replayed.df.sparkSession
     staged, key_cols = stage(query, op, replayed)
-    rows = replayed.rows_replayed
+    slicing = str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true"
+    task = partition_task(query, op, spec, replayed, slicing=slicing, clock=clock)
+    run = _execute(
+        query,
+        op,
+        staged,
+        key_cols,
+        task,
+        replayed.rows_replayed,
+        replayed.dropped,
+        replayed.rows_in,
+        replayed,
+        clock,
+    )
+    for reason, n in replayed.dropped_counts.items():
+        run.counters["dropped"][reason] = run.counters["dropped"].get(reason, 0) + n
+    return run
+
+
+def _execute(
+    query: P.Query,
+    op: OperatorPlan,
+    staged: DataFrame,
+    key_cols: list[str],
+    task: _PartitionTask,
+    rows: int,
+    dropped: DataFrame,
+    rows_in: int,
+    replayed: R.Replay | None,
+    clock: GlobalClock | None,
+) -> OperatorRun:
+    """Run the operator stage over ``staged`` (``rows`` rows), one ``task`` per key partition."""
+    spark = staged.sparkSession
     partitions = operator_partitions(spark, rows)
     small = partitions == 1 and rows <= SMALL_INPUT_ROWS
     if small:
@@ -260,10 +376,7 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         staged = staged.repartition(partitions, *key_cols)
     else:
         staged = staged.repartition(1)
-    staged = staged.sortWithinPartitions(R.SEQ)
-
-    slicing = str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true"
-    task = partition_task(query, op, spec, replayed, slicing=slicing)
+    staged = staged.sortWithinPartitions(*((STEP, RANK) if task.view_input else (R.SEQ,)))
     out_schema, arrow_schema, _, _ = _output_schema(query, op)
     if small:
         # The one partition's task runs right here, on the rows collected in
@@ -278,14 +391,10 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         tagged = staged.mapInArrow(task, out_schema).persist()
     counter_rows = tagged.where(F.col(KIND) == "C").select(COUNTERS).collect()
     counters = _sum_counters([json.loads(r[COUNTERS]) for r in counter_rows])
-    replayed_rows = replayed.rows_replayed
-    filtered = replayed_rows - counters["rows_in"]
-    dropped = dict(replayed.dropped_counts)
-    for reason, n in counters["dropped"].items():
-        dropped[reason] = dropped.get(reason, 0) + n
+    filtered = rows - counters["rows_in"]
     summary = {
-        "rows_in": replayed.rows_in,
-        "rows_replayed": replayed_rows,
+        "rows_in": rows_in,
+        "rows_replayed": rows,
         "rows_filtered": filtered,
         "rows_operator": counters["rows_in"],
         "rows_emitted": counters["rows_emitted"],
@@ -296,13 +405,34 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         "rows_fired": counters["rows_in"]
         - counters["late_rows"]
         - sum(counters["dropped"].values()),
-        "dropped": dropped,
+        "dropped": dict(counters["dropped"]),
     }
-    result = _post_aggregation(query, op, tagged.where(F.col(KIND) == "R"))
+    fired = tagged.where(F.col(KIND) == "R")
+    result = _post_aggregation(query, op, fired)
+    placed = None
+    if op.config.tag_firings:
+        placed = _post_aggregation(query, op, _ranked(fired, len(op.keys)), keep=(STEP, RANK))
     late = None
     if query.late_output is not None:
         late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
-    return OperatorRun(query, result, late, replayed.dropped, summary, [tagged], replayed)
+    return OperatorRun(
+        query, result, late, dropped, summary, [tagged], replayed, placed=placed, clock=clock
+    )
+
+
+def _ranked(fired: DataFrame, n_keys: int) -> DataFrame:
+    """A stage's fired rows with their rank within their step (the order readers take)."""
+    from pyspark.sql import Window
+
+    order = [_CLS, _O1, _O2, *[f"__wql_k{i}" for i in range(n_keys)], _WE, _WS, _EMIT]
+    w = Window.partitionBy(STEP).orderBy(*[F.col(c).asc_nulls_first() for c in order])
+    return fired.withColumn(RANK, (F.row_number().over(w) - 1).cast("bigint"))
+
+
+def _dropped_schema(query: P.Query) -> ST.StructType:
+    """A query's input columns and ``reason``: the shape of :attr:`OperatorRun.dropped`."""
+    fields = [ST.StructField(c.name, _spark_type(c.type)) for c in query.source.columns]
+    return ST.StructType([*fields, ST.StructField("reason", ST.StringType())])
 
 
 # --------------------------------------------------------------------------- clocks
@@ -351,6 +481,10 @@ class _PartitionTask:
     clock_events: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     out_schema: pa.Schema
     slicing: bool = False
+    #: a pipeline's clock: the task places its rows (a stage that tags them) and, for
+    #: a view's rows (``view_input``), gives each the watermark of its step
+    clock: GlobalClock | None = None
+    view_input: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch
@@ -358,6 +492,11 @@ class _PartitionTask:
 
         op = WindowOperator(self.config, slicing=self.slicing)
         events = ClockCursor(self.clock_events) if self.clock_events is not None else None
+        placer = (
+            _Placer(self.clock, len(self.agg_types))
+            if self.clock is not None and self.config.tag_firings
+            else None
+        )
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -368,7 +507,17 @@ class _PartitionTask:
                 if self.has_event_time
                 else None
             )
-            wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
+            if self.view_input:
+                assert self.clock is not None
+                steps = batch.column(STEP).to_numpy(zero_copy_only=False).astype(np.int64)
+                wm = self.clock.watermarks_before(steps)
+                if placer is not None:
+                    placer.add(steps, batch.column(RANK).to_numpy(zero_copy_only=False))
+            else:
+                wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
+                if placer is not None:
+                    seqs = batch.column(R.SEQ).to_numpy(zero_copy_only=False).astype(np.int64)
+                    placer.add(2 * seqs + 1, np.zeros(len(seqs), dtype=np.int64))
             pt = None
             if self.wall_clock:
                 pt = np.full(batch.num_rows, time.time_ns() // 1_000_000, dtype=np.int64)
@@ -385,7 +534,7 @@ class _PartitionTask:
                     if pt is not None:
                         op.advance_processing_time(int(pt[i]))
                     op.process_element(keys[i], None if ts is None else int(ts[i]), rows[i])
-            yield from self._emit(op)
+            yield from self._emit(op, placer)
         if events is not None:
             events.advance_before(op, R.MAX_TIME)
         # the clocks after the last row of the whole replay (other keys' rows included)
@@ -396,7 +545,7 @@ class _PartitionTask:
             )
             op.advance_processing_time(final_pt)
         op.end_of_input()
-        yield from self._emit(op)
+        yield from self._emit(op, placer)
         counters = json.dumps(op.counters.as_dict())
         yield self._batch(
             {KIND: pa.array(["C"], pa.string()), COUNTERS: pa.array([counters], pa.string())}, 1
@@ -409,15 +558,15 @@ class _PartitionTask:
         cols = [batch.column(f"__wql_k{i}").to_pylist() for i in range(self.n_keys)]
         return list(zip(*cols, strict=True))
 
-    def _emit(self, op: Any) -> Iterator[pa.RecordBatch]:
+    def _emit(self, op: Any, placer: _Placer | None = None) -> Iterator[pa.RecordBatch]:
         results = op.drain()
         late = op.drain_late()
         if results:
-            yield self._results_batch(results)
+            yield self._results_batch(results, placer)
         if late:
             yield self._late_batch(late)
 
-    def _results_batch(self, rows: list[tuple]) -> pa.RecordBatch:
+    def _results_batch(self, rows: list[tuple], placer: _Placer | None = None) -> pa.RecordBatch:
         n = len(rows)
         cols: dict[str, pa.Array] = {KIND: pa.array(["R"] * n, pa.string())}
         for i, t in enumerate(self.key_types):
@@ -427,6 +576,8 @@ class _PartitionTask:
         cols[_PT] = pa.array([r[5] for r in rows], pa.string())
         for i, t in enumerate(self.agg_types):
             cols[f"__wql_a{i}"] = _arrow([r[7 + i] for r in rows], t)
+        if placer is not None:
+            cols.update(placer.place(rows))
         return self._batch(cols, n)
 
     def _late_batch(self, rows: list[tuple]) -> pa.RecordBatch:
@@ -440,6 +591,57 @@ class _PartitionTask:
     def _batch(self, cols: dict[str, pa.Array], n: int) -> pa.RecordBatch:
         arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in self.out_schema]
         return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
+
+
+class _Placer:
+    """Places a tagging stage's emitted rows in the pipeline's global sequence.
+
+    Keeps the step and rank of every input row by arrival number (the
+    operator numbers the rows it is given), and numbers the emitted rows.
+    """
+
+    def __init__(self, clock: GlobalClock, n_aggregates: int) -> None:
+        self.clock = clock
+        self.tags = 7 + n_aggregates  # FIRED_FIELDS follow the aggregate results
+        self.steps: list[int] = []
+        self.ranks: list[int] = []
+        self.emitted = 0
+
+    def add(self, steps: np.ndarray, ranks: np.ndarray) -> None:
+        """The next input rows' steps and ranks, in the order the operator takes them."""
+        self.steps += steps.tolist()
+        self.ranks += ranks.tolist()
+
+    def place(self, rows: list[tuple]) -> dict[str, pa.Array]:
+        """The placement columns of ``rows`` (emitted, in order)."""
+        from wql.runtime.config import FIRED_BY_ROW
+
+        step: list[int] = []
+        cls: list[int] = []
+        o1: list[int] = []
+        o2: list[int | None] = []
+        emit: list[int] = []
+        place = self.clock.place
+        for r in rows:
+            by, time, a = r[self.tags : self.tags + 3]
+            step.append(place(by, time, None if a is None else self.steps[a]))
+            if by == FIRED_BY_ROW:
+                cls.append(CLASS_ROW)
+                o1.append(self.ranks[a])
+                o2.append(self.emitted)
+            else:
+                cls.append(CLASS_TIMER)
+                o1.append(time)
+                o2.append(None)
+            emit.append(self.emitted)
+            self.emitted += 1
+        return {
+            STEP: pa.array(step, pa.int64()),
+            _CLS: pa.array(cls, pa.int64()),
+            _O1: pa.array(o1, pa.int64()),
+            _O2: pa.array(o2, pa.int64()),
+            _EMIT: pa.array(emit, pa.int64()),
+        }
 
 
 class ClockCursor:
@@ -533,6 +735,8 @@ def _output_schema(
     late_types = tuple(op.values[i].type for _, i in op.late_columns)
     columns += [(f"__wql_l{j}", t) for j, t in enumerate(late_types)]
     columns += [(_LTS, T.BIGINT), (COUNTERS, T.STRING)]
+    if op.config.tag_firings:
+        columns += [(c, T.BIGINT) for c in (STEP, _CLS, _O1, _O2, _EMIT)]
     spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
     arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
     return spark_schema, arrow, agg_types, late_types
@@ -550,9 +754,15 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
-    """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema)."""
+def _post_aggregation(
+    query: P.Query, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
+) -> DataFrame:
+    """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema).
+
+    ``keep``: columns of ``rows`` carried through, after the output columns.
+    """
     rel = rows.select(
+        *keep,
         *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
         F.timestamp_millis(F.col(_WS)).alias("window_start"),
         F.timestamp_millis(F.col(_WE)).alias("window_end"),
@@ -569,7 +779,7 @@ def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> Data
         if not c.type.is_unknown:
             col = col.cast(T.to_spark(c.type))
         out.append(col.alias(c.name))
-    return rel.select(*out)
+    return rel.select(*out, *keep)
 
 
 def _late_output(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:

@@ -115,9 +115,11 @@ class _Values:
         return self.add(sql_identifier(name), type_)
 
 
-def build_operator(query: P.Query) -> OperatorPlan:
+def build_operator(query: P.Query, *, tag_firings: bool = False) -> OperatorPlan:
     """The runtime configuration and host inputs of ``query``.
 
+    ``tag_firings``: ``query`` is a stage other queries read (a view): its
+    emitted rows say what fired them (``OperatorConfig.tag_firings``).
     Raises :class:`WqlUnsupportedError` (pointing at the clause) for a
     construct the runtime does not offer.
     """
@@ -141,6 +143,7 @@ def build_operator(query: P.Query) -> OperatorPlan:
             allowed_lateness=query.allowed_lateness_ms,
             late_output=query.late_output is not None,
             late_columns=tuple(i for _, i in late_columns) if late_columns else None,
+            tag_firings=tag_firings,
         )
     except WqlError as e:
         # the runtime's own checks (e.g. a trigger it cannot merge) know no source position

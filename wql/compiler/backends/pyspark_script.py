@@ -81,7 +81,7 @@ def render_script(
     functions = _function_names(program)
     for q in program.queries:
         out += ["", ""]
-        out += _query_function(q, functions[q.name])
+        out += _query_function(q, functions)
     out += ["", ""]
     out.append(
         "QUERIES = {" + ", ".join(f"{q.name!r}: {functions[q.name]}" for q in program.queries) + "}"
@@ -203,17 +203,21 @@ _READ_CSV_BY_HEADER = '''def read_csv_by_header(spark, name, path, options, decl
     return spark.read.options(**options).schema(schema).csv(path)'''
 
 
-def _query_function(q: P.Query, function: str) -> list[str]:
+def _query_function(q: P.Query, functions: dict[str, str]) -> list[str]:
     engine = _engine(q)
     why = "; ".join(r.text for r in (q.engine.reasons if q.engine else ()))
-    lines = [f"def {function}(spark, sources):"]
+    lines = [f"def {functions[q.name]}(spark, sources):"]
     doc = f"{printable(q.name)}: {engine} engine" + (f" ({printable(why)})" if why else "")
     lines.append(f"{INDENT}{python_docstring(doc)}")
     if engine == "operator":
         lines.append(f"{INDENT}return run_with_wql(spark, sources, {q.name!r})")
         return lines
     program = native.lower(q)
-    lines.append(f"{INDENT}df = sources[{q.source.name!r}]")
+    if q.source.view is not None:
+        # a native query over a view reads the view's (native) result
+        lines.append(f"{INDENT}df = {functions[q.source.view]}(spark, sources)")
+    else:
+        lines.append(f"{INDENT}df = sources[{q.source.name!r}]")
     lines += [INDENT + line for line in steps_to_python(program.steps)]
     lines.append(f"{INDENT}return df")
     return lines
@@ -260,8 +264,8 @@ def _drops_function(program: P.Program) -> list[str]:
         "NOT_WINDOWED = {",
     ]
     for q in program.queries:
-        if _engine(q) != "native":
-            continue
+        if _engine(q) != "native" or q.source.view is not None:
+            continue  # a view's rows are all windowed: they carry its window_time
         conds = native.drop_conditions(q)
         items = ", ".join(f"({q.source.name!r}, {r!r}, {c!r})" for r, c in conds)
         lines.append(f"{INDENT}{q.name!r}: [{items}],")

@@ -2,7 +2,9 @@
 
 One Spark SQL statement per native query, printed by
 :func:`wql.compiler.backends.native.to_spark_sql` and runnable unchanged with
-``spark.sql`` given temp views named like the sources. Operator queries have
+``spark.sql`` given temp views named like the sources. A native view that
+another native query reads becomes ``CREATE OR REPLACE TEMPORARY VIEW name
+AS <its SELECT>``, so the reader's statement finds it. Operator queries have
 no SQL form: they are listed as comments with the reason, never silently
 left out (:func:`operator_queries` names them, for a caller that warns).
 """
@@ -21,9 +23,19 @@ def _native(q: P.Query) -> bool:
 
 def spark_sql_statements(program: P.Program) -> list[tuple[P.Query, str | None]]:
     """``(query, statement)`` per query in file order; None for operator queries."""
+    from wql.compiler.backends.escaping import sql_identifier
     from wql.compiler.backends.native import to_spark_sql
 
-    return [(q, to_spark_sql(q) if _native(q) else None) for q in program.queries]
+    out: list[tuple[P.Query, str | None]] = []
+    for q in program.queries:
+        if not _native(q):
+            out.append((q, None))
+            continue
+        sql = to_spark_sql(q)
+        if any(_native(r) for r in program.readers(q)):
+            sql = f"CREATE OR REPLACE TEMPORARY VIEW {sql_identifier(q.name)} AS\n{sql}"
+        out.append((q, sql))
+    return out
 
 
 def operator_queries(program: P.Program) -> tuple[P.Query, ...]:
@@ -35,7 +47,7 @@ def spark_sql_script(program: P.Program, filename: str | None = None) -> str:
     """Every native query as a ``;``-terminated statement, operator queries as comments."""
     # Names, the file name and reasons are the user's text: every comment
     # goes through sql_comment, so that none can end its line and start a statement.
-    views = sorted({q.source.name for q in program.queries})
+    views = sorted({q.source.name for q in program.queries if q.source.view is None})
     lines = [
         "-- "
         + sql_comment(
