@@ -1,7 +1,8 @@
 """``wql check FILE...``: compile every file and report every error, or ``ok``.
 
 Exit status 0 when every file compiles, 1 when any file has an error (all
-errors of all files are printed, on standard error).
+errors of all files are printed, on standard error). A file may read the
+views of the files given before it, as with ``wql run``.
 """
 
 from __future__ import annotations
@@ -24,19 +25,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wql.compiler import check_source
+    from wql.compiler import check_source, compile_source
+    from wql.compiler.binder import ExternalView
 
     failed = False
+    # a file may read the views of the files given before it, as in `wql run`
+    views: dict[str, ExternalView] = {}
     for path in args.files:
         name = display_name(path)
         try:
             text = read_source(path)
-            errors = check_source(text, filename=name, engine=args.engine)
+            errors = check_source(text, filename=name, engine=args.engine, views=views)
         except WqlError as err:
             errors = [err]
         if errors:
             failed = True
             print_error(errors[0] if len(errors) == 1 else WqlErrors(errors))
             continue
+        program = compile_source(text, name, engine=args.engine, views=views)
+        views.update({q.name.lower(): ExternalView(q, program, name) for q in program.queries})
         print(f"{name}: ok")
     return 1 if failed else 0

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     conf = _parse_conf(args.conf)
     if args.show is not None and args.show < 0:
         raise WqlError("--show needs a number of rows >= 0", code=ErrorCode.USAGE)
-    compiled = []
+    compiled: list[wql.Compiled] = []
     errors: list[WqlError] = []
     for path in args.files:
         try:

@@ -102,14 +102,16 @@ def check_source(
     filename: str | None = None,
     engine: str = "auto",
     schemas: Mapping[str, Any] | None = None,
+    views: Mapping[str, Any] | None = None,
 ) -> list[WqlError]:
     """Every error of a WQL text, syntax and semantic, in source order; ``[]`` when it compiles.
 
     Unlike :func:`compile_source`, a syntax error in one statement does not
     stop the others from being bound and checked (``wql check`` reports them
-    all). One mistake gives one error: what only follows from a statement
-    that does not parse (a query reading a source whose declaration does not
-    parse, a file left without a query) is not reported again.
+    all). ``views`` as for :func:`compile_source`. One mistake gives one
+    error: what only follows from a statement that does not parse (a query
+    reading a source whose declaration does not parse, a file left without a
+    query) is not reported again.
     """
     from wql.compiler.binder import bind, reported
     from wql.grammar.parser import parse_partial
@@ -117,7 +119,15 @@ def check_source(
     with recursion_headroom():
         script, errors, failed = parse_partial(text, filename)
         try:
-            bind(script, text, filename, schemas=schemas, engine=engine, unparsed=failed)
+            bind(
+                script,
+                text,
+                filename,
+                schemas=schemas,
+                engine=engine,
+                unparsed=failed,
+                views=views,
+            )
         except WqlError as e:
             errors.extend(reported([e]))
     for err in errors:

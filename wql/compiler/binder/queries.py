@@ -41,9 +41,10 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
     for st in script.statements:
         if isinstance(st, ast.CreateSource):
             continue
+        clash = False
         if isinstance(st, ast.CreateView):
             name, name_span, q = st.name.name, st.name.span, st.query
-            ctx.attempt(_not_a_source, ctx, name, name_span)
+            clash = ctx.attempt(_not_a_source, ctx, name, name_span) is None
         else:
             unnamed += 1
             name, name_span, q = f"query_{unnamed}", st.span, st
@@ -51,7 +52,7 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
         bound = bind_query(ctx, q, name)
         if isinstance(st, ast.CreateView):
             ctx.later_views.pop(name.lower(), None)
-            if bound is None:
+            if bound is None or clash:
                 ctx.failed_views.add(name.lower())
             else:
                 ctx.views[name.lower()] = bound
@@ -73,8 +74,11 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
     return P.Program(tuple(used), tuple(queries), script.span, tuple(ctx.external_used.values()))
 
 
-def _not_a_source(ctx: BindContext, name: str, span: Span | None) -> None:
-    """A view may not take a declared source's name (``FROM name`` would mean both)."""
+def _not_a_source(ctx: BindContext, name: str, span: Span | None) -> bool:
+    """A view may not take a declared source's name (``FROM name`` would mean both).
+
+    Its readers then echo the clash (the view is left out, as a failed one).
+    """
     if name.lower() in ctx.sources:
         raise ctx.error(
             f"view {name!r} has the name of source {ctx.sources[name.lower()].decl.name!r}",
@@ -82,6 +86,7 @@ def _not_a_source(ctx: BindContext, name: str, span: Span | None) -> None:
             hint="FROM reads a source or a view by name: give the view another one",
             code=ErrorCode.DUPLICATE_NAME,
         )
+    return True
 
 
 def _claim_name(

@@ -184,11 +184,13 @@ def resolve_source(ctx: BindContext, ref: ast.TableRef) -> P.SourceDecl:
         ctx.sources[name.lower()] = BoundSource(decl, used=True)
         return decl
     candidates = [s.decl.name for s in ctx.sources.values()] + [n for n, _ in ctx.schemas.values()]
+    views = [v.name for v in ctx.views.values()] + [v.query.name for v in ctx.external.values()]
     raise ctx.error(
         f"unknown source {name!r}",
         ref.name.span,
-        expected=candidates,
-        hint=did_you_mean(name, candidates)
-        or "declare it with CREATE SOURCE or pass a DataFrame of that name",
+        expected=candidates + views,
+        hint=did_you_mean(name, candidates + views)
+        or "declare it with CREATE SOURCE, pass a DataFrame of that name, or read a view "
+        "defined before this query (in this file or a file given before it)",
         code=ErrorCode.UNKNOWN_NAME,
     )

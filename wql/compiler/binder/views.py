@@ -38,8 +38,10 @@ def view_names(script: ast.Script) -> dict[str, Span | None]:
 def reads_view(ctx: BindContext, ref: ast.TableRef, reader: str) -> bool:
     """Whether ``FROM ref`` names a view (rather than a source) for the query ``reader``."""
     low = ref.name.name.lower()
+    if low in ctx.failed_views:
+        return True  # its error is reported (a view of a source's name among them)
     if low in ctx.sources:
-        return False  # a view of a source's name is an error at the view itself
+        return False
     return (
         low == reader.lower()
         or low in ctx.views

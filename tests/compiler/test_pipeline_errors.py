@@ -1,0 +1,145 @@
+"""Views as sources: what a pipeline cannot be is one positioned error, with its code.
+
+Each case is the valid pipeline below with one mistake made in it; ``@``
+marks where the error must point (as in test_one_mistake_one_error.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from wql.cli import main as cli_main
+from wql.compiler import check_source, compile_source
+from wql.errors import ErrorCode, WqlError
+
+VALID = """CREATE SOURCE clicks (user_id STRING, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND);
+
+CREATE VIEW per_minute AS
+SELECT user_id, window_time AS minute_end, COUNT(*) AS clicks
+FROM clicks
+GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE);
+
+CREATE VIEW per_hour AS
+SELECT user_id, window_start, SUM(clicks) AS clicks
+FROM per_minute
+GROUP BY user_id, TUMBLE(minute_end, INTERVAL '1' HOUR);
+"""
+
+# (id, text replaced in VALID, its replacement with @ where the error points, code)
+CASES = [
+    (
+        "view_read_before_its_definition",
+        "FROM clicks\nGROUP BY user_id, TUMBLE(ts",
+        "FROM @per_hour\nGROUP BY user_id, TUMBLE(ts",
+        ErrorCode.PIPELINE,
+    ),
+    ("view_reads_itself", "FROM per_minute", "FROM @per_hour", ErrorCode.PIPELINE),
+    (
+        "watermark_on_a_view",
+        "FROM per_minute",
+        "FROM per_minute @WATERMARK FOR minute_end AS minute_end",
+        ErrorCode.PIPELINE,
+    ),
+    (
+        "view_without_window_time",
+        "window_time AS minute_end",
+        "window_start AS minute_end",
+        ErrorCode.PIPELINE,
+    ),
+    (
+        "window_on_another_column_of_the_view",
+        "TUMBLE(minute_end",
+        "TUMBLE(@user_id",
+        ErrorCode.NO_EVENT_TIME,
+    ),
+    (
+        "view_on_processing_time",
+        "TUMBLE(ts, INTERVAL '1' MINUTE)",
+        "TUMBLE(PROCTIME(), INTERVAL '1' MINUTE)",
+        ErrorCode.PIPELINE,
+    ),
+    (
+        "reader_on_processing_time",
+        "TUMBLE(minute_end, INTERVAL '1' HOUR)",
+        "@TUMBLE(PROCTIME(), INTERVAL '1' HOUR)",
+        ErrorCode.PIPELINE,
+    ),
+    ("view_named_like_a_source", "CREATE VIEW per_minute", "CREATE VIEW @clicks", None),
+    ("unknown_view", "FROM per_minute", "FROM @per_minut", ErrorCode.UNKNOWN_NAME),
+]
+# the error of these is not where their replacement starts
+_AT = {
+    "view_without_window_time": ("TUMBLE(minute_end", "TUMBLE(@minute_end"),
+    "view_on_processing_time": ("FROM per_minute", "FROM @per_minute"),
+    "view_named_like_a_source": ("FROM per_minute", "FROM clicks"),
+}
+
+
+def _mistaken(case_id: str, old: str, new: str) -> tuple[str, int, int]:
+    assert VALID.count(old) == 1, (case_id, old)
+    text = VALID.replace(old, new)
+    if case_id in _AT:
+        more_old, more_new = _AT[case_id]
+        assert text.count(more_old) == 1, case_id
+        text = text.replace(more_old, more_new)
+    assert text.count("@") == 1, case_id
+    at = text.index("@")
+    text = text[:at] + text[at + 1 :]
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return text, line, column
+
+
+def test_the_pipeline_is_valid():
+    assert check_source(VALID, "p.wql") == []
+
+
+@pytest.mark.parametrize(("case_id", "old", "new", "code"), CASES, ids=[c[0] for c in CASES])
+def test_one_pipeline_mistake_gives_one_error_at_its_place(case_id, old, new, code):
+    text, line, column = _mistaken(case_id, old, new)
+    errors = check_source(text, "p.wql")
+    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
+    assert code is None or errors[0].code is code, errors[0].message
+    with pytest.raises(WqlError) as info:
+        compile_source(text, "p.wql")
+    got = getattr(info.value, "errors", (info.value,))
+    assert [(e.line, e.column, e.message) for e in got] == [(line, column, errors[0].message)]
+
+
+def test_the_messages_say_what_is_wrong_and_what_is_supported():
+    cases = {c[0]: c for c in CASES}
+
+    def message(case_id: str) -> str:
+        _, old, new, _ = cases[case_id]
+        return check_source(_mistaken(case_id, old, new)[0], "p.wql")[0].message
+
+    assert "defined after this query (line 9)" in message("view_read_before_its_definition")
+    assert "reads itself" in message("view_reads_itself")
+    assert "has its event time already" in message("watermark_on_a_view")
+    assert "a view's event time is the window_time it selects" in message(
+        "view_without_window_time"
+    )
+    assert "fires on processing time" in message("view_on_processing_time")
+    assert "cannot use processing time" in message("reader_on_processing_time")
+    assert "has the name of source 'clicks'" in message("view_named_like_a_source")
+
+
+def test_a_broken_view_is_reported_once_not_again_where_it_is_read():
+    text = VALID.replace("COUNT(*) AS clicks", "COUNT(*) AS clicks, SUM(nope) AS x")
+    errors = check_source(text, "p.wql")
+    assert [(e.line, e.message) for e in errors] == [(5, "unknown column 'nope' in source 'clicks'")]
+
+
+def test_a_file_reads_the_views_of_the_files_before_it(tmp_path, capsys):
+    a = tmp_path / "a.wql"
+    b = tmp_path / "b.wql"
+    split = VALID.index("CREATE VIEW per_hour")
+    a.write_text(VALID[:split])
+    b.write_text(VALID[split:])
+    assert cli_main(["check", str(a), str(b)]) == 0
+    capsys.readouterr()
+    # alone, or before the file it reads, b.wql does not know per_minute
+    assert cli_main(["check", str(b), str(a)]) == 1
+    err = capsys.readouterr().err
+    assert "b.wql:3:6: error: unknown source 'per_minute'" in err
