@@ -128,7 +128,8 @@ def test_the_messages_say_what_is_wrong_and_what_is_supported():
 def test_a_broken_view_is_reported_once_not_again_where_it_is_read():
     text = VALID.replace("COUNT(*) AS clicks", "COUNT(*) AS clicks, SUM(nope) AS x")
     errors = check_source(text, "p.wql")
-    assert [(e.line, e.message) for e in errors] == [(5, "unknown column 'nope' in source 'clicks'")]
+    want = [(5, "unknown column 'nope' in source 'clicks'")]
+    assert [(e.line, e.message) for e in errors] == want
 
 
 def test_a_file_reads_the_views_of_the_files_before_it(tmp_path, capsys):

@@ -17,6 +17,12 @@ def example_files() -> list[Path]:
     return sorted(EXAMPLES.glob("*.wql"))
 
 
+def pipeline_example_files() -> list[Path]:
+    """The examples whose queries read views (``examples/pipelines``, ``examples/nexmark``):
+    batch only, pipelines do not run on streams (docs/streaming.md, "Pipelines")."""
+    return sorted([*EXAMPLES.glob("pipelines/*.wql"), *EXAMPLES.glob("nexmark/*.wql")])
+
+
 def expected_outputs(stem: str) -> dict[str, tuple[list[str], list[tuple[str, ...]]]]:
     """``{output name: (header, sorted rows)}`` from ``examples/expected/<stem>/*.csv``."""
     out = {}

@@ -5,22 +5,39 @@ from __future__ import annotations
 import pytest
 
 import wql
-from tests.spark.examples_helpers import EXAMPLES, example_files, expected_outputs, rows_as_text
+from tests.spark.examples_helpers import (
+    EXAMPLES,
+    example_files,
+    expected_outputs,
+    pipeline_example_files,
+    rows_as_text,
+)
+from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
+
+ALL_EXAMPLES = example_files() + pipeline_example_files()
 
 
 def test_every_example_has_expected_outputs():
     stems = {p.stem for p in example_files()}
     assert "clickstream_sessions" in stems and len(stems) >= 7
-    for stem in stems:
-        compiled = wql.compile_file(EXAMPLES / f"{stem}.wql")
+    assert len({p.stem for p in ALL_EXAMPLES}) == len(ALL_EXAMPLES), "example names collide"
+    for path in ALL_EXAMPLES:
+        compiled = wql.compile_file(path)
         names = set(compiled.queries)
         names |= {q.late_output for q in compiled.program.queries if q.late_output}
-        assert set(expected_outputs(stem)) == names, stem
+        assert set(expected_outputs(path.stem)) == names, path.stem
 
 
-@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", pipeline_example_files(), ids=lambda p: p.stem)
+def test_pipeline_example_is_refused_on_a_stream_with_the_reason(path):
+    with pytest.raises(WqlUnsupportedError, match="pipelines do not run on streams") as e:
+        wql.compile_file(path, streaming=True)
+    assert all(err.span is not None for err in getattr(e.value, "errors", (e.value,)))
+
+
+@pytest.mark.parametrize("path", ALL_EXAMPLES, ids=lambda p: p.stem)
 def test_example_gives_expected_rows(spark, path):
     results = wql.compile_file(path).apply(spark)
     try:
@@ -44,7 +61,7 @@ def assert_every_row_counted(c: dict) -> None:
     assert c["rows_in"] == accounted, c
 
 
-@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", ALL_EXAMPLES, ids=lambda p: p.stem)
 def test_example_counters_on_the_operator_engine(spark, path):
     # The native examples again, forced onto the operator engine: the same identity.
     compiled = wql.compile_file(path, engine="operator")

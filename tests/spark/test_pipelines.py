@@ -251,3 +251,23 @@ def _ts(ms: int) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") + (
         f".{value.microsecond // 1000:03d}" if value.microsecond else ""
     )
+
+
+def test_wql_run_lets_a_file_read_the_views_of_the_files_before_it(spark, tmp_path, capsys):
+    from tests.spark.examples_helpers import EXAMPLES, expected_outputs
+    from wql.cli import main
+
+    text = (EXAMPLES / "pipelines" / "hourly_rollup.wql").read_text()
+    text = text.replace("'../data/clicks.csv'", f"'{EXAMPLES / 'data' / 'clicks.csv'}'")
+    split = text.index("CREATE VIEW per_hour")
+    (tmp_path / "minutes.wql").write_text(text[:split])
+    (tmp_path / "hours.wql").write_text(text[split:])
+    out = tmp_path / "out"
+    files = [str(tmp_path / "minutes.wql"), str(tmp_path / "hours.wql")]
+    assert main(["run", *files, "--output", str(out)]) == 0
+    assert "hours.wql: per_hour [native] | rows in 8 | out 5" in capsys.readouterr().err
+    got = spark.read.option("header", "true").csv(str(out / "hours" / "per_hour"))
+    assert sorted(tuple(r) for r in got.collect()) == [
+        tuple(v.replace(" ", "T") + ".000Z" if ":" in v else v for v in row)
+        for row in expected_outputs("hourly_rollup")["per_hour"][1]
+    ]
