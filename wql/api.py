@@ -224,10 +224,8 @@ class Compiled:
                 root = program.pipeline(q)[0]
                 key = root.source.name.lower()
                 if key not in sources:
-                    owner = self._owner(root.name)
-                    sources[key] = owner._source_df(
-                        spark, owner.program, root.source.name, dataframes
-                    )
+                    owner, owned = self._owner(root.name, program)
+                    sources[key] = owner._source_df(spark, owned, root.source.name, dataframes)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
             pipelines.program = program
@@ -326,16 +324,17 @@ class Compiled:
             return program
         return choose_engines(program, self.engine_request, streaming=streams)
 
-    def _owner(self, query: str) -> Compiled:
-        """The compiled text that defines the query called ``query`` (this one or a provider's)."""
+    def _owner(self, query: str, program: P.Program) -> tuple[Compiled, P.Program]:
+        """The compiled text that defines the query called ``query`` (this one, whose
+        ``program`` is given, or a provider's), with its program."""
         low = query.lower()
-        if any(q.name.lower() == low for q in self.program.queries):
-            return self
+        if any(q.name.lower() == low for q in program.queries):
+            return self, program
         for provider in reversed(self._providers):
             if low in provider._views or any(
                 q.name.lower() == low for q in provider.program.queries
             ):
-                return provider._owner(query)
+                return provider._owner(query, provider.program)
         raise KeyError(query)  # pragma: no cover - the binder resolved every view
 
     def _bound(self, dataframes: Mapping[str, Any]) -> P.Program:

@@ -40,13 +40,27 @@ MUTANTS = 2000
 
 
 def _units(text: str) -> list[str]:
-    """The file's source declarations with each of its queries in turn: small texts
-    (a mutation hits one statement; the rest of a big file would only cost time)."""
+    """The file's source declarations with each of its queries in turn, after the views
+    it reads: small texts (a mutation hits one statement; the rest of a big file would
+    only cost time)."""
     statements = parse(text).statements
     pieces = [(st, text[st.span.start : st.span.end]) for st in statements if st.span]
     sources = [piece for st, piece in pieces if isinstance(st, CreateSource)]
-    queries = [piece for st, piece in pieces if not isinstance(st, CreateSource)]
-    return [";\n".join([*sources, q]) + ";\n" for q in queries]
+    queries = [(st, piece) for st, piece in pieces if not isinstance(st, CreateSource)]
+    views = {st.name.name.lower(): i for i, (st, _) in enumerate(queries) if hasattr(st, "name")}
+
+    def reads(i: int) -> list[int]:
+        st = queries[i][0]
+        query = getattr(st, "query", st)
+        name = query.source.name.name.lower()
+        if name not in views or views[name] >= i:
+            return []
+        return [*reads(views[name]), views[name]]
+
+    return [
+        ";\n".join([*sources, *(queries[j][1] for j in reads(i)), piece]) + ";\n"
+        for i, (_, piece) in enumerate(queries)
+    ]
 
 
 TOKEN = re.compile(r"`(?:[^`]|``)*`|'(?:[^'\\\n]|\\.)*'|\w+|--[^\n]*|\s+|.", re.DOTALL)
