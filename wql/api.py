@@ -276,6 +276,13 @@ class Compiled:
             q = program.queries[0]
         else:
             q = self._selected_one(program, query)
+        if not isinstance(q, P.Query):
+            raise WqlUnsupportedError(
+                f"query {q.name!r} is a window Top-N: a timeline draws a windowed aggregate's "
+                "windows and firings",
+                q.span,
+                code=ErrorCode.UNSUPPORTED,
+            )
         try:
             df = self._source_df(spark, program, q.source.name, dataframes)
             if df.isStreaming:
@@ -291,7 +298,7 @@ class Compiled:
 
     # -- helpers ------------------------------------------------------------
 
-    def _selected_one(self, program: P.Program, name: str) -> P.Query:
+    def _selected_one(self, program: P.Program, name: str) -> P.Stage:
         known = {q.name.lower(): q for q in program.queries}
         if name.lower() not in known:
             raise WqlSemanticError(
@@ -355,7 +362,7 @@ class Compiled:
             view._selected(self._program)  # unknown names fail here, not at apply()
         return view
 
-    def _selected(self, program: P.Program) -> tuple[P.Query, ...]:
+    def _selected(self, program: P.Program) -> tuple[P.Stage, ...]:
         if self._only is None:
             return program.queries
         known = {q.name.lower(): q for q in program.queries}
@@ -368,7 +375,7 @@ class Compiled:
             )
         return tuple(known[n.lower()] for n in self._only)
 
-    def _query(self, name: str) -> P.Query:
+    def _query(self, name: str) -> P.Stage:
         try:
             return self.program.query(name)
         except KeyError:
@@ -394,7 +401,7 @@ class Compiled:
         return conform(decl, given)
 
 
-def _engine_of(q: P.Query) -> str:
+def _engine_of(q: P.Stage) -> str:
     return q.engine.engine if q.engine is not None else "operator"
 
 
@@ -426,17 +433,17 @@ class _Pipelines:
         self.placed: dict[str, Any] = {}
         self.hidden: list[Any] = []
 
-    def reads(self, q: P.Query) -> bool:
+    def reads(self, q: P.Stage) -> bool:
         """Whether another query of the program reads ``q``."""
         return bool(self.program.readers(q))
 
-    def native_input(self, q: P.Query, source: Any) -> Any:
+    def native_input(self, q: P.Stage, source: Any) -> Any:
         """The DataFrame the native query ``q`` reads: its source, or its view's native result."""
         if q.source.view is None:
             return source
         return self.native_df(self.program.view(q.source.view), source)
 
-    def native_df(self, q: P.Query, source: Any) -> Any:
+    def native_df(self, q: P.Stage, source: Any) -> Any:
         from wql.compiler.backends.native import build_native
 
         key = q.name.lower()
@@ -444,7 +451,7 @@ class _Pipelines:
             self.native[key] = build_native(q, self.native_input(q, source))
         return self.native[key]
 
-    def operator_run(self, q: P.Query, source: Any, *, hidden: bool = False) -> Any:
+    def operator_run(self, q: P.Stage, source: Any, *, hidden: bool = False) -> Any:
         """``q``'s operator run over its source or its view (placed when it is read)."""
         from wql.spark.batch import run_operator, run_view_stage
 
@@ -469,7 +476,7 @@ class _Pipelines:
         self.hidden.clear()
 
 
-def _run(q: P.Query, df: Any, pipelines: _Pipelines) -> QueryResult:
+def _run(q: P.Stage, df: Any, pipelines: _Pipelines) -> QueryResult:
     """``q`` over its source DataFrame ``df`` (the root of its pipeline) on its engine.
 
     The hosts return what ran (:class:`wql.spark.batch.OperatorRun`,
@@ -559,7 +566,7 @@ class QueryResult:
     native queries (it runs Spark jobs) and known at once for operator ones.
     """
 
-    plan: P.Query
+    plan: P.Stage
     engine: str
     df: Any
     late: Any
@@ -595,19 +602,9 @@ class QueryResult:
         ``rows_emitted`` (firings before HAVING) and the replay's counts.
         """
         if self._counters is None:
-            from wql.compiler.backends.native import drop_counts, filtered_count
+            from wql.compiler.backends.native import native_counters
 
-            rows_in = self.source.count()
-            dropped = drop_counts(self.plan, self.source)
-            filtered = filtered_count(self.plan, self.source)
-            self._counters = {
-                "rows_in": rows_in,
-                "late_rows": 0,
-                "rows_filtered": filtered,
-                # native windows fire every window with rows (WATERMARK trigger)
-                "rows_fired": rows_in - filtered - sum(dropped.values()),
-                "dropped": dropped,
-            }
+            self._counters = native_counters(self.plan, self.source)
         out = dict(self._counters)
         if "rows_out" not in out:
             out["rows_out"] = self.df.count()

@@ -190,6 +190,17 @@ class ErrorCode(enum.Enum):
         "a view read where it cannot be: before its definition, by itself, with a WATERMARK "
         "clause, without the event time or the clock its reader needs",
     )
+    WINDOWED = (
+        "WQL221",
+        "a window Top-N, deduplication or join over what it cannot read: a source without a "
+        "window table function, a view that is not a final event-time window aggregate (EARLY "
+        "or LATE panes), a SESSION window table",
+    )
+    RANK = (
+        "WQL222",
+        "a window Top-N or deduplication of another shape than Flink SQL's: PARTITION BY "
+        "without the window bounds, no rn <= N bound, a rank used outside its place",
+    )
     SEMANTIC = ("WQL299", "any other meaningless text")
     NOT_NATIVE = ("WQL300", "a query forced onto the native engine where it cannot run exactly")
     UNKNOWN_ENGINE = ("WQL301", "an engine other than auto, native and operator")

@@ -52,6 +52,8 @@ class Capabilities:
     late_rows: bool = True
     """Whether rows behind the watermark get the operator engine's outcome: counted as
     late (or sent to the late output), never added to a window that already fired."""
+    window_rank: bool = True
+    """Whether a window Top-N or deduplication runs (Spark's row_number over each window)."""
     streaming: bool = False
     """These are the abilities on a streaming DataFrame (reasons then say so)."""
     why_not: tuple[tuple[str, str], ...] = ()
@@ -136,6 +138,16 @@ NATIVE = Capabilities(
             "every window's one ON_TIME row, none of which is late downstream",
         ),
         (
+            "rank_view_keys",
+            "equal rows of a window rank in the order the view fires them, by the view's "
+            "grouping keys, which the view must select for Spark's row_number to follow",
+        ),
+        (
+            "rank_view_table",
+            "the rows of a window table over a view come in the view's firing order, "
+            "which Spark's row_number does not follow",
+        ),
+        (
             "view_keyed_sessions",
             "a view's rows come with no watermark delay: a row at exactly a session's end can "
             "find that session already fired (by the watermark rise that fired the row's own "
@@ -162,6 +174,7 @@ NATIVE_STREAMING = replace(
     # rows behind the watermark, and Spark's streaming aggregation does not
     # give them the operator engine's outcome (docs/native.md, "Streaming")
     late_rows=False,
+    window_rank=False,
     streaming=True,
     why_not=(
         *NATIVE.why_not,
@@ -184,6 +197,11 @@ NATIVE_STREAMING = replace(
             "float_sums",
             "the native backend adds floating-point numbers in replay order with "
             "monotonically_increasing_id(), which Spark rejects on streaming DataFrames",
+        ),
+        (
+            "window_rank",
+            "Spark refuses row_number (a window function that is not a time window) on "
+            "streaming DataFrames",
         ),
         (
             "late_rows",

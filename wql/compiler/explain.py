@@ -66,17 +66,14 @@ def dataflow(program: P.Program) -> str:
     return "\n".join(lines)
 
 
-def explain_query(q: P.Query, program: P.Program | None = None) -> str:
-    engine = q.engine.engine if q.engine else "(not planned)"
-    stream = ", on a stream" if q.engine is not None and q.engine.streaming else ""
-    lines = [f"query {q.name}  [engine: {engine}{stream}]"]
+def explain_query(q: P.Stage, program: P.Program | None = None) -> str:
+    if isinstance(q, P.WindowRank):
+        return explain_rank(q, program)
+    lines = _header(q)
     add = lines.append
 
     src = q.source
-    if src.view is not None:
-        lines.extend(_view_input(q, program))
-    else:
-        lines.extend(_source_input(src))
+    lines.extend(_input(q, program))
     if q.window.domain is P.TimeDomain.PROCESSING or _uses_processing_time(q):
         where = f"column {src.processing_time}" if src.processing_time else "wall clock"
         add(f"    processing time: {where}")
@@ -129,15 +126,70 @@ def explain_query(q: P.Query, program: P.Program | None = None) -> str:
         merged = ", merged on session merge" if q.window.merging else ""
         add(f"    state: one accumulator per window{merged}")
     add(f"  having: {q.having.sql}" if q.having is not None else "  having: none")
-    add("  output:")
-    for o in q.output:
-        add(f"    {o.name} {o.type} = {o.expr.sql}")
+    lines.extend(_output_and_engine(q))
+    return "\n".join(lines)
 
+
+def _header(q: P.Stage) -> list[str]:
+    engine = q.engine.engine if q.engine else "(not planned)"
+    stream = ", on a stream" if q.engine is not None and q.engine.streaming else ""
+    return [f"query {q.name}  [engine: {engine}{stream}]"]
+
+
+def _input(q: P.Stage, program: P.Program | None) -> list[str]:
+    return _view_input(q, program) if q.source.view is not None else _source_input(q.source)
+
+
+def _output_and_engine(q: P.Stage) -> list[str]:
+    lines = ["  output:"]
+    lines += [f"    {o.name} {o.type} = {o.expr.sql}" for o in q.output]
     if q.engine is not None:
         forced = ", forced" if q.engine.forced else ""
-        add(f"  engine: {q.engine.engine}{forced}{stream}")
-        for r in q.engine.reasons:
-            add(f"    - {r.text}")
+        stream = ", on a stream" if q.engine.streaming else ""
+        lines.append(f"  engine: {q.engine.engine}{forced}{stream}")
+        lines += [f"    - {r.text}" for r in q.engine.reasons]
+    return lines
+
+
+def explain_rank(q: P.WindowRank, program: P.Program | None = None) -> str:
+    """A window Top-N or deduplication (Flink SQL's window rank), as ``wql explain`` shows it."""
+    lines = _header(q)
+    add = lines.append
+    lines.extend(_input(q, program))
+    start, end = q.window_bounds
+    if q.window is not None:
+        add(f"  window table: {window_text(q.window)}")
+        add(
+            "    its rows: the table's rows, each in every window it falls in, with "
+            "window_start, window_end and window_time"
+        )
+    else:
+        add(f"  windows: the view's, from {start} and {end} (one final row per window)")
+    add(f"  filter: {q.filter.sql}" if q.filter is not None else "  filter: none")
+    keys = "".join(f", {k.name} {k.type}" for k in q.keys)
+    add(f"  partition: each window ({start}, {end}){keys}")
+    order = ", ".join(o.expr.sql + (" DESC" if o.descending else "") for o in q.order)
+    if q.keep is P.RankKeep.TOP:
+        add(f"  window Top-N: rows 1 to {q.limit} by {order}, equal rows in arrival order")
+    else:
+        which = "first" if q.keep is P.RankKeep.FIRST else "last"
+        add(
+            f"  window deduplication: the {which} row by {order} (the time attribute); "
+            f"equal times keep the {which} to arrive"
+        )
+    add(
+        "  fires: when the watermark passes a window's end; a row of a window that has "
+        "fired is late: dropped and counted"
+    )
+    add("  ranked:")
+    for c in q.inner:
+        add(f"    {c.name} {c.type} = {c.expr.sql}")
+    add(
+        f"  condition: {q.condition.sql}"
+        if q.condition is not None
+        else f"  condition: {q.rank_column} <= {q.limit}"
+    )
+    lines.extend(_output_and_engine(q))
     return "\n".join(lines)
 
 
@@ -159,7 +211,7 @@ def _source_input(src: P.SourceRef) -> list[str]:
     return lines
 
 
-def _view_input(q: P.Query, program: P.Program | None) -> list[str]:
+def _view_input(q: P.Stage, program: P.Program | None) -> list[str]:
     src = q.source
     cols = ", ".join(f"{c.name} {c.type}" for c in src.columns)
     lines = [f"  view {src.name} ({cols})"]

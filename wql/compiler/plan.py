@@ -973,6 +973,134 @@ def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
     return window_result_schema(q.keys) + tuple(Column(a.name, a.type) for a in q.aggregates)
 
 
+# ---------------------------------------------------------------------------
+# Window Top-N and deduplication
+
+#: The columns a window table function adds to its table's rows (Flink SQL).
+WINDOW_TABLE_COLUMNS = WINDOW_COLUMNS
+#: The rank's column in the ranked relation when the query does not name it.
+RANK_COLUMN = "__wql_rn"
+
+
+class RankKeep(enum.Enum):
+    """Which rows of a window partition a window rank keeps, and how ties go.
+
+    ``TOP``: Flink's window Top-N (``WindowRankProcessor``): the first N by
+    the ORDER BY, equal rows in arrival order. ``FIRST`` / ``LAST``: Flink's
+    window deduplication (``RowTimeDeduplicateRecordsCombiner``), chosen when
+    the rank keeps one row ordered by the time attribute alone: the row with
+    the smallest time, the first of equal ones (``FIRST``, ascending), or the
+    row with the largest time, the *last* of equal ones (``LAST``,
+    descending).
+    """
+
+    TOP = "TOP"
+    FIRST = "FIRST"
+    LAST = "LAST"
+
+
+@dataclass(frozen=True)
+class RankOrder:
+    """One ORDER BY item of ``ROW_NUMBER() OVER``: an expression over the input relation.
+
+    NULLs come first ascending and last descending (Spark's and Flink's default).
+    """
+
+    expr: Expr
+    descending: bool = False
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowRank:
+    """A window Top-N or deduplication (Flink SQL's window rank), fully resolved.
+
+    The *input relation* is what the rank reads: a view's output columns
+    (``source.view`` set; ``bounds`` names its window_start and window_end
+    columns), or a window table function over ``source`` (``window`` set):
+    the source's columns, then ``window_start``, ``window_end`` and
+    ``window_time``. ``filter`` (WHERE before ranking), ``keys`` (PARTITION BY
+    besides the window bounds) and ``order`` read it. Each window partition
+    is ranked when the watermark passes the window's end; rows of a window
+    that has fired already are late: dropped and counted.
+
+    The *ranked relation* is ``inner`` (expressions over the input relation,
+    the Top-N subquery's SELECT list; every input column for QUALIFY) and the
+    rank, ``rank_column`` (BIGINT, 1..``limit``). ``condition`` (the outer
+    WHERE or QUALIFY) and ``output`` read it.
+    """
+
+    name: str
+    source: SourceRef
+    window: Window | None
+    filter: Expr | None
+    keys: tuple[KeyColumn, ...]
+    bounds: tuple[str, str] | None
+    order: tuple[RankOrder, ...]
+    limit: int
+    keep: RankKeep
+    inner: tuple[OutputColumn, ...]
+    rank_column: str
+    condition: Expr | None
+    output: tuple[OutputColumn, ...]
+    #: A view's columns whose order is the order its rows of one window arrive in (its
+    #: grouping keys, docs/architecture.md "Contract: pipelines"); None when the view
+    #: does not select them all (equal rows then rank in an order only the operator knows).
+    ties: tuple[str, ...] | None = ()
+    engine: EngineChoice | None = None
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    #: A window rank has no late output: late rows are dropped and counted (as Flink).
+    late_output = None
+    late_schema = None
+    allowed_lateness_ms = 0
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            _fail("a window Top-N keeps at least one row", self.span, code=ErrorCode.OUT_OF_RANGE)
+        if (self.window is None) == (self.bounds is None):
+            _fail(
+                "a window rank reads a window table or a view with window bounds",
+                self.span,
+                code=ErrorCode.SEMANTIC,
+            )
+        if self.keep is not RankKeep.TOP and (self.limit != 1 or len(self.order) != 1):
+            _fail("deduplication keeps one row by time", self.span, code=ErrorCode.SEMANTIC)
+        out = [c.name.lower() for c in self.output]
+        if len(set(out)) != len(out):
+            _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
+
+    @property
+    def input_columns(self) -> tuple[Column, ...]:
+        """The input relation (see the class docstring)."""
+        if self.window is None:
+            return self.source.columns
+        return self.source.columns + tuple(Column(n, T.TIMESTAMP) for n in WINDOW_TABLE_COLUMNS)
+
+    @property
+    def window_bounds(self) -> tuple[str, str]:
+        """The input columns holding window_start and window_end."""
+        return self.bounds or ("window_start", "window_end")
+
+    @property
+    def ranked_schema(self) -> tuple[Column, ...]:
+        return tuple(Column(c.name, c.type) for c in self.inner) + (
+            Column(self.rank_column, T.BIGINT),
+        )
+
+    @property
+    def output_schema(self) -> tuple[Column, ...]:
+        return tuple(Column(c.name, c.type, c.span) for c in self.output)
+
+    @property
+    def event_time(self) -> EventTime | None:
+        return self.source.event_time
+
+
+#: A stage of a program: what a query of any kind compiles to.
+Stage = Query | WindowRank
+
+
 @dataclass(frozen=True)
 class Program:
     """A compiled ``.wql`` file: its sources and its queries in file order.
@@ -983,9 +1111,9 @@ class Program:
     """
 
     sources: tuple[SourceDecl, ...]
-    queries: tuple[Query, ...]
+    queries: tuple[Stage, ...]
     span: Span | None = field(default=None, compare=False, repr=False)
-    views: tuple[Query, ...] = ()
+    views: tuple[Stage, ...] = ()
 
     def __post_init__(self) -> None:
         names = [q.name.lower() for q in self.queries]
@@ -1002,14 +1130,14 @@ class Program:
         low = name.lower()
         return next((s for s in self.sources if s.name.lower() == low), None)
 
-    def query(self, name: str) -> Query:
+    def query(self, name: str) -> Stage:
         low = name.lower()
         for q in self.queries:
             if q.name.lower() == low:
                 return q
         raise KeyError(name)
 
-    def view(self, name: str) -> Query:
+    def view(self, name: str) -> Stage:
         """The query called ``name``: this file's, else one of another file it reads."""
         low = name.lower()
         for q in (*self.queries, *self.views):
@@ -1017,21 +1145,21 @@ class Program:
                 return q
         raise KeyError(name)
 
-    def upstream(self, q: Query) -> Query | None:
+    def upstream(self, q: Stage) -> Stage | None:
         """The view ``q`` reads (None when it reads a source)."""
         return self.view(q.source.view) if q.source.view is not None else None
 
-    def pipeline(self, q: Query) -> tuple[Query, ...]:
+    def pipeline(self, q: Stage) -> tuple[Stage, ...]:
         """The chain of queries from the one reading a source to ``q`` (``q`` last)."""
         chain = [q]
         while (up := self.upstream(chain[-1])) is not None:
             chain.append(up)
         return tuple(reversed(chain))
 
-    def readers(self, q: Query) -> tuple[Query, ...]:
+    def readers(self, q: Stage) -> tuple[Stage, ...]:
         """This file's queries that read ``q``."""
         return tuple(r for r in self.queries if r.source.view == q.name)
 
-    def root_source(self, q: Query) -> SourceRef:
+    def root_source(self, q: Stage) -> SourceRef:
         """The source at the start of ``q``'s pipeline (``q``'s own when it reads one)."""
         return self.pipeline(q)[0].source

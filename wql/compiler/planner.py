@@ -82,7 +82,7 @@ def is_stream(source: P.SourceRef, streaming: Streaming) -> bool:
     return source.name.lower() in {name.lower() for name in streaming}
 
 
-def _streaming_pipeline(q: P.Query) -> WqlUnsupportedError:
+def _streaming_pipeline(q: P.Stage) -> WqlUnsupportedError:
     """A query over a view, on a stream: refused, with the reason (docs/streaming.md)."""
     return WqlUnsupportedError(
         f"query {q.name!r} reads view {q.source.view!r}, and pipelines do not run on streams: "
@@ -96,19 +96,22 @@ def _streaming_pipeline(q: P.Query) -> WqlUnsupportedError:
 
 
 def choose_engine(
-    q: P.Query,
+    q: P.Stage,
     engine: str = "auto",
     caps: Capabilities | None = None,
     *,
     streaming: bool = False,
-    upstream: P.Query | None = None,
+    upstream: P.Stage | None = None,
 ) -> P.EngineChoice:
     """The engine of one query; ``caps`` defaults to the native abilities for ``streaming``.
 
     ``upstream`` is the (planned) view ``q`` reads, when it reads one.
     """
     caps = caps if caps is not None else native_capabilities(streaming)
-    blockers = native_blockers(q, caps, upstream)
+    if isinstance(q, P.WindowRank):
+        blockers = rank_blockers(q, caps, upstream)
+    else:
+        blockers = native_blockers(q, caps, upstream)
     where = " on a stream" if caps.streaming else ""
     if engine == "operator":
         return P.EngineChoice(
@@ -133,7 +136,17 @@ def choose_engine(
     return P.EngineChoice("native", _native_reasons(q), streaming=caps.streaming)
 
 
-def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
+def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
+    if isinstance(q, P.WindowRank):
+        what = f"view {q.source.view}" if q.window is None else "a window table"
+        return (
+            P.Reason(
+                f"window {'deduplication' if q.keep is not P.RankKeep.TOP else 'Top-N'} over "
+                f"{what}: no row is late for it, and Spark's row_number over each window, "
+                "equal rows in the order they arrive, gives identical rows",
+                q.span,
+            ),
+        )
     return (
         P.Reason(
             f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
@@ -145,7 +158,7 @@ def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
 
 
 def native_blockers(
-    q: P.Query, caps: Capabilities = NATIVE, upstream: P.Query | None = None
+    q: P.Query, caps: Capabilities = NATIVE, upstream: P.Stage | None = None
 ) -> list[P.Reason]:
     """Every reason ``q`` needs the operator engine, in clause order.
 
@@ -225,6 +238,42 @@ def native_blockers(
     if not caps.late_rows and et is not None and w.domain is P.TimeDomain.EVENT:
         # last: the one reason that holds for every event-time query on a stream
         need(f"WATERMARK FOR {et.column}", et.span or q.source.span, "late_rows")
+    return out
+
+
+def rank_blockers(
+    q: P.WindowRank, caps: Capabilities = NATIVE, upstream: P.Stage | None = None
+) -> list[P.Reason]:
+    """Every reason the window rank ``q`` needs the operator engine (``upstream``: the
+    view it reads, planned; None checks the rank alone).
+
+    Natively, a window rank is Spark's ``row_number`` over each window, with
+    equal rows in the order the operator gets them: a view's rows of one
+    window fire together, ordered by the view's grouping keys (the pipeline's
+    order, docs/architecture.md), so the view must select them; a window
+    table's rows come in replay order (event time, then input order), so no
+    row is late for the rank and none may come out of order (``arrival_order``).
+    """
+    out: list[P.Reason] = []
+
+    def need(what: str, span, construct: str) -> None:
+        why = caps.reason(construct)
+        message = "needs the operator engine" + (" on a stream" if caps.streaming else "")
+        out.append(P.Reason(f"{message}: {why}" if why else message, span, what))
+
+    if not caps.window_rank:
+        need("ROW_NUMBER() OVER", q.span, "window_rank")
+        return out
+    if q.source.view is not None:
+        # upstream None: the caller (the native backend) checks the rank alone
+        if upstream is not None and (upstream.engine is None or upstream.engine.engine != "native"):
+            need(f"FROM {q.source.view}", q.source.span, "operator_view")
+        elif q.window is not None:
+            need(f"a window table over view {q.source.view}", q.source.span, "rank_view_table")
+        elif q.ties is None:
+            need(f"FROM {q.source.view}", q.source.span, "rank_view_keys")
+    elif q.source.arrival_order is not None:
+        need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
     return out
 
 

@@ -102,6 +102,18 @@ __all__ = [
     "LateDataTo",
     "Query",
     "QueryForm",
+    "Star",
+    "RankColumn",
+    "OrderItem",
+    "RowNumber",
+    "WindowTable",
+    "Relation",
+    "RankForm",
+    "RankQuery",
+    "JoinKind",
+    "JoinInput",
+    "JoinQuery",
+    "AnyQuery",
     "CreateView",
     "Statement",
     "Script",
@@ -630,15 +642,130 @@ class Query(Node):
     form: QueryForm = field(default=QueryForm.WQL, compare=False)
 
 
+# --------------------------------------------------------------------------- Top-N, joins
+
+
+@dataclass(frozen=True)
+class Star(Node):
+    """``*`` (or ``t.*``) in a SELECT list: every column of the input (of ``t``)."""
+
+    table: Ident | None = None
+
+
+@dataclass(frozen=True)
+class RankColumn(Node):
+    """Where a window Top-N's SELECT list has its ``ROW_NUMBER() OVER (...) AS name``
+    (the rank itself is :attr:`RankQuery.rank`)."""
+
+
+@dataclass(frozen=True)
+class OrderItem(Node):
+    """``<expr> [ASC | DESC]`` in ``ROW_NUMBER() OVER (... ORDER BY ...)``."""
+
+    expr: Expr
+    descending: bool = False
+
+
+@dataclass(frozen=True)
+class RowNumber(Node):
+    """``ROW_NUMBER() OVER (PARTITION BY cols ORDER BY items)``."""
+
+    partition_by: tuple[Ident, ...]
+    order_by: tuple[OrderItem, ...]
+
+
+@dataclass(frozen=True)
+class WindowTable(Node):
+    """A window table function as a relation (no GROUP BY): its rows are the table's
+    rows, each in every window the function assigns it, with ``window_start``,
+    ``window_end`` and ``window_time``. ``partition`` is SESSION's ``PARTITION BY``."""
+
+    table: TableRef
+    window: Window
+    partition: tuple[Ident, ...] = ()
+
+
+# What a window Top-N or a join reads: a source or view by name, or a window table.
+Relation = TableRef | WindowTable
+
+
+class RankForm(enum.Enum):
+    """How a window Top-N was written (both mean the same ranking)."""
+
+    SUBQUERY = "subquery"  # SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (...) ...) WHERE
+    QUALIFY = "qualify"  # SELECT ... FROM r QUALIFY ...
+
+
+@dataclass(frozen=True)
+class RankQuery(Node):
+    """A window Top-N or deduplication (Flink SQL's window rank).
+
+    ``source`` is the windowed relation; ``rank`` the ``ROW_NUMBER() OVER``
+    and ``rank_alias`` its name (None for ``QUALIFY ROW_NUMBER() OVER (...)
+    <op> N``, which has none). ``condition`` selects ranked rows: the outer
+    ``WHERE`` of the subquery form, ``QUALIFY``'s condition; with an unnamed
+    rank it is the right-hand side of ``rank_op`` (``<= 3`` is
+    ``rank_op='<='``, ``condition='3'``). ``select`` is the outer list;
+    ``inner`` the subquery's list (empty for QUALIFY); a :class:`RankColumn`
+    marks where the named rank is in the one that has it. ``where`` filters
+    the input before ranking.
+    """
+
+    select: tuple[SelectItem | Star | RankColumn, ...]
+    source: Relation
+    rank: RowNumber
+    condition: Expr
+    rank_alias: Ident | None = None
+    rank_op: str | None = None
+    inner: tuple[SelectItem | Star | RankColumn, ...] = ()
+    where: Expr | None = None
+    alias: Ident | None = None
+    form: RankForm = RankForm.SUBQUERY
+
+
+class JoinKind(enum.Enum):
+    INNER = "INNER"
+    LEFT = "LEFT"
+    RIGHT = "RIGHT"
+    FULL = "FULL"
+
+
+@dataclass(frozen=True)
+class JoinInput(Node):
+    """One side of a window join: a relation and its alias."""
+
+    relation: Relation
+    alias: Ident | None = None
+
+
+@dataclass(frozen=True)
+class JoinQuery(Node):
+    """``SELECT ... FROM a [kind] JOIN b ON <cond> [WHERE ...]``: a window join.
+
+    ``kind`` is None when written as a bare ``JOIN`` (an INNER join); the
+    binder checks that ``on`` equates both sides' window bounds.
+    """
+
+    select: tuple[SelectItem | Star, ...]
+    left: JoinInput
+    right: JoinInput
+    on: Expr
+    kind: JoinKind | None = None
+    where: Expr | None = None
+
+
+AnyQuery = Query | RankQuery | JoinQuery
+
+
 @dataclass(frozen=True)
 class CreateView(Node):
-    """``CREATE VIEW name AS <query>``: a named query."""
+    """``CREATE VIEW name AS <query>``: a named query (of any kind)."""
 
     name: Ident
-    query: Query
+    query: AnyQuery
 
 
-Statement = CreateSource | CreateView | Query
+Statement = CreateSource | CreateView | Query | RankQuery | JoinQuery
 
 
 @dataclass(frozen=True)

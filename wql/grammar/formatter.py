@@ -170,8 +170,18 @@ def _statement_lines(statement: ast.Statement, form: ast.QueryForm | None = None
         return _source_lines(statement)
     if isinstance(statement, ast.CreateView):
         head = _Line(f"CREATE VIEW {format_ident(statement.name)} AS", _anchor(statement))
-        return [head, *_query_lines(statement.query, anchor_first=False, form=form)]
-    return _query_lines(statement, anchor_first=True, form=form)
+        return [head, *_any_query_lines(statement.query, anchor_first=False, form=form)]
+    return _any_query_lines(statement, anchor_first=True, form=form)
+
+
+def _any_query_lines(
+    query: ast.AnyQuery, *, anchor_first: bool, form: ast.QueryForm | None
+) -> list[_Line]:
+    if isinstance(query, ast.RankQuery):
+        return _rank_lines(query, anchor_first=anchor_first)
+    if isinstance(query, ast.JoinQuery):
+        return _join_lines(query, anchor_first=anchor_first)
+    return _query_lines(query, anchor_first=anchor_first, form=form)
 
 
 def _source_lines(source: ast.CreateSource) -> list[_Line]:
@@ -202,19 +212,104 @@ def _source_lines(source: ast.CreateSource) -> list[_Line]:
     return lines
 
 
+def _select_lines(
+    items: tuple[ast.SelectItem | ast.Star | ast.RankColumn, ...],
+    anchor: int | None,
+    depth: int = 1,
+    rank: str = "",
+) -> list[_Line]:
+    """``SELECT`` and one item per line (``rank``: how a RankColumn reads)."""
+    pad = INDENT * (depth - 1)
+    entries = [
+        (rank if isinstance(item, ast.RankColumn) else _select_entry(item), _anchor(item))
+        for item in items
+    ]
+    lines = [_Line(f"{pad}SELECT", anchor)]
+    for i, (text, item_anchor) in enumerate(entries):
+        comma = "," if i < len(entries) - 1 else ""
+        lines.append(_Line(f"{pad}{INDENT}{text}{comma}", item_anchor))
+    return lines
+
+
+def _select_entry(item: ast.SelectItem | ast.Star) -> str:
+    if isinstance(item, ast.Star):
+        return f"{format_ident(item.table)}.*" if item.table is not None else "*"
+    text = item.expr.canonical
+    if item.alias is not None:
+        text += f" AS {format_ident(item.alias)}"
+    return text
+
+
+def _table(ref: ast.TableRef) -> str:
+    table = format_ident(ref.name)
+    if ref.watermark is not None:
+        table += " " + _watermark(ref.watermark)
+    return table
+
+
+def _relation(rel: ast.Relation) -> str:
+    """A table by name, or a window table function's call."""
+    if isinstance(rel, ast.TableRef):
+        return _table(rel)
+    keys = [format_ident(k) for k in rel.partition]
+    call = _window_function(rel.window, _table(rel.table), keys)
+    assert call is not None  # the parser builds window tables from this very form
+    return call
+
+
+def format_rank(rank: ast.RowNumber) -> str:
+    """``ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)``."""
+    order = ", ".join(o.expr.canonical + (" DESC" if o.descending else "") for o in rank.order_by)
+    partition = ", ".join(format_ident(i) for i in rank.partition_by)
+    return f"ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY {order})"
+
+
+def _rank_lines(query: ast.RankQuery, *, anchor_first: bool) -> list[_Line]:
+    anchor = _anchor(query) if anchor_first else None
+    rank = format_rank(query.rank)
+    named = f"{rank} AS {format_ident(query.rank_alias)}" if query.rank_alias is not None else ""
+    if query.form is ast.RankForm.QUALIFY:
+        lines = _select_lines(query.select, anchor, rank=named)
+        lines.append(_Line(f"FROM {_relation(query.source)}", _anchor(query.source)))
+        if query.where is not None:
+            lines.append(_Line(f"WHERE {query.where.canonical}", _anchor(query.where)))
+        cond = query.condition.canonical
+        text = f"QUALIFY {rank} {query.rank_op} {cond}" if query.rank_op else f"QUALIFY {cond}"
+        lines.append(_Line(text, _anchor(query.condition)))
+        return lines
+    lines = _select_lines(query.select, anchor)
+    lines.append(_Line("FROM (", None))
+    lines += _select_lines(query.inner, None, depth=2, rank=named)
+    lines.append(_Line(f"{INDENT}FROM {_relation(query.source)}", _anchor(query.source)))
+    if query.where is not None:
+        lines.append(_Line(f"{INDENT}WHERE {query.where.canonical}", _anchor(query.where)))
+    alias = f" AS {format_ident(query.alias)}" if query.alias is not None else ""
+    lines.append(_Line(f"){alias}", None))
+    lines.append(_Line(f"WHERE {query.condition.canonical}", _anchor(query.condition)))
+    return lines
+
+
+def _join_input(side: ast.JoinInput) -> str:
+    alias = f" AS {format_ident(side.alias)}" if side.alias is not None else ""
+    return _relation(side.relation) + alias
+
+
+def _join_lines(query: ast.JoinQuery, *, anchor_first: bool) -> list[_Line]:
+    lines = _select_lines(query.select, _anchor(query) if anchor_first else None)
+    lines.append(_Line(f"FROM {_join_input(query.left)}", _anchor(query.left)))
+    kind = f"{query.kind.value} " if query.kind is not None else ""
+    lines.append(_Line(f"{kind}JOIN {_join_input(query.right)}", _anchor(query.right)))
+    lines.append(_Line(f"{INDENT}ON {query.on.canonical}", _anchor(query.on)))
+    if query.where is not None:
+        lines.append(_Line(f"WHERE {query.where.canonical}", _anchor(query.where)))
+    return lines
+
+
 def _query_lines(
     query: ast.Query, *, anchor_first: bool, form: ast.QueryForm | None = None
 ) -> list[_Line]:
-    lines = [_Line("SELECT", _anchor(query) if anchor_first else None)]
-    for i, item in enumerate(query.select):
-        text = item.expr.canonical
-        if item.alias is not None:
-            text += f" AS {format_ident(item.alias)}"
-        comma = "," if i < len(query.select) - 1 else ""
-        lines.append(_Line(f"{INDENT}{text}{comma}", _anchor(item)))
-    table = format_ident(query.source.name)
-    if query.source.watermark is not None:
-        table += " " + _watermark(query.source.watermark)
+    lines = _select_lines(query.select, _anchor(query) if anchor_first else None)
+    table = _table(query.source)
     tvf = _table_function(query, table) if (form or query.form) is ast.QueryForm.TVF else None
     lines.append(_Line(f"FROM {tvf or table}", _anchor(query.source)))
     if query.where is not None:
@@ -328,7 +423,14 @@ def format_window(window: ast.Window) -> str:
 
 def _table_function(query: ast.Query, table: str) -> str | None:
     """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))`` for ``query``'s window, if it has one."""
-    window, fi = query.group_by.window, format_interval
+    keys = [k.canonical for k in query.group_by.keys]
+    return _window_function(query.group_by.window, table, keys)
+
+
+def _window_function(window: ast.Window, table: str, keys: list[str]) -> str | None:
+    """The window table function of ``window`` over ``table`` (SESSION partitioned by
+    ``keys``), or None when the window has no such form."""
+    fi = format_interval
     time = getattr(window, "time", None)
     if not isinstance(time, ast.Ident):
         return None  # PROCTIME(), count and global windows
@@ -342,7 +444,6 @@ def _table_function(query: ast.Query, table: str) -> str | None:
         case ast.Cumulate(_, step, size, offset):
             call = "CUMULATE" + _args(data, descriptor, fi(step), fi(size), offset and fi(offset))
         case ast.Session(_, gap):
-            keys = [k.canonical for k in query.group_by.keys]
             if not all(_SIMPLE_NAME.match(k) or _BACKQUOTED.match(k) for k in keys):
                 return None  # PARTITION BY takes columns
             if keys:

@@ -136,6 +136,78 @@ class _Tvf:
     span: Span | None
 
 
+@dataclass(frozen=True, slots=True)
+class _RankItem:
+    """``ROW_NUMBER() OVER (...) [AS name]`` in a SELECT list."""
+
+    rank: ast.RowNumber
+    alias: ast.Ident | None
+    span: Span | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Subquery:
+    """``(SELECT ... FROM relation [WHERE ...])``: a Top-N's ranking, or a join's input."""
+
+    select: tuple[Any, ...]
+    relation: ast.TableRef | _Tvf
+    where: ast.Expr | None
+    span: Span | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Qualify:
+    """``QUALIFY ROW_NUMBER() OVER (...) <op> rest`` (``rank`` set) or ``QUALIFY cond``."""
+
+    rank: ast.RowNumber | None
+    op: str | None
+    condition: ast.Expr
+    span: Span | None
+
+
+def _relation(rel: ast.TableRef | _Tvf) -> ast.Relation:
+    """A FROM relation without GROUP BY: a table, or a window table function's rows."""
+    if isinstance(rel, _Tvf):
+        partition = tuple(p.value for p in rel.partition)
+        return ast.WindowTable(rel.table, rel.window, partition, span=rel.span)
+    return rel
+
+
+def _aggregate_list(entries: list[Any]) -> tuple[ast.SelectItem, ...]:
+    """A windowed aggregate's SELECT list: expressions only (no ``*``, no ROW_NUMBER)."""
+    for e in entries:
+        if isinstance(e, ast.Star):
+            raise WqlSyntaxError(
+                "an aggregate's SELECT lists its columns: * is for a window Top-N or join",
+                e.span,
+                hint="list the keys, window columns and aggregates",
+                code=ErrorCode.SYNTAX,
+            )
+        if isinstance(e, _RankItem):
+            raise WqlSyntaxError(
+                "ROW_NUMBER() OVER (...) ranks the rows of a windowed relation in a window Top-N, "
+                "not in an aggregate",
+                e.span,
+                hint="SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, "
+                "window_end ORDER BY ...) AS rn FROM <view>) WHERE rn <= N",
+                code=ErrorCode.SYNTAX,
+            )
+    return tuple(entries)
+
+
+def _plain_list(entries: tuple[Any, ...], what: str) -> tuple[ast.SelectItem | ast.Star, ...]:
+    """A SELECT list without ROW_NUMBER (``what`` names where it is)."""
+    for e in entries:
+        if isinstance(e, _RankItem):
+            raise WqlSyntaxError(
+                f"ROW_NUMBER() OVER (...) is not allowed in {what}",
+                e.span,
+                hint="a window Top-N ranks in its subquery (or with QUALIFY)",
+                code=ErrorCode.SYNTAX,
+            )
+    return entries
+
+
 # Output columns a window table function adds; GROUP BY lists the bounds.
 _TVF_BOUNDS = ("window_start", "window_end")
 _TVF_COLUMNS = (*_TVF_BOUNDS, "window_time")
@@ -499,7 +571,8 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return ast.CreateView(children[0], children[1], span=span)
 
     def query(self, span: Span | None, children: list[Any]) -> ast.Query:
-        select = tuple(c for c in children if isinstance(c, ast.SelectItem))
+        entries = [c for c in children if isinstance(c, (ast.SelectItem, ast.Star, _RankItem))]
+        select = _aggregate_list(entries)
         parts: dict[str, Any] = {}
         tvf: _Tvf | None = None
         items: _GroupItems | None = None
@@ -528,6 +601,181 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         elif items is not None:
             raise _no_window(items)
         return ast.Query(select=select, span=span, **parts)
+
+    # --------------------------------------------------- window Top-N, joins
+
+    def star(self, span: Span | None, children: list[Any]) -> ast.Star:
+        if not children:
+            return ast.Star(span=span)
+        name, quoted = unquote_ident(children[0])
+        return ast.Star(ast.Ident(name, quoted, span=token_span(children[0])), span=span)
+
+    def rank_item(self, span: Span | None, children: list[Any]) -> _RankItem:
+        return _RankItem(children[0], children[1] if len(children) > 1 else None, span)
+
+    def row_number(self, span: Span | None, children: list[Any]) -> ast.RowNumber:
+        partition = children[0].value
+        order = tuple(c for c in children[1:] if isinstance(c, ast.OrderItem))
+        return ast.RowNumber(partition, order, span=span)
+
+    def partition_list(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(tuple(children), span)
+
+    def order_item(self, span: Span | None, children: list[Any]) -> ast.OrderItem:
+        descending = len(children) > 1 and children[1].value
+        return ast.OrderItem(children[0], bool(descending), span=span)
+
+    def ascending(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(False, span)
+
+    def descending(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(True, span)
+
+    @v_args(wrapper=_positioned_all)
+    def qualify_rank(self, span: Span | None, children: list[Any]) -> _Qualify:
+        rank = next(c for c in children if isinstance(c, ast.RowNumber))
+        op = next(c for c in children if isinstance(c, Token) and c.type == "COMP_OP")
+        condition = next(c for c in children if isinstance(c, ast.Expr))
+        return _Qualify(rank, str(op), condition, span)
+
+    def qualify_condition(self, span: Span | None, children: list[Any]) -> _Qualify:
+        return _Qualify(None, None, children[0], span)
+
+    def subquery(self, span: Span | None, children: list[Any]) -> _Subquery:
+        entries = tuple(c for c in children if isinstance(c, (ast.SelectItem, ast.Star, _RankItem)))
+        relation = next(c for c in children if isinstance(c, (ast.TableRef, _Tvf)))
+        where = next((c.value[1] for c in children if isinstance(c, _Part)), None)
+        return _Subquery(entries, relation, where, span)
+
+    def qualify_query(self, span: Span | None, children: list[Any]) -> ast.RankQuery:
+        entries = [c for c in children if isinstance(c, (ast.SelectItem, ast.Star, _RankItem))]
+        relation = next(c for c in children if isinstance(c, (ast.TableRef, _Tvf)))
+        where = next((c.value[1] for c in children if isinstance(c, _Part)), None)
+        qualify = next(c for c in children if isinstance(c, _Qualify))
+        ranks = [e for e in entries if isinstance(e, _RankItem)]
+        if qualify.rank is not None:
+            if ranks:
+                raise WqlSyntaxError(
+                    "the rank is in the SELECT list already: QUALIFY its name",
+                    qualify.rank.span,
+                    hint="e.g. SELECT *, ROW_NUMBER() OVER (...) AS rn FROM v QUALIFY rn <= 3",
+                    code=ErrorCode.SYNTAX,
+                )
+            rank, alias = qualify.rank, None
+        else:
+            if len(ranks) != 1:
+                raise WqlSyntaxError(
+                    "QUALIFY filters on a rank: ROW_NUMBER() OVER (...) in QUALIFY, or named "
+                    "once in the SELECT list",
+                    (ranks[1].span if ranks else qualify.span),
+                    hint="QUALIFY ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                    "ORDER BY ...) <= N",
+                    code=ErrorCode.SYNTAX,
+                )
+            rank, alias = ranks[0].rank, ranks[0].alias
+            if alias is None:
+                raise WqlSyntaxError(
+                    "name the rank (AS rn) to QUALIFY on it",
+                    ranks[0].span,
+                    code=ErrorCode.SYNTAX,
+                )
+        select = tuple(
+            ast.RankColumn(span=e.span) if isinstance(e, _RankItem) else e for e in entries
+        )
+        return ast.RankQuery(
+            select=select,
+            source=_relation(relation),
+            rank=rank,
+            condition=qualify.condition,
+            rank_alias=alias,
+            rank_op=qualify.op,
+            where=where,
+            form=ast.RankForm.QUALIFY,
+            span=span,
+        )
+
+    def rank_query(self, span: Span | None, children: list[Any]) -> ast.RankQuery:
+        entries = tuple(c for c in children if isinstance(c, (ast.SelectItem, ast.Star, _RankItem)))
+        sub = next(c for c in children if isinstance(c, _Subquery))
+        alias = next(
+            (c.value for c in children if isinstance(c, _Part) and c.value[0] == "alias"), None
+        )
+        where = next(c.value[1] for c in children if isinstance(c, _Part) and c.value[0] == "where")
+        ranks = [e for e in sub.select if isinstance(e, _RankItem)]
+        if len(ranks) != 1:
+            raise WqlSyntaxError(
+                "the subquery of a window Top-N selects exactly one ROW_NUMBER() OVER (...)",
+                ranks[1].span if ranks else sub.span,
+                hint="(SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                "ORDER BY ...) AS rn FROM <view>)",
+                code=ErrorCode.SYNTAX,
+            )
+        if ranks[0].alias is None:
+            raise WqlSyntaxError(
+                "name the rank (AS rn): the outer WHERE keeps the rows by it",
+                ranks[0].span,
+                code=ErrorCode.SYNTAX,
+            )
+        inner = tuple(
+            ast.RankColumn(span=e.span) if isinstance(e, _RankItem) else e for e in sub.select
+        )
+        return ast.RankQuery(
+            select=_plain_list(entries, "the outer SELECT list"),
+            source=_relation(sub.relation),
+            rank=ranks[0].rank,
+            condition=where,
+            rank_alias=ranks[0].alias,
+            inner=inner,
+            where=sub.where,
+            alias=alias[1] if alias else None,
+            span=span,
+        )
+
+    def alias(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("alias", children[0]), span)
+
+    def join_input(self, span: Span | None, children: list[Any]) -> ast.JoinInput:
+        source = children[0]
+        alias = children[1].value[1] if len(children) > 1 else None
+        if isinstance(source, _Subquery):
+            star_only = len(source.select) == 1 and isinstance(source.select[0], ast.Star)
+            if not (star_only and isinstance(source.relation, _Tvf) and source.where is None):
+                raise WqlSyntaxError(
+                    "a join reads views and window table functions: a subquery here must be "
+                    "(SELECT * FROM TABLE(TUMBLE(...)))",
+                    source.span,
+                    hint="define the subquery as a view (CREATE VIEW) and join the view",
+                    code=ErrorCode.SYNTAX,
+                )
+            source = source.relation
+        return ast.JoinInput(_relation(source), alias, span=span)
+
+    def inner_join(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("kind", ast.JoinKind.INNER), span)
+
+    def left_join(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("kind", ast.JoinKind.LEFT), span)
+
+    def right_join(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("kind", ast.JoinKind.RIGHT), span)
+
+    def full_join(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(("kind", ast.JoinKind.FULL), span)
+
+    def join_query(self, span: Span | None, children: list[Any]) -> ast.JoinQuery:
+        entries = tuple(c for c in children if isinstance(c, (ast.SelectItem, ast.Star, _RankItem)))
+        left, right = (c for c in children if isinstance(c, ast.JoinInput))
+        parts = {c.value[0]: c.value[1] for c in children if isinstance(c, _Part)}
+        on = next(c for c in children if isinstance(c, ast.Expr))
+        return ast.JoinQuery(
+            select=_plain_list(entries, "a join"),
+            left=left,
+            right=right,
+            on=on,
+            kind=parts.get("kind"),
+            where=parts.get("where"),
+            span=span,
+        )
 
     def select_item(self, span: Span | None, children: list[Any]) -> ast.SelectItem:
         alias = children[1] if len(children) > 1 else None

@@ -60,7 +60,7 @@ from pyspark.sql import types as ST
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
-from wql.compiler.backends.operator import OperatorPlan, build_operator
+from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
@@ -103,7 +103,7 @@ class OperatorRun:
     and ``dropped`` by reason (replay and runtime reasons together).
     """
 
-    query: P.Query
+    query: P.Stage
     result: DataFrame
     late: DataFrame | None
     dropped: DataFrame
@@ -126,7 +126,7 @@ class OperatorRun:
 
 
 def run_operator(
-    query: P.Query,
+    query: P.Stage,
     source: DataFrame,
     *,
     operator_plan: OperatorPlan | None = None,
@@ -142,7 +142,7 @@ def run_operator(
     it): the run also gives its rows placed in the global sequence
     (:attr:`OperatorRun.placed`) and the pipeline's clock.
     """
-    op = operator_plan or build_operator(query, tag_firings=tag)
+    op = operator_plan or build_stage(query, tag_firings=tag)
     spec = replay_spec(query, op)
     replayed = R.replay(source, spec, strategy=replay_strategy)
     try:
@@ -153,7 +153,7 @@ def run_operator(
         raise
 
 
-def run_view_stage(query: P.Query, upstream: OperatorRun, *, tag: bool = False) -> OperatorRun:
+def run_view_stage(query: P.Stage, upstream: OperatorRun, *, tag: bool = False) -> OperatorRun:
     """Run ``query``, which reads the view ``upstream`` ran, on the operator engine.
 
     ``upstream`` is a pipeline stage's run (``placed`` rows and ``clock``):
@@ -162,7 +162,7 @@ def run_view_stage(query: P.Query, upstream: OperatorRun, *, tag: bool = False) 
     "Contract: pipelines"). ``tag``: further queries read ``query`` too.
     """
     assert upstream.placed is not None and upstream.clock is not None
-    op = build_operator(query, tag_firings=tag)
+    op = build_stage(query, tag_firings=tag)
     spark = upstream.placed.sparkSession
     staged, key_cols = stage_view(query, op, upstream.placed)
     rows = upstream.placed.count()
@@ -172,7 +172,7 @@ def run_view_stage(query: P.Query, upstream: OperatorRun, *, tag: bool = False) 
     return _execute(query, op, staged, key_cols, task, rows, no_rows, rows, None, upstream.clock)
 
 
-def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
+def replay_spec(query: P.Stage, op: OperatorPlan) -> R.ReplaySpec:
     """How ``query``'s source is replayed for the operator ``op`` (clocks and order)."""
     et = query.source.event_time
     spec = R.ReplaySpec(
@@ -186,10 +186,16 @@ def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
             f"query {query.name!r} uses both event time and processing time; batch replay "
             "needs the global sequence of both clocks, which exists only with a declared "
             "processing-time column",
-            query.trigger.span if query.trigger is not None else query.span,
+            _trigger_span(query),
             hint="declare WITH (processing_time = '<column>') on the source",
         )
     return spec
+
+
+def _trigger_span(query: P.Stage) -> Any:
+    """Where the trigger of ``query`` is written, else the query."""
+    trigger = getattr(query, "trigger", None)
+    return trigger.span if trigger is not None else query.span
 
 
 OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
@@ -224,7 +230,7 @@ def operator_partitions(spark: Any, rows: int | None = None) -> int:
     return max(1, min(R.shuffle_partitions(spark), 2 * cores))
 
 
-def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFrame, list[str]]:
+def stage(query: P.Stage, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFrame, list[str]]:
     """The rows the operators see, and the names of their key columns.
 
     ``WHERE`` applied; keys as ``__wql_k<i>``, the operator's input values as
@@ -233,7 +239,7 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
 
 
-def stage_view(query: P.Query, op: OperatorPlan, placed: DataFrame) -> tuple[DataFrame, list[str]]:
+def stage_view(query: P.Stage, op: OperatorPlan, placed: DataFrame) -> tuple[DataFrame, list[str]]:
     """:func:`stage` for a query over a view: its rows with their steps and ranks.
 
     The event time is the view's event-time column in ms; the watermark each
@@ -245,7 +251,7 @@ def stage_view(query: P.Query, op: OperatorPlan, placed: DataFrame) -> tuple[Dat
 
 
 def _staged(
-    query: P.Query, op: OperatorPlan, df: DataFrame, *replay: str | Column
+    query: P.Stage, op: OperatorPlan, df: DataFrame, *replay: str | Column
 ) -> tuple[DataFrame, list[str]]:
     if query.filter is not None:
         df = df.where(F.expr(query.filter.sql))
@@ -260,7 +266,7 @@ def _staged(
 
 
 def partition_task(
-    query: P.Query,
+    query: P.Stage,
     op: OperatorPlan,
     spec: R.ReplaySpec | None,
     replayed: R.Replay | None,
@@ -325,7 +331,7 @@ def pipeline_clock(replayed: R.Replay, spec: R.ReplaySpec) -> GlobalClock:
 
 
 def _run(
-    query: P.Query,
+    query: P.Stage,
     op: OperatorPlan,
     spec: R.ReplaySpec,
     replayed: R.Replay,
@@ -353,7 +359,7 @@ def _run(
 
 
 def _execute(
-    query: P.Query,
+    query: P.Stage,
     op: OperatorPlan,
     staged: DataFrame,
     key_cols: list[str],
@@ -429,7 +435,7 @@ def _ranked(fired: DataFrame, n_keys: int) -> DataFrame:
     return fired.withColumn(RANK, (F.row_number().over(w) - 1).cast("bigint"))
 
 
-def _dropped_schema(query: P.Query) -> ST.StructType:
+def _dropped_schema(query: P.Stage) -> ST.StructType:
     """A query's input columns and ``reason``: the shape of :attr:`OperatorRun.dropped`."""
     fields = [ST.StructField(c.name, _spark_type(c.type)) for c in query.source.columns]
     return ST.StructType([*fields, ST.StructField("reason", ST.StringType())])
@@ -488,9 +494,9 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch
-        from wql.runtime.operator import WindowOperator
+        from wql.runtime.operators import make_operator
 
-        op = WindowOperator(self.config, slicing=self.slicing)
+        op = make_operator(self.config, slicing=self.slicing)
         events = ClockCursor(self.clock_events) if self.clock_events is not None else None
         placer = (
             _Placer(self.clock, len(self.agg_types))
@@ -723,14 +729,14 @@ def _coerce(v: Any, t: WqlType) -> Any:
 
 
 def _output_schema(
-    query: P.Query, op: OperatorPlan
+    query: P.Stage, op: OperatorPlan
 ) -> tuple[ST.StructType, pa.Schema, tuple[WqlType, ...], tuple[WqlType, ...]]:
     """The tagged stream's schema, in Spark and in Arrow (every batch must match it)."""
     columns: list[tuple[str, WqlType]] = [(KIND, T.STRING)]
     columns += [(f"__wql_k{i}", k.type) for i, k in enumerate(op.keys)]
     columns += [(n, T.BIGINT) for n in (_WS, _WE, _WT, _PI)]
     columns.append((_PT, T.STRING))
-    agg_types = tuple(a.type for a in query.aggregates)
+    agg_types = op.results
     columns += [(f"__wql_a{i}", t) for i, t in enumerate(agg_types)]
     late_types = tuple(op.values[i].type for _, i in op.late_columns)
     columns += [(f"__wql_l{j}", t) for j, t in enumerate(late_types)]
@@ -755,12 +761,15 @@ def _quote(name: str) -> str:
 
 
 def _post_aggregation(
-    query: P.Query, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
+    query: P.Stage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
 ) -> DataFrame:
     """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema).
 
     ``keep``: columns of ``rows`` carried through, after the output columns.
+    A window rank's rows go through :func:`_post_rank` instead.
     """
+    if isinstance(query, P.WindowRank):
+        return _post_rank(query, op, rows, keep)
     rel = rows.select(
         *keep,
         *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
@@ -773,16 +782,39 @@ def _post_aggregation(
     )
     if query.having is not None:
         rel = rel.where(F.expr(query.having.sql))
+    return rel.select(*_projection(query.output), *keep)
+
+
+def _post_rank(
+    rank: P.WindowRank, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...]
+) -> DataFrame:
+    """A window rank's rows -> the input row and its rank -> the ranked relation (the
+    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT."""
+    # results: the rank (__wql_a0), then the operator's values (__wql_a<1 + index>)
+    rel = [F.col(f"__wql_a{1 + i}").alias(name) for name, i in op.payload]
+    if rank.window is not None:
+        rel += [
+            F.timestamp_millis(F.col(c)).alias(n)
+            for c, n in zip((_WS, _WE, _WT), P.WINDOW_TABLE_COLUMNS, strict=True)
+        ]
+    rel.append(F.col("__wql_a0").alias(P.RANK_COLUMN))
+    ranked = rows.select(*keep, *rel).select(*keep, *_projection(rank.inner))
+    if rank.condition is not None:
+        ranked = ranked.where(F.expr(rank.condition.sql))
+    return ranked.select(*_projection(rank.output), *keep)
+
+
+def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:
     out = []
-    for c in query.output:
+    for c in columns:
         col = F.expr(c.expr.sql)
         if not c.type.is_unknown:
             col = col.cast(T.to_spark(c.type))
         out.append(col.alias(c.name))
-    return rel.select(*out, *keep)
+    return out
 
 
-def _late_output(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
+def _late_output(query: P.Stage, op: OperatorPlan, rows: DataFrame) -> DataFrame:
     cols = [
         F.col(f"__wql_l{j}").alias(name)
         for j, (name, _) in enumerate(op.late_columns)

@@ -70,7 +70,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from wql.compiler import plan as P
-from wql.compiler.backends.operator import OperatorPlan, build_operator
+from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
 
@@ -84,6 +84,7 @@ from wql.spark.batch import (
     _output_schema,
     _PartitionTask,
     _post_aggregation,
+    _trigger_span,
 )
 
 __all__ = [
@@ -108,7 +109,7 @@ _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
 
 
-def spark_watermark_delay_ms(query: P.Query) -> int:
+def spark_watermark_delay_ms(query: P.Stage) -> int:
     """The ``withWatermark`` delay that makes Spark's watermark equal WQL's.
 
     Spark: ``max event time - delay``; WQL (Flink): ``max event time - delay - 1``.
@@ -124,7 +125,7 @@ def time_mode(op: OperatorPlan) -> str:
         raise WqlUnsupportedError(
             f"query {q.name!r} uses both event time and processing time; a Spark streaming "
             "operator has timers in one time domain only, so it cannot run as a stream",
-            q.trigger.span if q.trigger is not None else q.span,
+            _trigger_span(q),
             hint="run it in batch (replay with a processing_time column), or use one clock",
         )
     if op.uses_event_time:
@@ -145,7 +146,7 @@ class StreamingRun:
     rows: a JSON object under ``__wql_counters``.
     """
 
-    query: P.Query
+    query: P.Stage
     operator: OperatorPlan
     tagged: DataFrame
     result: DataFrame
@@ -157,13 +158,13 @@ class StreamingRun:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
 
 
-def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
+def run_streaming(query: P.Stage, source: DataFrame) -> StreamingRun:
     """Build the streaming operator pipeline of ``query`` over the streaming ``source``.
 
     ``source`` has the source relation's columns (names as declared). Nothing
     runs until the caller starts a streaming query on one of the outputs.
     """
-    op = build_operator(query)
+    op = build_stage(query)
     mode = time_mode(op)
     et = query.source.event_time
     df = source
@@ -260,11 +261,11 @@ class WindowProcessor(StatefulProcessor):
         self.layout = layout
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from wql.runtime.operator import WindowOperator
+        from wql.runtime.operators import make_operator
 
         self.handle = handle
         self.state = handle.getValueState("wql_key", STATE_SCHEMA)
-        self.op = WindowOperator(self.layout.config)
+        self.op = make_operator(self.layout.config)
         self._had_state = False
         self._spark_timers: set[int] = set()
         # an output helper sharing the batch host's Arrow conversions

@@ -280,6 +280,77 @@ def lower(
     return NativeProgram(query.name, query.source.name, tuple(steps), query.output_schema)
 
 
+def lower_rank(
+    stage: P.WindowRank, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+) -> NativeProgram:
+    """The native steps of a window Top-N or deduplication: Spark's row_number per window.
+
+    Equal rows rank in the order the operator gets them (``WindowRank``'s
+    docstring and the planner's ``rank_blockers``): a view's rows of one
+    window by the view's grouping keys (``ties``); a window table's rows in
+    replay order (event time, then input order). A keep-last deduplication
+    keeps the last of equal times: that order reversed.
+    """
+    _check_rank(stage, caps)
+    steps: list[Step] = []
+    if stage.window is not None:
+        et = stage.source.event_time
+        assert et is not None  # a window table has event time (the binder)
+        first = (
+            Item(event_time_sql(et.column, event_time_type), TS),
+            Item("INPUT_FILE_NAME()", FILE),
+            Item("MONOTONICALLY_INCREASING_ID()", ROW_ID),
+        )
+        steps.append(Project(first))
+        if stage.filter is not None:
+            steps.append(Filter(f"({stage.filter.sql})"))
+        steps.append(Filter(f"{TS} IS NOT NULL"))
+        steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
+        steps.append(Watermark(ET, et.delay_ms))
+        steps.extend(_assign_windows(stage.window))
+        bounds = (
+            Item(f"{WIN}.start", "window_start"),
+            Item(f"{WIN}.`end`", "window_end"),
+            Item(f"TIMESTAMP_MILLIS(UNIX_MILLIS({WIN}.`end`) - 1)", "window_time"),
+        )
+        steps.append(Project(bounds))
+        ties = [TS, FILE, ROW_ID]
+    else:
+        if stage.filter is not None:
+            steps.append(Filter(f"({stage.filter.sql})"))
+        assert stage.ties is not None  # _check_rank
+        ties = [_q(c) for c in stage.ties]
+    start, end = stage.window_bounds
+    partition = [_q(start), _q(end), *(k.expr.sql for k in stage.keys)]
+    reverse = " DESC" if stage.keep is P.RankKeep.LAST else ""
+    order = [o.expr.sql + (" DESC" if o.descending else "") for o in stage.order]
+    order += [t + reverse for t in ties]
+    rank = f"ROW_NUMBER() OVER (PARTITION BY {', '.join(partition)} ORDER BY {', '.join(order)})"
+    steps.append(Project((Item(rank, P.RANK_COLUMN),)))
+    steps.append(Filter(f"{P.RANK_COLUMN} <= {stage.limit}"))
+    steps.append(
+        Project(tuple(Item(_cast(c.expr.sql, c.type), c.name) for c in stage.inner), False)
+    )
+    if stage.condition is not None:
+        steps.append(Filter(f"({stage.condition.sql})"))
+    out = tuple(Item(_cast(c.expr.sql, c.type), c.name) for c in stage.output)
+    steps.append(Project(out, keep=False))
+    return NativeProgram(stage.name, stage.source.name, tuple(steps), stage.output_schema)
+
+
+def _check_rank(stage: P.WindowRank, caps: Capabilities) -> None:
+    from wql.compiler.planner import rank_blockers
+
+    reasons = rank_blockers(stage, caps)  # the view's own engine: the planner's business
+    if reasons:
+        first = reasons[0]
+        raise WqlUnsupportedError(
+            f"query {stage.name!r} cannot run on the native engine: {first.text}",
+            first.span,
+            code=ErrorCode.NOT_NATIVE,
+        )
+
+
 def _aggregate_sql(a: P.Aggregate) -> str:
     """The aggregate as Spark SQL over the windowed relation.
 
@@ -378,7 +449,7 @@ DISPATCH = {"window": _assign_windows}
 # Target 1: DataFrame
 
 
-def build_native(query: P.Query, df):
+def build_native(query: P.Stage, df):
     """``query`` over the source DataFrame ``df`` as Spark DataFrame operations.
 
     A streaming ``df`` is checked against
@@ -390,8 +461,17 @@ def build_native(query: P.Query, df):
     :func:`dropped_rows`.
     """
     caps = native_capabilities(bool(df.isStreaming))
-    program = lower(query, _column_type(df, query), caps)
+    program = lower_stage(query, _column_type(df, query), caps)
     return run_steps(program.steps, df)
+
+
+def lower_stage(
+    stage: P.Stage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+) -> NativeProgram:
+    """:func:`lower` or :func:`lower_rank`, by the stage's kind."""
+    if isinstance(stage, P.WindowRank):
+        return lower_rank(stage, event_time_type, caps)
+    return lower(stage, event_time_type, caps)
 
 
 def run_steps(steps: Sequence[Step], df):
@@ -416,12 +496,12 @@ def run_steps(steps: Sequence[Step], df):
     return df
 
 
-def _column_type(df, query: P.Query) -> WqlType | None:
+def _column_type(df, query: P.Stage) -> WqlType | None:
     from wql.compiler.types import from_spark
 
     et = query.source.event_time
-    if et is None:
-        return None
+    if et is None or query.source.view is not None:
+        return None  # a view's event time is its window_time, a TIMESTAMP
     low = et.column.lower()
     for f in df.schema.fields:
         if f.name.lower() == low:
@@ -435,15 +515,21 @@ def _column_type(df, query: P.Query) -> WqlType | None:
 
 
 def drop_conditions(
-    query: P.Query, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+    query: P.Stage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> tuple[tuple[str, str], ...]:
     """``(reason, condition)`` pairs: Spark SQL over the source row, true for the rows
     the native query does not window.
 
     ``null event time`` is decided on every input row (batch replay drops
     them before WHERE); ``invalid session gap`` on the rows that pass WHERE
-    (a WHERE that is NULL filters the row, so it is not counted).
+    (a WHERE that is NULL filters the row, so it is not counted). A window
+    rank over a window table drops rows without event time; over a view, none.
     """
+    if isinstance(query, P.WindowRank):
+        et = query.source.event_time
+        if query.window is None or et is None:
+            return ()
+        return ((REASON_NULL_EVENT_TIME, f"{event_time_sql(et.column, event_time_type)} IS NULL"),)
     check_native(query, caps)
     et = query.source.event_time
     assert et is not None
@@ -459,7 +545,7 @@ def drop_conditions(
     return tuple(out)
 
 
-def dropped_rows(query: P.Query, df, caps: Capabilities = NATIVE):
+def dropped_rows(query: P.Stage, df, caps: Capabilities = NATIVE):
     """The rows of ``df`` the native query does not window, with a ``reason`` column."""
     from functools import reduce
 
@@ -469,6 +555,8 @@ def dropped_rows(query: P.Query, df, caps: Capabilities = NATIVE):
         df.where(F.expr(cond)).select("*", F.lit(reason).alias("reason"))
         for reason, cond in drop_conditions(query, _column_type(df, query), caps)
     ]
+    if not parts:  # nothing to drop (a rank over a view)
+        return df.where(F.lit(False)).select("*", F.lit(None).cast("string").alias("reason"))
     return reduce(lambda a, b: a.unionByName(b), parts)
 
 
@@ -490,6 +578,68 @@ def filtered_count(query: P.Query, df, caps: Capabilities = NATIVE) -> int:
     return int(df.where(F.expr(cond)).count())
 
 
+def native_counters(stage: P.Stage, df) -> dict:
+    """A native query's counters over its input ``df`` (the operator engine's identity:
+    ``rows_in = rows_fired + late_rows + rows_filtered + sum(dropped)``)."""
+    if isinstance(stage, P.WindowRank):
+        return _rank_counters(stage, df)
+    rows_in = df.count()
+    dropped = drop_counts(stage, df)
+    filtered = filtered_count(stage, df)
+    return {
+        "rows_in": rows_in,
+        "late_rows": 0,
+        "rows_filtered": filtered,
+        # native windows fire every window with rows (WATERMARK trigger)
+        "rows_fired": rows_in - filtered - sum(dropped.values()),
+        "dropped": dropped,
+    }
+
+
+def _rank_counters(stage: P.WindowRank, df) -> dict:
+    """A native rank's counters: rows in some window's first N are fired; every other
+    row was filtered, had no event time, or ranked below N everywhere."""
+    from pyspark.sql import functions as F
+
+    from wql.runtime.rank import DROP_DUPLICATE, DROP_OUTSIDE_TOP_N
+
+    program = lower_rank(stage, _column_type(df, stage))
+    cut = next(
+        i
+        for i, st in enumerate(program.steps)
+        if isinstance(st, Filter) and P.RANK_COLUMN in st.condition
+    )
+    ranked = run_steps(program.steps[: cut + 1], df)
+    rows_in = df.count()
+    dropped: dict[str, int] = {}
+    filtered = 0
+    if stage.window is not None:
+        fired = ranked.select(FILE, ROW_ID).distinct().count()
+        et = stage.source.event_time
+        assert et is not None
+        ts = event_time_sql(et.column, _column_type(df, stage))
+        null = int(df.where(F.expr(f"{ts} IS NULL")).count())
+        if null:
+            dropped[REASON_NULL_EVENT_TIME] = null
+        if stage.filter is not None:
+            cond = f"{ts} IS NOT NULL AND NOT coalesce(({stage.filter.sql}), false)"
+            filtered = int(df.where(F.expr(cond)).count())
+    else:
+        fired = ranked.count()
+        if stage.filter is not None:
+            filtered = int(df.where(F.expr(f"NOT coalesce(({stage.filter.sql}), false)")).count())
+    ranked_out = rows_in - fired - filtered - sum(dropped.values())
+    if ranked_out:
+        dropped[DROP_OUTSIDE_TOP_N if stage.keep is P.RankKeep.TOP else DROP_DUPLICATE] = ranked_out
+    return {
+        "rows_in": rows_in,
+        "late_rows": 0,
+        "rows_filtered": filtered,
+        "rows_fired": fired,
+        "dropped": dropped,
+    }
+
+
 def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, int]:
     """``{reason: rows}`` for the rows the native query does not window (one Spark job)."""
     rows = dropped_rows(query, df, caps).groupBy("reason").count().collect()
@@ -501,14 +651,14 @@ def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, in
 
 
 def to_spark_sql(
-    query: P.Query, event_time_type: WqlType | None = None, pretty: bool = True
+    query: P.Stage, event_time_type: WqlType | None = None, pretty: bool = True
 ) -> str:
     """One Spark SQL statement computing ``query`` natively.
 
     It runs unchanged in ``spark.sql`` given a temp view named like the
     source. Built as sqlglot AST nodes and printed with the Spark dialect.
     """
-    program = lower(query, event_time_type)
+    program = lower_stage(query, event_time_type)
     try:
         return program_to_sql(program, pretty=pretty)
     except (SqlglotError, RecursionError) as e:

@@ -48,8 +48,9 @@ from wql.runtime import evictors as E
 from wql.runtime import triggers as TR
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.config import OperatorConfig
+from wql.runtime.rank import RankConfig
 
-__all__ = ["OperatorPlan", "ValueColumn", "build_operator"]
+__all__ = ["OperatorPlan", "ValueColumn", "build_operator", "build_rank", "build_stage"]
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,17 @@ class OperatorPlan:
         domains: time domains used by the window and the trigger tree.
     """
 
-    query: P.Query
-    config: OperatorConfig
+    query: P.Stage
+    config: OperatorConfig | RankConfig
     keys: tuple[P.KeyColumn, ...]
     values: tuple[ValueColumn, ...]
     late_columns: tuple[tuple[str, int], ...]
     domains: frozenset[P.TimeDomain]
+    #: the types of the results an emitted row carries after ``EMITTED_FIELDS``:
+    #: a query's aggregates; a window rank's rank, then every value
+    results: tuple[WqlType, ...] = ()
+    #: a window rank: ``(input column, values index)`` of the row it passes through
+    payload: tuple[tuple[str, int], ...] = ()
 
     @property
     def uses_event_time(self) -> bool:
@@ -161,7 +167,56 @@ def build_operator(query: P.Query, *, tag_firings: bool = False) -> OperatorPlan
         values=tuple(values.items),
         late_columns=late_columns,
         domains=frozenset(domains),
+        results=tuple(a.type for a in query.aggregates),
     )
+
+
+def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPlan:
+    """The runtime configuration and host inputs of a window Top-N or deduplication.
+
+    The operator gets the input row (its columns before the windows: a view's,
+    or a window table's table's) as values, the ORDER BY expressions, and the
+    window: a view's bounds as BIGINT ms, or the window table's assigner; it
+    emits each kept row's rank and values (``payload`` names them).
+    """
+    values = _Values()
+    payload = tuple((c.name, values.add_column(c.name, c.type)) for c in stage.source.columns)
+    order = tuple((values.add(o.expr.sql, o.expr.type), o.descending) for o in stage.order)
+    bounds = None
+    assigner = None
+    if stage.window is None:
+        start, end = stage.window_bounds
+        bounds = (
+            values.add(f"UNIX_MILLIS({sql_identifier(start)})", T.BIGINT),
+            values.add(f"UNIX_MILLIS({sql_identifier(end)})", T.BIGINT),
+        )
+    else:
+        assigner = _assigner(stage.window, values)
+    config = RankConfig(
+        stage.limit,
+        order,
+        stage.keep.value,
+        bounds=bounds,
+        assigner=assigner,
+        tag_firings=tag_firings,
+    )
+    return OperatorPlan(
+        query=stage,
+        config=config,
+        keys=stage.keys,
+        values=tuple(values.items),
+        late_columns=(),
+        domains=frozenset({P.TimeDomain.EVENT}),
+        results=(T.BIGINT, *(v.type for v in values.items)),
+        payload=payload,
+    )
+
+
+def build_stage(stage: P.Stage, *, tag_firings: bool = False) -> OperatorPlan:
+    """:func:`build_operator` or :func:`build_rank`, by the stage's kind."""
+    if isinstance(stage, P.WindowRank):
+        return build_rank(stage, tag_firings=tag_firings)
+    return build_operator(stage, tag_firings=tag_firings)
 
 
 # --------------------------------------------------------------------------- windows

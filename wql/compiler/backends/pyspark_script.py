@@ -135,7 +135,7 @@ def _src(filename: str | None) -> str:
     return printable(os.path.basename(filename)) if filename else "<stdin>"
 
 
-def _engine(q: P.Query) -> str:
+def _engine(q: P.Stage) -> str:
     return q.engine.engine if q.engine is not None else "operator"
 
 
@@ -203,7 +203,7 @@ _READ_CSV_BY_HEADER = '''def read_csv_by_header(spark, name, path, options, decl
     return spark.read.options(**options).schema(schema).csv(path)'''
 
 
-def _query_function(q: P.Query, functions: dict[str, str]) -> list[str]:
+def _query_function(q: P.Stage, functions: dict[str, str]) -> list[str]:
     engine = _engine(q)
     why = "; ".join(r.text for r in (q.engine.reasons if q.engine else ()))
     lines = [f"def {functions[q.name]}(spark, sources):"]
@@ -212,7 +212,7 @@ def _query_function(q: P.Query, functions: dict[str, str]) -> list[str]:
     if engine == "operator":
         lines.append(f"{INDENT}return run_with_wql(spark, sources, {q.name!r})")
         return lines
-    program = native.lower(q)
+    program = native.lower_stage(q)
     if q.source.view is not None:
         # a native query over a view reads the view's (native) result
         lines.append(f"{INDENT}df = {functions[q.source.view]}(spark, sources)")

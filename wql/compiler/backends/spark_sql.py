@@ -17,16 +17,16 @@ from wql.compiler.backends.escaping import sql_comment
 __all__ = ["operator_queries", "spark_sql_script", "spark_sql_statements"]
 
 
-def _native(q: P.Query) -> bool:
+def _native(q: P.Stage) -> bool:
     return q.engine is not None and q.engine.engine == "native"
 
 
-def spark_sql_statements(program: P.Program) -> list[tuple[P.Query, str | None]]:
+def spark_sql_statements(program: P.Program) -> list[tuple[P.Stage, str | None]]:
     """``(query, statement)`` per query in file order; None for operator queries."""
     from wql.compiler.backends.escaping import sql_identifier
     from wql.compiler.backends.native import to_spark_sql
 
-    out: list[tuple[P.Query, str | None]] = []
+    out: list[tuple[P.Stage, str | None]] = []
     for q in program.queries:
         if not _native(q):
             out.append((q, None))
@@ -38,7 +38,7 @@ def spark_sql_statements(program: P.Program) -> list[tuple[P.Query, str | None]]
     return out
 
 
-def operator_queries(program: P.Program) -> tuple[P.Query, ...]:
+def operator_queries(program: P.Program) -> tuple[P.Stage, ...]:
     """The queries the script lists as comments only (they run on the operator engine)."""
     return tuple(q for q in program.queries if not _native(q))
 

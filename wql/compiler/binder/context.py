@@ -99,7 +99,7 @@ class ExternalView:
     (for the views it reads in turn); ``origin`` names its file for messages.
     """
 
-    query: P.Query
+    query: P.Stage
     program: P.Program
     origin: str = "another file"
 
@@ -128,10 +128,10 @@ class BindContext:
         self.sources: dict[str, BoundSource] = {}
         #: views a query may read: this file's, bound so far (file order), and
         #: those of other files given together (``views``), by lower-cased name
-        self.views: dict[str, P.Query] = {}
+        self.views: dict[str, P.Stage] = {}
         self.external: dict[str, ExternalView] = {k.lower(): v for k, v in (views or {}).items()}
         #: other files' views a query of this file reads
-        self.external_used: dict[str, P.Query] = {}
+        self.external_used: dict[str, P.Stage] = {}
         #: views of this file whose binding failed (their readers echo that)
         self.failed_views: set[str] = set()
         #: views of this file not bound yet: name -> where they are defined

@@ -11,6 +11,7 @@ from __future__ import annotations
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, Echo
 from wql.compiler.binder.lateness import bind_late_data, bind_lateness
+from wql.compiler.binder.ranks import bind_rank
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
 from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
 from wql.compiler.binder.triggers import bind_evictor_clause, bind_trigger_clause, default_trigger
@@ -34,7 +35,7 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
     for st in script.statements:
         if isinstance(st, ast.CreateSource):
             ctx.attempt(bind_source, ctx, st)
-    queries: list[P.Query] = []
+    queries: list[P.Stage] = []
     names: dict[str, Span | None] = {}
     unnamed = 0
     ctx.later_views = view_names(script)
@@ -49,7 +50,7 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
             unnamed += 1
             name, name_span, q = f"query_{unnamed}", st.span, st
         _claim_name(ctx, names, name, name_span, "query")
-        bound = bind_query(ctx, q, name)
+        bound = _bind_any(ctx, q, name)
         if isinstance(st, ast.CreateView):
             ctx.later_views.pop(name.lower(), None)
             if bound is None or clash:
@@ -58,7 +59,7 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
                 ctx.views[name.lower()] = bound
         if bound is not None:
             if bound.late_output is not None:
-                assert q.late_data is not None
+                assert isinstance(q, ast.Query) and q.late_data is not None
                 _claim_name(ctx, names, bound.late_output, q.late_data.name.span, "late output")
             queries.append(bound)
     if not queries and not ctx.errors:
@@ -72,6 +73,18 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
     if ctx.errors:
         return None
     return P.Program(tuple(used), tuple(queries), script.span, tuple(ctx.external_used.values()))
+
+
+def _bind_any(ctx: BindContext, q: ast.AnyQuery, name: str) -> P.Stage | None:
+    """A statement's query, of whichever kind."""
+    if isinstance(q, ast.RankQuery):
+        return bind_rank(ctx, q, name)
+    if isinstance(q, ast.JoinQuery):
+        ctx.errors.append(
+            ctx.error("window joins are not supported yet", q.span, code=ErrorCode.UNSUPPORTED)
+        )
+        return None
+    return bind_query(ctx, q, name)
 
 
 def _not_a_source(ctx: BindContext, name: str, span: Span | None) -> bool:

@@ -130,21 +130,24 @@ def check_reader_clock(
         )
 
 
-def fires_on_processing_time(q: P.Query) -> bool:
+def fires_on_processing_time(q: P.Stage) -> bool:
     """Whether ``q``'s window or trigger uses the processing-time clock."""
+    if not isinstance(q, P.Query):
+        return False  # a window rank fires at its windows' ends, on event time
     return (
         q.window.domain is P.TimeDomain.PROCESSING
         or P.TimeDomain.PROCESSING in P.trigger_domains(q.effective_trigger)
     )
 
 
-def _event_time(view: P.Query, span: Span | None) -> P.EventTime | None:
+def _event_time(view: P.Stage, span: Span | None) -> P.EventTime | None:
     """The view's event time: the first output column that is exactly its ``window_time``.
 
     Only event-time windows have one (count and GLOBAL() windows' window_time
     is NULL); an expression over window_time is a plain timestamp, as in Flink.
+    The rows of a window Top-N have none.
     """
-    if view.window.domain is not P.TimeDomain.EVENT:
+    if not isinstance(view, P.Query) or view.window.domain is not P.TimeDomain.EVENT:
         return None
     for c in view.output:
         if c.expr.columns == ("window_time",) and c.expr.sql in ("window_time", "`window_time`"):

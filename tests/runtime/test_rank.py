@@ -1,0 +1,129 @@
+"""The window rank operator (Flink SQL's window Top-N and deduplication), by hand and by
+a brute-force reference: per key and window, the rows that came before the window fired,
+sorted by the ORDER BY (NULLs first ascending, last descending) and arrival, first N."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wql.runtime import TumblingWindows
+from wql.runtime.assigners import SlidingWindows
+from wql.runtime.rank import (
+    DROP_DUPLICATE,
+    DROP_OUTSIDE_TOP_N,
+    RankConfig,
+    WindowRankOperator,
+)
+from wql.runtime.windows import MIN_TIME
+
+
+def ranked(op: WindowRankOperator) -> list[tuple]:
+    """(key, window_start, window_end, rank, values...) of every emitted row."""
+    return [(r[0], r[1], r[2], *r[7:]) for r in op.drain()]
+
+
+def test_top_n_keeps_the_first_n_and_equal_rows_in_arrival_order():
+    # view rows (n, window_start, window_end, name); top 2 by n DESC per window
+    op = WindowRankOperator(RankConfig(2, ((0, True),), bounds=(1, 2)))
+    rows = [(5, 0, 10, "a"), (9, 0, 10, "b"), (5, 0, 10, "c"), (9, 0, 10, "d"), (1, 10, 20, "e")]
+    for r in rows:
+        op.process_element((), None, r)
+    op.advance_watermark(9)  # [0, 10) fires at 9
+    assert ranked(op) == [((), 0, 10, 1, 9, 0, 10, "b"), ((), 0, 10, 2, 9, 0, 10, "d")]
+    op.end_of_input()
+    assert ranked(op) == [((), 10, 20, 1, 1, 10, 20, "e")]
+    c = op.counters
+    assert (c.rows_in, c.rows_emitted, c.dropped) == (5, 3, {DROP_OUTSIDE_TOP_N: 2})
+
+
+def test_late_rows_are_dropped_and_counted():
+    op = WindowRankOperator(RankConfig(3, ((0, False),), bounds=(1, 2)))
+    op.process_element((), None, (1, 0, 10))
+    op.advance_watermark(9)
+    op.process_element((), None, (2, 0, 10))  # [0, 10) fired: late
+    op.end_of_input()
+    assert [r[7:9] for r in op.drain()] == [(1, 1)]
+    assert op.counters.dropped == {"late": 1}
+
+
+def test_deduplication_keeps_the_first_or_the_last_of_equal_times():
+    # a window table over rows (ts, name): TUMBLE(10); keep first / last by ts
+    rows = [(3, "x"), (7, "y"), (3, "z"), (7, "w")]
+    first = WindowRankOperator(RankConfig(1, ((0, False),), "FIRST", assigner=TumblingWindows(10)))
+    last = WindowRankOperator(RankConfig(1, ((0, True),), "LAST", assigner=TumblingWindows(10)))
+    for op in (first, last):
+        for ts, name in rows:
+            op.process_element(("k",), ts, (ts, name))
+        op.end_of_input()
+    assert [r[8:] for r in first.drain()] == [(3, "x")]  # the first of the smallest time
+    assert [r[8:] for r in last.drain()] == [(7, "w")]  # the LAST of the largest time
+    assert last.counters.dropped == {DROP_DUPLICATE: 3}
+
+
+def test_a_row_in_several_windows_counts_once():
+    # HOP(5, 10): a row at 7 is in [0, 10) and [5, 15); it wins one, loses the other
+    op = WindowRankOperator(RankConfig(1, ((0, True),), assigner=SlidingWindows(10, 5)))
+    op.process_element((), 12, (1, "late winner"))  # [5, 15) and [10, 20)
+    op.process_element((), 7, (0, "loser"))  # [0, 10) alone wins, [5, 15) loses
+    op.end_of_input()
+    got = sorted((r[1], r[9]) for r in op.drain())
+    assert got == [(0, "loser"), (5, "late winner"), (10, "late winner")]
+    assert op.counters.dropped == {}  # each row is in some output
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(0, 60),
+            st.one_of(st.none(), st.integers(0, 4)),
+            st.integers(0, 5),
+        ),
+        max_size=40,
+    ),
+    limit=st.integers(1, 3),
+    descending=st.booleans(),
+    restore_at=st.one_of(st.none(), st.integers(0, 40)),
+)
+def test_matches_a_brute_force_ranking(rows, limit, descending, restore_at):
+    # rows: (key, event time, sort value, watermark step); HOP(20, 10) windows
+    assigner = SlidingWindows(20, 10)
+    config = RankConfig(limit, ((1, descending),), assigner=assigner)
+    op = WindowRankOperator(config)
+    wm, want_in = MIN_TIME, []
+    for i, (key, ts, v, step) in enumerate(rows):
+        if i == restore_at:  # a streaming host's per-key round trip
+            for k in ("a", "b"):
+                saved = op.snapshot_key((k,))
+                op.forget_key((k,))
+                op.restore_key((k,), saved)
+        wm = max(wm, ts - 5 * step) if wm != MIN_TIME or step else wm
+        op.advance_watermark(wm)
+        for w in assigner.assign_windows(ts, ()):
+            if w.end - 1 > op.watermark:
+                want_in.append(((key,), w.start, w.end, i, v))
+        op.process_element((key,), ts, (i, v))
+    op.end_of_input()
+    got = sorted((r[0], r[1], r[2], r[7], r[8]) for r in op.drain())
+
+    def order(entry: tuple) -> tuple:
+        v, i = entry[4], entry[3]
+        if descending:
+            return ((1, 0) if v is None else (0, -v), i)
+        return ((0, 0) if v is None else (1, v), i)
+
+    want: list[Any] = []
+    groups: dict[tuple, list] = {}
+    for entry in want_in:
+        groups.setdefault(entry[:3], []).append(entry)
+    for (key, start, end), entries in groups.items():
+        for rank, e in enumerate(sorted(entries, key=order)[:limit], start=1):
+            want.append((key, start, end, rank, e[3]))
+    assert got == sorted(want)
+    c = op.counters
+    fired = len({r[4] for r in want})
+    assert c.rows_in == fired + sum(c.dropped.values())

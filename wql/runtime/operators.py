@@ -1,0 +1,23 @@
+"""The operator of a configuration: what a host runs for one query.
+
+``WindowOperator`` for an ``OperatorConfig`` (a windowed aggregate),
+``WindowRankOperator`` for a ``RankConfig`` (a window Top-N or
+deduplication). Both speak the host contract of docs/architecture.md
+("the runtime as the Spark host sees it").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wql.runtime.operator import WindowOperator
+from wql.runtime.rank import RankConfig, WindowRankOperator
+
+__all__ = ["make_operator"]
+
+
+def make_operator(config: Any, *, slicing: bool = False) -> Any:
+    """A fresh operator for ``config`` (``slicing``: HOP/CUMULATE slices, aggregates only)."""
+    if isinstance(config, RankConfig):
+        return WindowRankOperator(config)
+    return WindowOperator(config, slicing=slicing)

@@ -1,0 +1,362 @@
+"""``WindowRankOperator``: Flink SQL's window Top-N and window deduplication in Python.
+
+Flink's table runtime ranks the rows of each window of a windowed relation
+(``operators/rank/window``: ``WindowRankProcessor``, ``TopNRecordsCombiner``;
+``operators/deduplicate/window``: ``RowTimeWindowDeduplicateProcessor``,
+``RowTimeDeduplicateRecordsCombiner``). Per key (the PARTITION BY keys
+besides the window bounds) and window:
+
+- a row whose window has fired (``window_end - 1 <= watermark``,
+  ``TimeWindowUtil.isWindowFired``) is late: dropped and counted;
+- otherwise it joins the window's buffer, and the window's timer at
+  ``window_end - 1`` is registered;
+- when the watermark reaches the timer, the window emits its rows ranked
+  1..N -- Top-N: by the ORDER BY, equal rows in arrival order (Flink's
+  ``TopNBuffer`` keeps equal sort keys in insertion order); deduplication:
+  the one row with the smallest time, the first of equal ones (keep first),
+  or with the largest time, the last of equal ones (keep last:
+  ``DeduplicateFunctionHelper.isDuplicate`` replaces on ``>=``) -- and is
+  cleared.
+
+The buffer keeps only the rows that can still rank within N (as Flink's
+combiner), so state is O(N) per window. A row is in no output when it ranks
+below N in every window it joined: counted under :data:`DROP_OUTSIDE_TOP_N`
+(or :data:`DROP_DUPLICATE` for a deduplication), so every row is accounted
+for (``rows_in = fired + late + dropped``, docs/runtime.md "Counters").
+
+Windows come from the rows (a view's ``window_start`` and ``window_end``
+values) or from an assigner (a window table function over a table: the
+row's windows by its event time). The host-facing calls are the
+``WindowOperator``'s (``process_element``, ``process_batch``,
+``advance_watermark``, ``end_of_input``, ``drain``, ``drain_late``,
+``counters``, per-key snapshots); emitted rows have its layout
+(``config.EMITTED_FIELDS``: the window, pane 0, ``ON_TIME``), with the rank
+and the row's values as the results, and ``FIRED_FIELDS`` when tagging.
+
+>>> op = WindowRankOperator(RankConfig(2, ((0, True),), bounds=(1, 2)))
+>>> for v in (5, 9, 7):
+...     op.process_element(("k",), None, (v, 0, 10))
+>>> op.end_of_input()
+>>> [(r[7], r[8]) for r in op.drain()]
+[(1, 9), (2, 7)]
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wql.runtime import snapshot as _snap
+from wql.runtime.assigners import (
+    DROP_LATE,
+    DROP_MISSING_TIMESTAMP,
+    DropRow,
+    WindowAssigner,
+)
+from wql.runtime.config import FIRED_BY_EVENT_TIMER, ON_TIME, Counters, RowBatch
+from wql.runtime.windows import MAX_TIME, MIN_TIME
+
+__all__ = ["DROP_DUPLICATE", "DROP_OUTSIDE_TOP_N", "RankConfig", "WindowRankOperator"]
+
+Key = Hashable
+
+#: Rows a window Top-N took but ranked below N in every window (not a loss: the query's choice).
+DROP_OUTSIDE_TOP_N = "outside the top N"
+#: Rows a deduplication took but did not keep.
+DROP_DUPLICATE = "duplicate"
+
+TOP = "TOP"
+FIRST = "FIRST"
+LAST = "LAST"
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """One window rank, as the runtime sees it.
+
+    Attributes:
+        limit: N, the rows kept per window (1..N).
+        order: ``(values index, descending)`` per ORDER BY item; NULL comes
+            first ascending and last descending.
+        keep: ``"TOP"`` (Top-N, ties in arrival order), ``"FIRST"`` /
+            ``"LAST"`` (deduplication by time: ``order`` is the time, ties
+            keep the first / the last arrival).
+        bounds: ``values`` indices of the window's start and end (ms): the
+            rows of a view; or None with ``assigner``.
+        assigner: assigns each row its windows by its event time (a window
+            table function over a table).
+        tag_firings: end emitted rows with ``FIRED_FIELDS`` (a pipeline stage).
+    """
+
+    limit: int
+    order: tuple[tuple[int, bool], ...]
+    keep: str = TOP
+    bounds: tuple[int, int] | None = None
+    assigner: WindowAssigner | None = None
+    tag_firings: bool = False
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise ValueError("a window rank keeps at least one row")
+        if (self.bounds is None) == (self.assigner is None):
+            raise ValueError("a window rank takes its windows from the rows or from an assigner")
+        if self.keep not in (TOP, FIRST, LAST):
+            raise ValueError(f"unknown keep {self.keep!r}")
+        if self.keep != TOP and (self.limit != 1 or len(self.order) != 1):
+            raise ValueError("a deduplication keeps one row by one time column")
+
+
+class _Desc:
+    """Reverses the order of a value (a descending sort key)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, other: _Desc) -> bool:
+        return other.v < self.v
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.v == other.v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+
+class WindowRankOperator:
+    """The window rank of one query (all keys of one partition); see the module docstring."""
+
+    def __init__(self, config: RankConfig, fast: bool = True) -> None:
+        self.config = config
+        self.watermark = MIN_TIME
+        self.processing_time = MIN_TIME
+        self.counters = Counters()
+        #: key -> (window_start, window_end) -> ranked entries (sort key, values, arrival)
+        self._state: dict[Key, dict[tuple[int, int], list[tuple]]] = {}
+        self._heap: list[tuple[int, int, Key, tuple[int, int]]] = []
+        self._timer_seq = 0
+        self._out: list[tuple] = []
+        self._seq = 0
+        #: arrival number -> windows still holding the row, and whether it was emitted
+        self._held: dict[int, list] = {}
+        self._tag = config.tag_firings
+        # a window rank emits on timers only: every row it emits is fired by one
+        self._cause: tuple = (FIRED_BY_EVENT_TIMER, None, None)
+        self._drop_kept = DROP_OUTSIDE_TOP_N if config.keep == TOP else DROP_DUPLICATE
+
+    # ------------------------------------------------------------------ input
+
+    def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
+        seq = self._seq
+        self._seq += 1
+        self.counters.rows_in += 1
+        config = self.config
+        if config.bounds is not None:
+            start, end = values[config.bounds[0]], values[config.bounds[1]]
+            windows: Sequence[tuple[int, int]] = [(start, end)]
+        else:
+            assert config.assigner is not None
+            if timestamp is None:
+                self._drop(DROP_MISSING_TIMESTAMP)
+                return
+            try:
+                assigned = config.assigner.assign_windows(timestamp, values)
+                windows = [(w.start, w.end) for w in assigned]  # type: ignore[union-attr]
+            except DropRow as d:
+                self._drop(d.reason)
+                return
+        sort = self._sort_key(values, seq)
+        held = 0
+        state = None
+        for window in windows:
+            if window[1] - 1 <= self.watermark:
+                continue  # the window fired: late for it (isWindowFired)
+            if state is None:
+                state = self._state.setdefault(key, {})
+            entries = state.get(window)
+            if entries is None:
+                entries = state[window] = []
+                self._timer_seq += 1
+                heapq.heappush(self._heap, (window[1] - 1, self._timer_seq, key, window))
+            held += self._insert(entries, (sort, values, seq))
+        if held:
+            self._held[seq] = [held, False]
+        elif not windows or all(w[1] - 1 <= self.watermark for w in windows):
+            self._drop(DROP_LATE)
+        else:
+            self._drop(self._drop_kept)  # ranked out at once in every window
+
+    def _sort_key(self, values: tuple, seq: int) -> tuple:
+        key: list[Any] = []
+        for index, descending in self.config.order:
+            v = values[index]
+            if descending:  # NULLS LAST
+                key.append((1, 0) if v is None else (0, _Desc(v)))
+            else:  # NULLS FIRST
+                key.append((0, 0) if v is None else (1, v))
+        # equal rows: arrival order; a keep-last deduplication keeps the latest
+        key.append(-seq if self.config.keep == LAST else seq)
+        return tuple(key)
+
+    def _insert(self, entries: list[tuple], entry: tuple) -> int:
+        """Put ``entry`` in the window's ranked buffer; whether it is kept there."""
+        limit = self.config.limit
+        if len(entries) >= limit and not entry[0] < entries[-1][0]:
+            return 0
+        heap_pos = _bisect(entries, entry[0])
+        entries.insert(heap_pos, entry)
+        if len(entries) > limit:
+            pushed = entries.pop()
+            self._release(pushed[2])
+        return 1
+
+    def _release(self, seq: int) -> None:
+        """Row ``seq`` left a window without being emitted from it."""
+        held = self._held.get(seq)
+        if held is None:
+            return
+        held[0] -= 1
+        if held[0] == 0:
+            del self._held[seq]
+            if not held[1]:
+                self._drop(self._drop_kept)
+
+    def _drop(self, reason: str) -> None:
+        dropped = self.counters.dropped
+        dropped[reason] = dropped.get(reason, 0) + 1
+
+    # ----------------------------------------------------------------- clocks
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Raise the watermark; every window whose end - 1 it reaches emits its ranking."""
+        if watermark <= self.watermark:
+            return
+        self.watermark = watermark
+        heap = self._heap
+        while heap and heap[0][0] <= watermark:
+            time, _, key, window = heapq.heappop(heap)
+            if self._tag:
+                self._cause = (FIRED_BY_EVENT_TIMER, time, None)
+            self._fire(key, window)
+
+    def advance_processing_time(self, time: int) -> None:
+        """A window rank runs on event time only."""
+        self.processing_time = max(self.processing_time, time)
+
+    def end_of_input(self) -> None:
+        self.advance_watermark(MAX_TIME)
+
+    def _fire(self, key: Key, window: tuple[int, int]) -> None:
+        state = self._state[key]
+        entries = state.pop(window)
+        if not state:
+            del self._state[key]
+        start, end = window
+        for rank, (_, values, seq) in enumerate(entries, start=1):
+            row = (key, start, end, end - 1, 0, ON_TIME, end - 1, rank, *values)
+            if self._tag:
+                row += self._cause
+            self._out.append(row)
+            self.counters.rows_emitted += 1
+            held = self._held.get(seq)
+            if held is not None:
+                held[1] = True
+                held[0] -= 1
+                if held[0] == 0:
+                    del self._held[seq]
+
+    # ------------------------------------------------------------------ batch
+
+    def process_batch(self, batch: RowBatch) -> None:
+        """The per-row loop: advance the watermark, then the row."""
+        n = len(batch)
+        keys = _as_list(batch.keys)
+        wms = _as_list(batch.watermark_before)
+        tss = _as_list(batch.timestamps) if batch.timestamps is not None else [None] * n
+        if batch.timestamp_valid is not None:
+            valid = _as_list(batch.timestamp_valid)
+            tss = [t if ok else None for t, ok in zip(tss, valid, strict=True)]
+        rows = (
+            list(zip(*[_as_list(c) for c in batch.columns], strict=True))
+            if batch.columns
+            else [()] * n
+        )
+        for i in range(n):
+            self.advance_watermark(wms[i])
+            self.process_element(keys[i], tss[i], rows[i])
+
+    # ----------------------------------------------------------------- output
+
+    def drain(self) -> list[tuple]:
+        out, self._out = self._out, []
+        return out
+
+    def drain_late(self) -> list[tuple]:
+        """A window rank has no late output (late rows are counted)."""
+        return []
+
+    # ----------------------------------------------------- per-key state (streams)
+
+    def timers(self, key: Key) -> tuple[list[int], list[int]]:
+        windows = self._state.get(key, {})
+        return sorted({end - 1 for _, end in windows}), []
+
+    def active_keys(self) -> list[Key]:
+        return list(self._state)
+
+    def open_windows(self) -> int:
+        return sum(len(w) for w in self._state.values())
+
+    def snapshot_key(self, key: Key) -> bytes:
+        """One key's windows (their buffers hold the rows' values and arrival numbers)."""
+        state = self._state.get(key, {})
+        windows = [(w, [(v, s) for _, v, s in entries]) for w, entries in state.items()]
+        return _snap.dumps({"kind": "rank-key", "windows": windows, "seq": self._seq})
+
+    def restore_key(self, key: Key, data: bytes) -> None:
+        payload = _snap.loads(data)
+        if not isinstance(payload, dict) or payload.get("kind") != "rank-key":
+            raise _snap.SnapshotError("not a window rank's key snapshot")
+        self.forget_key(key)
+        windows = {
+            tuple(w): [(self._sort_key(v, s), v, s) for v, s in entries]
+            for w, entries in payload["windows"]
+        }
+        if windows:
+            self._state[key] = windows
+            for window in windows:
+                self._timer_seq += 1
+                heapq.heappush(self._heap, (window[1] - 1, self._timer_seq, key, window))
+            for entries in windows.values():
+                for _, _, seq in entries:
+                    held = self._held.setdefault(seq, [0, False])
+                    held[0] += 1
+        self._seq = max(self._seq, payload["seq"])
+
+    def forget_key(self, key: Key) -> None:
+        windows = self._state.pop(key, None)
+        if windows:
+            self._heap = [t for t in self._heap if t[2] != key]
+            heapq.heapify(self._heap)
+            for entries in windows.values():
+                for _, _, seq in entries:
+                    self._held.pop(seq, None)
+
+
+def _bisect(entries: list[tuple], key: tuple) -> int:
+    lo, hi = 0, len(entries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if key < entries[mid][0]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _as_list(column: Any) -> list:
+    tolist = getattr(column, "tolist", None)
+    return tolist() if tolist is not None else list(column)
