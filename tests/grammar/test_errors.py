@@ -10,10 +10,18 @@ from wql.grammar.parser import parse
 # (text, line, column, message, expected) -- reviewed by hand: the position is
 # the offending token, the message names it, `expected` is what fits there.
 CASES = [
-    ("SELECT", 1, 7, "unexpected end of input", ("an expression",)),
+    ("SELECT", 1, 7, "unexpected end of input", ("'*'", "ROW_NUMBER", "an expression", "t.*")),
     ("SELECT a", 1, 9, "unexpected end of input", ("','", "AS", "FROM", "an identifier")),
-    ("SELECT a FROM", 1, 14, "unexpected end of input", ("TABLE", "an identifier")),
-    ("SELECT a FROM t", 1, 16, "unexpected end of input", ("GROUP", "WATERMARK", "WHERE")),
+    ("SELECT a FROM", 1, 14, "unexpected end of input", ("'('", "TABLE", "an identifier")),
+    (
+        "SELECT a FROM t",
+        1,
+        16,
+        "unexpected end of input",
+        # a windowed aggregate (GROUP), a window Top-N (QUALIFY), a window join
+        ("AS", "FULL", "GROUP", "INNER", "JOIN", "LEFT", "QUALIFY", "RIGHT", "WATERMARK")
+        + ("WHERE", "an identifier"),
+    ),
     ("SELECT a FROM t GROUP", 1, 22, "unexpected end of input", ("BY",)),
     (
         "SELECT a FROM t GROUP BY",
@@ -34,7 +42,7 @@ CASES = [
         1,
         11,
         "unexpected FROM",
-        ("an expression",),
+        ("'*'", "ROW_NUMBER", "an expression", "t.*"),
     ),
     (
         "SELECT a b c FROM t GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)",
@@ -263,7 +271,8 @@ CASES = [
         "SELECT a FROM t GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE) ORDER BY a",
         1,
         58,
-        "unexpected identifier ORDER",
+        # ORDER is a keyword of the grammar now (ROW_NUMBER() OVER (... ORDER BY ...))
+        "unexpected ORDER",
         ("','", "';'", "ALLOWED", "EVICT", "HAVING", "LATE DATA TO", "TRIGGER", "end of input"),
     ),
     ("CREATE SOURCE s", 1, 16, "unexpected end of input", ("'('",)),

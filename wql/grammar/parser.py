@@ -53,6 +53,7 @@ _PATTERN_NAMES = {
     "INT": "an integer",
     "DECIMAL": "a number",
     "COMP_OP": "a comparison operator",
+    "QUALIFIED_STAR": "t.*",
     "LATE_DATA_TO": "LATE DATA TO",
     "_SEMI": "';'",
     "$END": "end of input",

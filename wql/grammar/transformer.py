@@ -604,11 +604,14 @@ class WqlTransformer(Transformer[Token, ast.Script]):
 
     # --------------------------------------------------- window Top-N, joins
 
+    @v_args(wrapper=_positioned_all)
     def star(self, span: Span | None, children: list[Any]) -> ast.Star:
-        if not children:
+        token = children[0]
+        if token.type != "QUALIFIED_STAR":
             return ast.Star(span=span)
-        name, quoted = unquote_ident(children[0])
-        return ast.Star(ast.Ident(name, quoted, span=token_span(children[0])), span=span)
+        name, quoted = unquote_ident(str(token)[:-2])
+        ident_span = token_span(token)
+        return ast.Star(ast.Ident(name, quoted, span=ident_span), span=span)
 
     def rank_item(self, span: Span | None, children: list[Any]) -> _RankItem:
         return _RankItem(children[0], children[1] if len(children) > 1 else None, span)
