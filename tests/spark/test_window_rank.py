@@ -1,0 +1,230 @@
+"""Window Top-N and deduplication on Spark, against hand-derived rows, on both engines.
+
+Flink SQL's window rank: per window (and key), the first N rows by the
+ORDER BY when the watermark passes the window's end; equal rows in arrival
+order; a deduplication keeps the first (ORDER BY time) or the last (DESC)
+row, the last of equal times. The operator engine runs in three key
+partitions (forced), so the view's rows reach the rank in the pipeline's
+global order (docs/architecture.md, "Contract: pipelines").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import wql
+from tests.spark.examples_helpers import rows_as_text
+from wql.errors import WqlError, WqlUnsupportedError
+
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2024, 1, 1)
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def partitions(spark):
+    spark.conf.set("spark.wql.operator.partitions", "3")
+    yield
+    spark.conf.unset("spark.wql.operator.partitions")
+
+
+def run(spark, text: str, engine: str = "auto", **dataframes):
+    results = wql.compile(text, engine).apply(spark, **dataframes)
+    try:
+        out = {name: rows_as_text(results[name])[1] for name in results}
+        counters = {r.name: r.counters for r in results.queries}
+        engines = {r.name: r.engine for r in results.queries}
+    finally:
+        results.release()
+    return out, counters, engines
+
+
+BIDS = (
+    "CREATE SOURCE bids (auction BIGINT, price BIGINT, bidder STRING, ts TIMESTAMP, seq BIGINT, "
+    "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);\n"
+)
+
+
+def bids(spark, rows):
+    return spark.createDataFrame(
+        [(a, p, b, at(t), i) for i, (a, p, b, t) in enumerate(rows)],
+        "auction bigint, price bigint, bidder string, ts timestamp, seq bigint",
+    )
+
+
+# auction, price, bidder, seconds
+ROWS = [
+    (1, 10, "a", 1),
+    (2, 20, "b", 2),
+    (1, 15, "c", 3),
+    (3, 5, "a", 4),
+    (2, 25, "a", 7),
+    (1, 30, "b", 12),
+    (3, 40, "c", 13),
+    (3, 41, "c", 13),
+]
+
+HOTTEST = (
+    BIDS
+    + """
+CREATE VIEW counts AS
+SELECT auction, window_start, window_end, COUNT(*) AS n
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+CREATE VIEW hottest AS
+SELECT * FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn
+    FROM counts
+) WHERE rn <= 2;
+"""
+)
+
+
+def test_top_n_over_a_window_aggregate_on_both_engines(spark, partitions):
+    # counts: [0, 10): auction 1 n=2, 2 n=2, 3 n=1; [10, 20): 1 n=1, 3 n=2.
+    # [0, 10): 1 and 2 tie on n=2; the view's rows of a window fire together and
+    # reach the rank in key order (auction 1 first): 1 is rank 1, 2 rank 2, 3 out.
+    want = [
+        ("1", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+        ("1", "2024-01-01 00:00:10", "2024-01-01 00:00:20", "1", "2"),
+        ("2", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "2"),
+        ("3", "2024-01-01 00:00:10", "2024-01-01 00:00:20", "2", "1"),
+    ]
+    native, native_counters, engines = run(spark, HOTTEST, bids=bids(spark, ROWS))
+    operator, counters, _ = run(spark, HOTTEST, "operator", bids=bids(spark, ROWS))
+    assert engines == {"counts": "native", "hottest": "native"}
+    assert native["hottest"] == want
+    assert native == operator
+    for c in (native_counters["hottest"], counters["hottest"]):
+        assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (5, 4, {"outside the top N": 1})
+
+
+DEDUP = (
+    BIDS
+    + """
+CREATE VIEW first_bid AS
+SELECT auction, price, bidder, window_start
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+QUALIFY ROW_NUMBER() OVER (PARTITION BY window_start, window_end, bidder ORDER BY ts) = 1;
+CREATE VIEW last_bid AS
+SELECT auction, price, bidder, window_start FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, bidder ORDER BY ts DESC)
+        AS rn
+    FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+) WHERE rn = 1;
+"""
+)
+
+
+def test_deduplication_keeps_the_first_or_the_last_row(spark, partitions):
+    # per bidder and 10 s window: a bids at 1, 4, 7; b at 2 and 12; c at 3 and twice at 13
+    # (41 arrives after 40: the last of equal times is 41, the first 40)
+    first = [
+        ("1", "10", "a", "2024-01-01 00:00:00"),
+        ("1", "15", "c", "2024-01-01 00:00:00"),
+        ("1", "30", "b", "2024-01-01 00:00:10"),
+        ("2", "20", "b", "2024-01-01 00:00:00"),
+        ("3", "40", "c", "2024-01-01 00:00:10"),
+    ]
+    last = [
+        ("1", "15", "c", "2024-01-01 00:00:00"),
+        ("1", "30", "b", "2024-01-01 00:00:10"),
+        ("2", "20", "b", "2024-01-01 00:00:00"),
+        ("2", "25", "a", "2024-01-01 00:00:00"),
+        ("3", "41", "c", "2024-01-01 00:00:10"),
+    ]
+    native, native_counters, engines = run(spark, DEDUP, bids=bids(spark, ROWS))
+    operator, counters, _ = run(spark, DEDUP, "operator", bids=bids(spark, ROWS))
+    assert engines == {"first_bid": "native", "last_bid": "native"}
+    assert native == operator == {"first_bid": first, "last_bid": last}
+    for c in (native_counters["last_bid"], counters["last_bid"]):
+        assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (8, 5, {"duplicate": 3})
+
+
+def test_rows_of_a_fired_window_are_late_dropped_and_counted(spark, partitions):
+    # arrival order (seq): the bid at 3 s comes after the one at 12 s moved the
+    # watermark to 10.999: [0, 10) fired, so it is late for the rank: dropped
+    text = (
+        BIDS.replace(";\n", " WITH (arrival_order = 'seq');\n")
+        + """
+    SELECT * FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+    QUALIFY ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) <= 1;
+    """
+    )
+    rows = [(1, 10, "a", 1), (2, 50, "b", 2), (1, 30, "b", 12), (9, 99, "z", 3)]
+    out, counters, engines = run(spark, text, bids=bids(spark, rows))
+    assert engines == {"query_1": "operator"}  # arrival order: the planner says why
+    assert [(r[0], r[1]) for r in out["query_1"]] == [("1", "30"), ("2", "50")]
+    c = counters["query_1"]
+    assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (
+        4,
+        2,
+        {"late": 1, "outside the top N": 1},
+    )
+
+
+def test_what_a_window_rank_cannot_read_is_a_positioned_error():
+    bad = {
+        "a source": (BIDS + "SELECT * FROM bids QUALIFY ROW_NUMBER() OVER "
+                     "(PARTITION BY window_start, window_end ORDER BY price) <= 3", "is a source"),
+        "early panes": (HOTTEST.replace("TUMBLE(ts, INTERVAL '10' SECOND);",
+                                        "TUMBLE(ts, INTERVAL '10' SECOND) TRIGGER COUNT(2);"),
+                        "fires EARLY or LATE panes"),
+        "no bounds": (HOTTEST.replace("PARTITION BY window_start, window_end",
+                                      "PARTITION BY window_start"), "window_end missing"),
+        "no bound on rn": (HOTTEST.replace("rn <= 2", "rn >= 2"), "needs rn <= N"),
+        "a session table": (BIDS + "SELECT * FROM TABLE(SESSION(TABLE bids, DESCRIPTOR(ts), "
+                            "INTERVAL '5' SECOND)) QUALIFY ROW_NUMBER() OVER (PARTITION BY "
+                            "window_start, window_end ORDER BY price) <= 3", "not SESSION"),
+    }  # fmt: skip
+    for name, (text, message) in bad.items():
+        with pytest.raises(WqlError, match=message) as e:
+            wql.compile(text)
+        assert e.value.span is not None, name
+
+
+def test_a_rank_over_a_window_table_streams(spark, tmp_path):
+    # one stateful operator: it runs on a stream (a micro-batch per file) and gives the
+    # batch rows once the watermark has passed every window
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text(
+        "auction,price,bidder,ts,seq\n"
+        + "".join(f"{a},{p},{b},{at(t)},{i}\n" for i, (a, p, b, t) in enumerate(ROWS))
+    )
+    (folder / "b.csv").write_text("auction,price,bidder,ts,seq\n9,1,z,2024-01-01 00:01:00,9\n")
+    df = (
+        spark.readStream.schema(
+            "auction bigint, price bigint, bidder string, ts timestamp, seq bigint"
+        )
+        .option("header", "true")
+        .option("maxFilesPerTrigger", "1")
+        .csv(str(folder))
+    )
+    results = wql.compile(DEDUP).apply(spark, bids=df)
+    r = results.query("last_bid")
+    assert r.engine == "operator"
+    query = (
+        r.df.writeStream.format("memory")
+        .queryName("wql_rank_stream")
+        .outputMode("append")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    got = sorted(tuple(str(v) for v in row) for row in spark.table("wql_rank_stream").collect())
+    batch, _, _ = run(spark, DEDUP, bids=bids(spark, ROWS))
+    assert [tuple(v.replace("T", " ") for v in row) for row in got] == batch["last_bid"]
+
+
+def test_forcing_native_on_a_rank_that_cannot_is_a_positioned_error():
+    text = HOTTEST.replace("SELECT auction, window_start", "SELECT window_start")
+    with pytest.raises(WqlUnsupportedError, match="grouping keys") as e:
+        wql.compile(text, "native")
+    assert e.value.span is not None
