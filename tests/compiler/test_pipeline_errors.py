@@ -144,3 +144,98 @@ def test_a_file_reads_the_views_of_the_files_before_it(tmp_path, capsys):
     assert cli_main(["check", str(b), str(a)]) == 1
     err = capsys.readouterr().err
     assert "b.wql:3:6: error: unknown source 'per_minute'" in err
+
+
+# --------------------------------------------------------------------------- window Top-N
+
+RANK = """CREATE SOURCE bids (auction BIGINT, price BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);
+
+CREATE VIEW counts AS
+SELECT auction, window_start, window_end, COUNT(*) AS n
+FROM bids
+GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+
+SELECT *
+FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn
+    FROM counts
+)
+WHERE rn <= 3;
+"""
+
+RANK_CASES = [
+    ("rank_over_a_source", "    FROM counts\n", "    FROM @bids\n", ErrorCode.WINDOWED),
+    (
+        "rank_over_early_panes",
+        "TUMBLE(ts, INTERVAL '10' SECOND);",
+        "TUMBLE(ts, INTERVAL '10' SECOND)\nTRIGGER COUNT(2);",
+        ErrorCode.WINDOWED,
+    ),
+    (
+        "rank_over_late_panes",
+        "TUMBLE(ts, INTERVAL '10' SECOND);",
+        "TUMBLE(ts, INTERVAL '10' SECOND)\nALLOWED LATENESS INTERVAL '5' SECOND;",
+        ErrorCode.WINDOWED,
+    ),
+    (
+        "rank_without_the_window_end",
+        "PARTITION BY window_start, window_end ORDER",
+        "PARTITION BY window_start ORDER",
+        ErrorCode.RANK,
+    ),
+    ("rank_without_a_bound", "WHERE rn <= 3", "WHERE @rn >= 3", ErrorCode.RANK),
+    ("rank_keeping_nothing", "WHERE rn <= 3", "WHERE @rn < 1", ErrorCode.RANK),
+    (
+        "rank_over_a_view_without_window_end",
+        "SELECT auction, window_start, window_end, COUNT(*)",
+        "SELECT auction, window_start, COUNT(*)",
+        ErrorCode.WINDOWED,
+    ),
+    (
+        "rank_over_a_session_table",
+        "    FROM counts\n",
+        "    FROM TABLE(@SESSION(TABLE bids, DESCRIPTOR(ts), INTERVAL '5' SECOND))\n",
+        ErrorCode.WINDOWED,
+    ),
+    (
+        "rank_by_an_unknown_column",
+        "ORDER BY n DESC",
+        "ORDER BY @price DESC",
+        ErrorCode.UNKNOWN_NAME,
+    ),
+]
+_RANK_AT = {
+    "rank_over_early_panes": ("    FROM counts\n", "    FROM @counts\n"),
+    "rank_over_late_panes": ("    FROM counts\n", "    FROM @counts\n"),
+    "rank_over_a_view_without_window_end": ("    FROM counts\n", "    FROM @counts\n"),
+    "rank_without_the_window_end": ("ROW_NUMBER()", "@ROW_NUMBER()"),
+}
+
+
+@pytest.mark.parametrize(
+    ("case_id", "old", "new", "code"), RANK_CASES, ids=[c[0] for c in RANK_CASES]
+)
+def test_one_rank_mistake_gives_one_error_at_its_place(case_id, old, new, code):
+    assert RANK.count(old) == 1, case_id
+    text = RANK.replace(old, new)
+    if case_id in _RANK_AT:
+        more_old, more_new = _RANK_AT[case_id]
+        text = text.replace(more_old, more_new)
+    assert text.count("@") == 1, case_id
+    at = text.index("@")
+    text = text[:at] + text[at + 1 :]
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    errors = check_source(text, "r.wql")
+    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
+    assert errors[0].code is code, errors[0].message
+
+
+def test_the_rank_is_valid_and_says_what_is_supported():
+    assert check_source(RANK, "r.wql") == []
+    early = RANK.replace(
+        "TUMBLE(ts, INTERVAL '10' SECOND);", "TUMBLE(ts, INTERVAL '10' SECOND)\nTRIGGER COUNT(2);"
+    )
+    message = check_source(early, "r.wql")[0].message
+    assert "only the default WATERMARK trigger without allowed lateness" in message

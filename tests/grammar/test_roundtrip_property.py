@@ -198,6 +198,112 @@ def query(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def relation(draw: st.DrawFn) -> str:
+    """A windowed relation: a view by name, or a window table function over a table."""
+    kw = draw(case)
+    if draw(st.booleans()):
+        return draw(names)
+    table = f"{kw('TABLE')} {draw(names)}"
+    form = draw(st.integers(0, 2))
+    if form == 0:
+        call = f"{kw('TUMBLE')}({table}, {kw('DESCRIPTOR')}(ts), {draw(interval())})"
+    elif form == 1:
+        call = (
+            f"{kw('HOP')}({table}, {kw('DESCRIPTOR')}(ts), {draw(interval())}, {draw(interval())})"
+        )
+    else:
+        keys = draw(
+            st.sampled_from(["", f" {kw('PARTITION BY')} a", f" {kw('PARTITION BY')} a, b"])
+        )
+        call = f"{kw('SESSION')}({table}{keys}, {kw('DESCRIPTOR')}(ts), {draw(interval())})"
+    return f"{kw('TABLE')}({call})"
+
+
+@st.composite
+def row_number(draw: st.DrawFn) -> str:
+    kw = draw(case)
+    keys = draw(st.lists(names, max_size=2))
+    order = []
+    for _ in range(draw(st.integers(1, 2))):
+        direction = draw(st.sampled_from(["", f" {kw('ASC')}", f" {kw('DESC')}"]))
+        order.append(draw(expr()) + direction)
+    partition = ", ".join(["window_start", "window_end", *keys])
+    return (
+        f"{kw('ROW_NUMBER')}() {kw('OVER')} ({kw('PARTITION BY')} {partition} "
+        f"{kw('ORDER BY')} {', '.join(order)})"
+    )
+
+
+@st.composite
+def select_list(draw: st.DrawFn, rank: str | None = None) -> str:
+    kw = draw(case)
+    items = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            items.append("*")
+        elif kind == 1:
+            items.append(f"{draw(st.sampled_from(['l', 'r', '`odd name`']))}.*")
+        else:
+            item = draw(expr())
+            if draw(st.booleans()):
+                item += f" {kw('AS')} x"
+            items.append(item)
+    if rank is not None:
+        items.insert(draw(st.integers(0, len(items))), rank)
+    return ", ".join(items)
+
+
+@st.composite
+def rank_query(draw: st.DrawFn) -> str:
+    """A window Top-N or deduplication, in the subquery form or with QUALIFY."""
+    kw = draw(case)
+    sp = draw(space)
+    rel = draw(relation())
+    where = f"{sp}{kw('WHERE')} {draw(expr())}" if draw(st.booleans()) else ""
+    bound = f"rn <= {draw(st.integers(1, 9))}"
+    if draw(st.booleans()):
+        bound += f" {kw('AND')} {draw(expr())}"
+    form = draw(st.integers(0, 2))
+    if form == 0:
+        inner = draw(select_list(rank=f"{draw(row_number())} {kw('AS')} rn"))
+        alias = draw(st.sampled_from(["", " t", f" {kw('AS')} t"]))
+        return (
+            f"{kw('SELECT')} {draw(select_list())} {kw('FROM')} ({kw('SELECT')} {inner}"
+            f" {kw('FROM')} {rel}{where}){alias}{sp}{kw('WHERE')} {bound}"
+        )
+    if form == 1:
+        items = draw(select_list(rank=f"{draw(row_number())} rn"))
+        return f"{kw('SELECT')} {items} {kw('FROM')} {rel}{where}{sp}{kw('QUALIFY')} {bound}"
+    op = draw(st.sampled_from(["<=", "<", "="]))
+    return (
+        f"{kw('SELECT')} {draw(select_list())} {kw('FROM')} {rel}{where}{sp}{kw('QUALIFY')} "
+        f"{draw(row_number())} {op} {draw(st.integers(1, 9))}"
+    )
+
+
+@st.composite
+def join_query(draw: st.DrawFn) -> str:
+    kw = draw(case)
+    sp = draw(space)
+    sides = []
+    for alias in ("l", "r"):
+        rel = draw(relation())
+        if rel.upper().startswith("TABLE") and draw(st.booleans()):
+            rel = f"({kw('SELECT')} * {kw('FROM')} {rel})"
+        sides.append(f"{rel} {kw('AS')} {alias}" if draw(st.booleans()) else f"{rel} {alias}")
+    kind = draw(st.sampled_from(["", "INNER ", "LEFT ", "LEFT OUTER ", "RIGHT ", "FULL OUTER "]))
+    on = f"l.window_start = r.window_start {kw('AND')} l.window_end = r.window_end"
+    if draw(st.booleans()):
+        on += f" {kw('AND')} {draw(expr())}"
+    where = f"{sp}{kw('WHERE')} {draw(expr())}" if draw(st.booleans()) else ""
+    return (
+        f"{kw('SELECT')} {draw(select_list())} {kw('FROM')} {sides[0]}{sp}{kw(kind)}"
+        f"{kw('JOIN')} {sides[1]}{sp}{kw('ON')} {on}{where}"
+    )
+
+
+@st.composite
 def source(draw: st.DrawFn) -> str:
     kw = draw(case)
     types = ["STRING", "INT", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP", "DATE", "DECIMAL(10, 2)"]
@@ -211,9 +317,17 @@ def source(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def any_query(draw: st.DrawFn) -> str:
+    text = draw(st.one_of(query(), rank_query(), join_query()))
+    if not text.upper().startswith("CREATE") and draw(st.booleans()):
+        text = f"CREATE VIEW v AS {text}"
+    return text
+
+
+@st.composite
 def script(draw: st.DrawFn) -> str:
     statements = draw(st.lists(source(), max_size=1)) + draw(
-        st.lists(query(), min_size=1, max_size=3)
+        st.lists(any_query(), min_size=1, max_size=3)
     )
     return ";\n".join(statements) + draw(st.sampled_from(["", ";", ";\n", "; -- end\n"]))
 

@@ -16,7 +16,7 @@ import pytest
 
 import wql
 from tests.spark.examples_helpers import rows_as_text
-from wql.errors import WqlError, WqlUnsupportedError
+from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
 
@@ -166,26 +166,6 @@ def test_rows_of_a_fired_window_are_late_dropped_and_counted(spark, partitions):
         2,
         {"late": 1, "outside the top N": 1},
     )
-
-
-def test_what_a_window_rank_cannot_read_is_a_positioned_error():
-    bad = {
-        "a source": (BIDS + "SELECT * FROM bids QUALIFY ROW_NUMBER() OVER "
-                     "(PARTITION BY window_start, window_end ORDER BY price) <= 3", "is a source"),
-        "early panes": (HOTTEST.replace("TUMBLE(ts, INTERVAL '10' SECOND);",
-                                        "TUMBLE(ts, INTERVAL '10' SECOND) TRIGGER COUNT(2);"),
-                        "fires EARLY or LATE panes"),
-        "no bounds": (HOTTEST.replace("PARTITION BY window_start, window_end",
-                                      "PARTITION BY window_start"), "window_end missing"),
-        "no bound on rn": (HOTTEST.replace("rn <= 2", "rn >= 2"), "needs rn <= N"),
-        "a session table": (BIDS + "SELECT * FROM TABLE(SESSION(TABLE bids, DESCRIPTOR(ts), "
-                            "INTERVAL '5' SECOND)) QUALIFY ROW_NUMBER() OVER (PARTITION BY "
-                            "window_start, window_end ORDER BY price) <= 3", "not SESSION"),
-    }  # fmt: skip
-    for name, (text, message) in bad.items():
-        with pytest.raises(WqlError, match=message) as e:
-            wql.compile(text)
-        assert e.value.span is not None, name
 
 
 def test_a_rank_over_a_window_table_streams(spark, tmp_path):
