@@ -38,7 +38,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -221,11 +221,17 @@ class Compiled:
         pipelines = _Pipelines(program)
         try:
             for q in self._selected(program):
-                root = program.pipeline(q)[0]
-                key = root.source.name.lower()
+                root = program.root_source(q)
+                key = root.name.lower()
                 if key not in sources:
-                    owner, owned = self._owner(root.name, program)
-                    sources[key] = owner._source_df(spark, owned, root.source.name, dataframes)
+                    # the stage that reads the source (maybe in a file given before)
+                    first = next(
+                        st
+                        for st in program.pipeline(q)
+                        if any(s.view is None for s in P.inputs_of(st))
+                    )
+                    owner, owned = self._owner(first.name, program)
+                    sources[key] = owner._source_df(spark, owned, root.name, dataframes)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
             pipelines.program = program
@@ -329,6 +335,14 @@ class Compiled:
             for q in self._selected(program)
         ):
             return program
+        if self._only is not None:
+            # only the selected queries and what they read: another query's refusal on a
+            # stream (a pipeline, a join) is not theirs
+            needed = {
+                st.name.lower() for q in self._selected(program) for st in program.pipeline(q)
+            }
+            queries = tuple(q for q in program.queries if q.name.lower() in needed)
+            program = replace(program, queries=queries)
         return choose_engines(program, self.engine_request, streaming=streams)
 
     def _owner(self, query: str, program: P.Program) -> tuple[Compiled, P.Program]:
@@ -438,17 +452,34 @@ class _Pipelines:
         return bool(self.program.readers(q))
 
     def native_input(self, q: P.Stage, source: Any) -> Any:
-        """The DataFrame the native query ``q`` reads: its source, or its view's native result."""
+        """The DataFrame the native query ``q`` reads: its source, or its view's native result
+        (a join: its sides' pair)."""
+        if isinstance(q, P.WindowJoin):
+            return tuple(self.side_input(s, source) for s in q.sides)
         if q.source.view is None:
             return source
         return self.native_df(self.program.view(q.source.view), source)
 
+    def side_input(self, side: P.JoinSide, source: Any) -> Any:
+        """What a join side reads: the root source, or its view's result (either engine:
+        a view's rows are final, never late for the join)."""
+        if side.source.view is None:
+            return source
+        view = self.program.view(side.source.view)
+        if _engine_of(view) == "native":
+            return self.native_df(view, source)
+        return self.operator_run(view, source).result
+
     def native_df(self, q: P.Stage, source: Any) -> Any:
-        from wql.compiler.backends.native import build_native
+        from wql.compiler.backends.native import build_native, build_native_join
 
         key = q.name.lower()
         if key not in self.native:
-            self.native[key] = build_native(q, self.native_input(q, source))
+            if isinstance(q, P.WindowJoin):
+                left, right = self.native_input(q, source)
+                self.native[key] = build_native_join(q, left, right)
+            else:
+                self.native[key] = build_native(q, self.native_input(q, source))
         return self.native[key]
 
     def operator_run(self, q: P.Stage, source: Any, *, hidden: bool = False) -> Any:
@@ -458,7 +489,15 @@ class _Pipelines:
         key = q.name.lower()
         if key in self.placed:
             return self.placed[key]
+        if isinstance(q, P.WindowJoin):
+            from wql.spark.joins import run_window_join
+
+            left, right = (self.side_input(s, source) for s in q.sides)
+            joined = run_window_join(q, left, right)
+            self.placed[key] = joined
+            return joined
         tag = hidden or self.reads(q)
+        run: Any
         if q.source.view is None:
             run = run_operator(q, source, tag=tag)
         else:
@@ -495,6 +534,7 @@ def _run(q: P.Stage, df: Any, pipelines: _Pipelines) -> QueryResult:
     if streaming:
         from wql.spark.streaming import run_streaming
 
+        assert not isinstance(q, P.WindowJoin)  # refused on streams by the planner
         run: Any = run_streaming(q, df)
         dropped = None
     else:
@@ -538,7 +578,17 @@ def _undeclared_sources(
         q = s.query if isinstance(s, ast.CreateView) else s
         if isinstance(q, ast.Query):
             used.add(q.source.name.name.lower())
+        elif isinstance(q, ast.RankQuery):
+            used.add(_relation_table(q.source))
+        elif isinstance(q, ast.JoinQuery):
+            used |= {_relation_table(q.left.relation), _relation_table(q.right.relation)}
     return used - declared
+
+
+def _relation_table(r: ast.Relation) -> str:
+    """The lower-cased table a relation reads (a window table's table)."""
+    table = r.table if isinstance(r, ast.WindowTable) else r
+    return table.name.name.lower()
 
 
 def _external_views(providers: Sequence[Compiled]) -> dict[str, Any]:

@@ -201,6 +201,11 @@ class ErrorCode(enum.Enum):
         "a window Top-N or deduplication of another shape than Flink SQL's: PARTITION BY "
         "without the window bounds, no rn <= N bound, a rank used outside its place",
     )
+    WINDOW_JOIN = (
+        "WQL223",
+        "a window join of another shape than Flink SQL's: ON without both window bounds, "
+        "sides of different windows or of two sources, SESSION windows",
+    )
     SEMANTIC = ("WQL299", "any other meaningless text")
     NOT_NATIVE = ("WQL300", "a query forced onto the native engine where it cannot run exactly")
     UNKNOWN_ENGINE = ("WQL301", "an engine other than auto, native and operator")

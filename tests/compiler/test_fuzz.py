@@ -27,7 +27,7 @@ from wql.compiler.backends.pyspark_script import render_script
 from wql.compiler.backends.spark_sql import spark_sql_script
 from wql.compiler.explain import explain
 from wql.errors import WqlError
-from wql.grammar.ast import CreateSource
+from wql.grammar.ast import AnyQuery, CreateSource, JoinQuery, WindowTable
 from wql.grammar.formatter import format_script
 from wql.grammar.parser import parse
 
@@ -52,15 +52,26 @@ def _units(text: str) -> list[str]:
     def reads(i: int) -> list[int]:
         st = queries[i][0]
         query = getattr(st, "query", st)
-        name = query.source.name.name.lower()
-        if name not in views or views[name] >= i:
-            return []
-        return [*reads(views[name]), views[name]]
+        out: list[int] = []
+        for name in _tables(query):
+            if name in views and views[name] < i:
+                out += [j for j in [*reads(views[name]), views[name]] if j not in out]
+        return out
 
     return [
         ";\n".join([*sources, *(queries[j][1] for j in reads(i)), piece]) + ";\n"
         for i, (_, piece) in enumerate(queries)
     ]
+
+
+def _tables(query: AnyQuery) -> list[str]:
+    """The lower-cased names a query reads (a window table's table; a join's two)."""
+    if isinstance(query, JoinQuery):
+        relations = [query.left.relation, query.right.relation]
+    else:
+        relations = [query.source]
+    tables = [r.table if isinstance(r, WindowTable) else r for r in relations]
+    return [t.name.name.lower() for t in tables]
 
 
 TOKEN = re.compile(r"`(?:[^`]|``)*`|'(?:[^'\\\n]|\\.)*'|\w+|--[^\n]*|\s+|.", re.DOTALL)

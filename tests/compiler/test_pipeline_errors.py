@@ -239,3 +239,114 @@ def test_the_rank_is_valid_and_says_what_is_supported():
     )
     message = check_source(early, "r.wql")[0].message
     assert "only the default WATERMARK trigger without allowed lateness" in message
+
+
+# --------------------------------------------------------------------------- window join
+
+JOIN = """CREATE SOURCE bids (auction BIGINT, price BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);
+CREATE SOURCE people (id BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);
+
+CREATE VIEW top AS
+SELECT window_start, window_end, MAX(price) AS maxprice
+FROM bids
+GROUP BY TUMBLE(ts, INTERVAL '10' SECOND);
+
+SELECT b.auction, b.price
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+JOIN top AS t
+    ON b.window_start = t.window_start AND b.window_end = t.window_end AND b.price = t.maxprice;
+"""
+
+_ON = ("    ON b.", "    ON @b.")
+_RIGHT = ("JOIN top", "JOIN @top")  # where the right side disagrees with the left
+
+# (id, old, new (@ where the error points, or in _JOIN_AT), code)
+JOIN_CASES = [
+    ("join_without_the_window_end", "AND b.window_end = t.window_end ", "", ErrorCode.WINDOW_JOIN),
+    (
+        "join_without_window_bounds",
+        "b.window_start = t.window_start AND b.window_end = t.window_end AND ",
+        "",
+        ErrorCode.WINDOW_JOIN,
+    ),
+    ("join_bounds_in_a_disjunction", "AND b.price", "OR b.price", ErrorCode.WINDOW_JOIN),
+    (
+        "join_of_different_windows",
+        "GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)",
+        "GROUP BY HOP(ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND)",
+        ErrorCode.WINDOW_JOIN,
+    ),
+    ("join_of_two_sources", "TABLE bids,", "TABLE people,", ErrorCode.WINDOW_JOIN),
+    ("join_over_a_source", "JOIN top AS t", "JOIN @bids AS t", ErrorCode.WINDOWED),
+    (
+        "join_over_early_panes",
+        "GROUP BY TUMBLE(ts, INTERVAL '10' SECOND);",
+        "GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)\nTRIGGER COUNT(2);",
+        ErrorCode.WINDOWED,
+    ),
+    (
+        "join_over_a_session_table",
+        "FROM TABLE(TUMBLE(TABLE",
+        "FROM TABLE(@SESSION(TABLE",
+        ErrorCode.WINDOWED,
+    ),
+    (
+        "join_of_an_ambiguous_column",
+        "SELECT b.auction, b.price",
+        "SELECT b.auction, @window_start",
+        ErrorCode.UNKNOWN_NAME,
+    ),
+    ("join_of_one_alias_twice", "JOIN top AS t", "JOIN top AS b", None),
+]
+_JOIN_AT = {
+    "join_without_the_window_end": _ON,
+    "join_without_window_bounds": _ON,
+    "join_bounds_in_a_disjunction": _ON,
+    "join_of_different_windows": _RIGHT,
+    "join_of_two_sources": _RIGHT,
+    "join_over_early_panes": _RIGHT,
+    "join_of_one_alias_twice": _RIGHT,
+}
+
+
+@pytest.mark.parametrize(
+    ("case_id", "old", "new", "code"), JOIN_CASES, ids=[c[0] for c in JOIN_CASES]
+)
+def test_one_join_mistake_gives_one_error_at_its_place(case_id, old, new, code):
+    assert JOIN.count(old) == 1, case_id
+    text = JOIN.replace(old, new)
+    if case_id in _JOIN_AT:
+        more_old, more_new = _JOIN_AT[case_id]
+        text = text.replace(more_old, more_new)
+    assert text.count("@") == 1, case_id
+    at = text.index("@")
+    text = text[:at] + text[at + 1 :]
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    errors = check_source(text, "j.wql")
+    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
+    assert code is None or errors[0].code is code, errors[0].message
+
+
+def test_the_join_is_valid_and_says_what_is_supported():
+    assert check_source(JOIN, "j.wql") == []
+
+    def message(old: str, new: str) -> str:
+        return check_source(JOIN.replace(old, new), "j.wql")[0].message
+
+    assert "ON needs b.window_start = t.window_start AND b.window_end = t.window_end" in message(
+        "b.window_start = t.window_start AND b.window_end = t.window_end AND ", ""
+    )
+    assert "joins the same windows on both sides" in message(
+        "'10' SECOND);\n\n", "'20' SECOND);\n\n"
+    )
+    assert "two sources have two watermarks" in message("TABLE bids,", "TABLE people,")
+    # a join view is final: another query cannot read it (yet)
+    view = JOIN.replace("SELECT b.auction", "CREATE VIEW j AS\nSELECT b.auction") + (
+        "SELECT auction, COUNT(*) AS n FROM j GROUP BY auction, TUMBLE(ts, INTERVAL '1' MINUTE);\n"
+    )
+    errors = check_source(view, "j.wql")
+    assert len(errors) == 1 and errors[0].code is ErrorCode.PIPELINE
+    assert "is a window join, whose rows another query cannot read" in errors[0].message

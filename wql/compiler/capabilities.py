@@ -133,6 +133,11 @@ NATIVE = Capabilities(
             "batch aggregation would still count",
         ),
         (
+            "join_arrival_order",
+            "replaying rows out of event-time order makes some rows late (a window that "
+            "has joined drops them), which Spark's join would still join",
+        ),
+        (
             "operator_view",
             "the view runs on the operator engine; only the output of a native view is "
             "every window's one ON_TIME row, none of which is late downstream",

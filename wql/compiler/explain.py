@@ -45,30 +45,33 @@ def explain(program: P.Program) -> str:
     """The explain text of a whole program: its dataflow when a query reads a view,
     then the queries in file order."""
     parts = [explain_query(q, program) for q in program.queries]
-    if any(q.source.view is not None for q in program.queries):
+    if any(s.view is not None for q in program.queries for s in P.inputs_of(q)):
         parts.insert(0, dataflow(program))
     return "\n\n".join(parts) + "\n"
 
 
 def dataflow(program: P.Program) -> str:
-    """The program as a DAG: one line per query, from its input to it, with its engine."""
-    lines = ["dataflow (each query's input -> the query [engine])"]
+    """The program as a DAG: one line per query, from its inputs to it, with its engine."""
+    lines = ["dataflow (each query's inputs -> the query [engine])"]
     external = {v.name.lower() for v in program.views}
+
+    def origin(s: P.SourceRef) -> str:
+        if s.view is None:
+            return f"source {s.name}"
+        return f"{s.view} (another file)" if s.view.lower() in external else s.view
+
     for q in program.queries:
-        if q.source.view is None:
-            origin = f"source {q.source.name}"
-        elif q.source.view.lower() in external:
-            origin = f"{q.source.view} (another file)"
-        else:
-            origin = q.source.view
         engine = q.engine.engine if q.engine else "not planned"
-        lines.append(f"  {origin} -> {q.name} [{engine}]")
+        inputs = ", ".join(origin(s) for s in P.inputs_of(q))
+        lines.append(f"  {inputs} -> {q.name} [{engine}]")
     return "\n".join(lines)
 
 
 def explain_query(q: P.Stage, program: P.Program | None = None) -> str:
     if isinstance(q, P.WindowRank):
         return explain_rank(q, program)
+    if isinstance(q, P.WindowJoin):
+        return explain_join(q, program)
     lines = _header(q)
     add = lines.append
 
@@ -136,7 +139,7 @@ def _header(q: P.Stage) -> list[str]:
     return [f"query {q.name}  [engine: {engine}{stream}]"]
 
 
-def _input(q: P.Stage, program: P.Program | None) -> list[str]:
+def _input(q: P.OperatorStage, program: P.Program | None) -> list[str]:
     return _view_input(q, program) if q.source.view is not None else _source_input(q.source)
 
 
@@ -149,6 +152,40 @@ def _output_and_engine(q: P.Stage) -> list[str]:
         lines.append(f"  engine: {q.engine.engine}{forced}{stream}")
         lines += [f"    - {r.text}" for r in q.engine.reasons]
     return lines
+
+
+def explain_join(q: P.WindowJoin, program: P.Program | None = None) -> str:
+    """A window join (Flink SQL's window join), as ``wql explain`` shows it."""
+    lines = _header(q)
+    add = lines.append
+    left, right = q.sides
+    add(
+        f"  window join: {q.kind.value} JOIN of {left.qualifier} and {right.qualifier}, each "
+        "window once, when the watermark passes its end"
+    )
+    for side in q.sides:
+        cols = ", ".join(f"{c.name} {c.type}" for c in side.columns)
+        if side.window is not None:
+            what = "view" if side.source.view else "source"
+            add(
+                f"  {side.qualifier}: window table {window_text(side.window)} over {what} "
+                f"{side.source.name} ({cols})"
+            )
+        else:
+            add(f"  {side.qualifier}: view {side.source.name} ({cols})")
+            add(f"    windows: {window_text(side.windows)} ({side.bounds[0]}, {side.bounds[1]})")
+        if program is not None and side.source.view is not None:
+            chain = " -> ".join(p.name for p in program.pipeline(program.view(side.source.view)))
+            add(f"    pipeline: source {program.root_source(q).name} -> {chain}")
+    add("  joined:")
+    for side in q.sides:
+        for n, c in zip(side.internal, side.columns, strict=True):
+            add(f"    {n} {c.type} = {side.qualifier}.{c.name}")
+    add(f"  on: {q.on.sql}")
+    add(f"  where: {q.where.sql}" if q.where is not None else "  where: none")
+    add("  late rows: a row of a window that has joined already is dropped and counted")
+    lines.extend(_output_and_engine(q))
+    return "\n".join(lines)
 
 
 def explain_rank(q: P.WindowRank, program: P.Program | None = None) -> str:
@@ -211,7 +248,7 @@ def _source_input(src: P.SourceRef) -> list[str]:
     return lines
 
 
-def _view_input(q: P.Stage, program: P.Program | None) -> list[str]:
+def _view_input(q: P.OperatorStage, program: P.Program | None) -> list[str]:
     src = q.source
     cols = ", ".join(f"{c.name} {c.type}" for c in src.columns)
     lines = [f"  view {src.name} ({cols})"]

@@ -1097,8 +1097,105 @@ class WindowRank:
         return self.source.event_time
 
 
+# ---------------------------------------------------------------------------
+# Window join
+
+
+class JoinKind(enum.Enum):
+    INNER = "INNER"
+    LEFT = "LEFT"
+    RIGHT = "RIGHT"
+    FULL = "FULL"
+
+
+@dataclass(frozen=True)
+class JoinSide:
+    """One input of a window join: a windowed relation under a qualifier.
+
+    ``source`` is the table read (a view, or the window table function's
+    table); ``window`` the window table function's window (None: a view);
+    ``windows`` the windows the side's rows are in (the window table's, or the
+    view's own); ``columns`` the side's relation; ``bounds`` its window_start
+    and window_end columns; ``internal`` each column's name in the joined
+    relation (``__wql_l<i>`` / ``__wql_r<i>``).
+    """
+
+    qualifier: str
+    source: SourceRef
+    window: Window | None
+    windows: Window
+    columns: tuple[Column, ...]
+    bounds: tuple[str, str]
+    internal: tuple[str, ...]
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    def internal_name(self, column: str) -> str:
+        low = column.lower()
+        i = next(i for i, c in enumerate(self.columns) if c.name.lower() == low)
+        return self.internal[i]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowJoin:
+    """A window join (Flink SQL's ``WindowJoinOperator``), fully resolved.
+
+    Both sides are windowed relations of the same windows and the same source
+    (one watermark). Each window of each key joins once, when the watermark
+    passes its end; a row of a window that has fired already is late:
+    dropped and counted (only a window table over a source replayed out of
+    event-time order has such rows). ``on`` is the whole ON condition
+    (window bounds, keys and the rest) and ``where`` the WHERE, both over the
+    *joined relation*: every column of both sides under its internal name;
+    ``output`` reads it too.
+    """
+
+    name: str
+    left: JoinSide
+    right: JoinSide
+    kind: JoinKind
+    on: Expr
+    where: Expr | None
+    output: tuple[OutputColumn, ...]
+    engine: EngineChoice | None = None
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    late_output = None
+    late_schema = None
+    allowed_lateness_ms = 0
+
+    def __post_init__(self) -> None:
+        out = [c.name.lower() for c in self.output]
+        if len(set(out)) != len(out):
+            _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
+
+    @property
+    def sides(self) -> tuple[JoinSide, JoinSide]:
+        return (self.left, self.right)
+
+    @property
+    def joined_schema(self) -> tuple[Column, ...]:
+        return tuple(
+            Column(n, c.type)
+            for side in self.sides
+            for n, c in zip(side.internal, side.columns, strict=True)
+        )
+
+    @property
+    def output_schema(self) -> tuple[Column, ...]:
+        return tuple(Column(c.name, c.type, c.span) for c in self.output)
+
+
 #: A stage of a program: what a query of any kind compiles to.
-Stage = Query | WindowRank
+Stage = Query | WindowRank | WindowJoin
+#: A stage one operator runs (per key partition, over one input).
+OperatorStage = Query | WindowRank
+
+
+def inputs_of(q: Stage) -> tuple[SourceRef, ...]:
+    """What a stage reads: its source or view, or both sides' (a join)."""
+    if isinstance(q, WindowJoin):
+        return (q.left.source, q.right.source)
+    return (q.source,)
 
 
 @dataclass(frozen=True)
@@ -1145,21 +1242,42 @@ class Program:
                 return q
         raise KeyError(name)
 
+    def upstreams(self, q: Stage) -> tuple[Stage, ...]:
+        """The views ``q`` reads (none when it reads sources only)."""
+        return tuple(self.view(s.view) for s in inputs_of(q) if s.view is not None)
+
     def upstream(self, q: Stage) -> Stage | None:
-        """The view ``q`` reads (None when it reads a source)."""
-        return self.view(q.source.view) if q.source.view is not None else None
+        """The view a single-input ``q`` reads (None when it reads a source)."""
+        ups = self.upstreams(q)
+        return ups[0] if ups else None
 
     def pipeline(self, q: Stage) -> tuple[Stage, ...]:
-        """The chain of queries from the one reading a source to ``q`` (``q`` last)."""
-        chain = [q]
-        while (up := self.upstream(chain[-1])) is not None:
-            chain.append(up)
-        return tuple(reversed(chain))
+        """Every query ``q`` depends on, upstream first, ``q`` last (a chain, or the DAG
+        of a join's inputs)."""
+        out: list[Stage] = []
+
+        def visit(stage: Stage) -> None:
+            for up in self.upstreams(stage):
+                visit(up)
+            if all(s.name != stage.name for s in out):
+                out.append(stage)
+
+        visit(q)
+        return tuple(out)
 
     def readers(self, q: Stage) -> tuple[Stage, ...]:
         """This file's queries that read ``q``."""
-        return tuple(r for r in self.queries if r.source.view == q.name)
+        return tuple(r for r in self.queries if any(s.view == q.name for s in inputs_of(r)))
+
+    def root_sources(self, q: Stage) -> tuple[SourceRef, ...]:
+        """The sources ``q``'s pipeline starts from (one for a chain), in reading order."""
+        roots: dict[str, SourceRef] = {}
+        for stage in self.pipeline(q):
+            for s in inputs_of(stage):
+                if s.view is None:
+                    roots.setdefault(s.name.lower(), s)
+        return tuple(roots.values())
 
     def root_source(self, q: Stage) -> SourceRef:
-        """The source at the start of ``q``'s pipeline (``q``'s own when it reads one)."""
-        return self.pipeline(q)[0].source
+        """The source ``q``'s pipeline starts from (the binder allows one per pipeline)."""
+        return self.root_sources(q)[0]

@@ -60,9 +60,12 @@ def choose_engines(
     for q in program.queries:
         try:
             stream = is_stream(program.root_source(q), streaming)
-            upstream = planned.get(q.source.view.lower()) if q.source.view else None
-            if upstream is not None and stream:
-                raise _streaming_pipeline(q)
+            views = [s for s in P.inputs_of(q) if s.view is not None]
+            if views and stream:
+                raise _streaming_pipeline(q, views[0])
+            if isinstance(q, P.WindowJoin) and stream:
+                raise _streaming_join(q)
+            upstream = planned.get(views[0].view.lower()) if views and views[0].view else None
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
             planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
             queries.append(q)
@@ -82,15 +85,28 @@ def is_stream(source: P.SourceRef, streaming: Streaming) -> bool:
     return source.name.lower() in {name.lower() for name in streaming}
 
 
-def _streaming_pipeline(q: P.Stage) -> WqlUnsupportedError:
+def _streaming_pipeline(q: P.Stage, view: P.SourceRef) -> WqlUnsupportedError:
     """A query over a view, on a stream: refused, with the reason (docs/streaming.md)."""
     return WqlUnsupportedError(
-        f"query {q.name!r} reads view {q.source.view!r}, and pipelines do not run on streams: "
+        f"query {q.name!r} reads view {view.view!r}, and pipelines do not run on streams: "
         "a Spark stateful operator downstream of another sees only the micro-batch's new "
         "watermark, not the one before it, so the rows the view fires at a watermark rise "
         "cannot be placed before that rise as Flink places them",
-        q.source.span,
+        view.span,
         hint="run the pipeline in batch, or stream the view and read its output as a source",
+        code=ErrorCode.UNSUPPORTED,
+    )
+
+
+def _streaming_join(q: P.WindowJoin) -> WqlUnsupportedError:
+    """A window join on a stream: refused, with the reason (docs/streaming.md)."""
+    return WqlUnsupportedError(
+        f"query {q.name!r} is a window join, and window joins do not run on streams: WQL's "
+        "streaming host runs one single-input stateful operator per query, and Spark's "
+        "stream-stream join emits matches as rows arrive (not once per window when the "
+        "watermark passes its end) and drops rows behind its watermark without counting them",
+        q.span,
+        hint="run the join in batch",
         code=ErrorCode.UNSUPPORTED,
     )
 
@@ -110,6 +126,8 @@ def choose_engine(
     caps = caps if caps is not None else native_capabilities(streaming)
     if isinstance(q, P.WindowRank):
         blockers = rank_blockers(q, caps, upstream)
+    elif isinstance(q, P.WindowJoin):
+        blockers = join_blockers(q, caps)
     else:
         blockers = native_blockers(q, caps, upstream)
     where = " on a stream" if caps.streaming else ""
@@ -137,6 +155,15 @@ def choose_engine(
 
 
 def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
+    if isinstance(q, P.WindowJoin):
+        return (
+            P.Reason(
+                "window join of final window rows (views of window aggregates, window tables "
+                "replayed in event-time order): no row is late for it, so Spark's join of the "
+                "two sides' windows gives identical rows",
+                q.span,
+            ),
+        )
     if isinstance(q, P.WindowRank):
         what = f"view {q.source.view}" if q.window is None else "a window table"
         return (
@@ -274,6 +301,31 @@ def rank_blockers(
             need(f"FROM {q.source.view}", q.source.span, "rank_view_keys")
     elif q.source.arrival_order is not None:
         need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
+    return out
+
+
+def join_blockers(q: P.WindowJoin, caps: Capabilities = NATIVE) -> list[P.Reason]:
+    """Every reason the window join ``q`` needs the operator engine.
+
+    A window join is Spark's join of both sides' rows of each window on both
+    engines; only rows that come behind the watermark (late: dropped and
+    counted) need the operator engine's replay, and only a window table over
+    a source replayed out of event-time order (``arrival_order``) has them:
+    a view's rows are final ON_TIME rows, which reach the join before the
+    watermark passes their window.
+    """
+    out: list[P.Reason] = []
+    for side in q.sides:
+        src = side.source
+        if side.window is not None and src.view is None and src.arrival_order is not None:
+            why = caps.reason("join_arrival_order")
+            out.append(
+                P.Reason(
+                    f"needs the operator engine: {why}",
+                    src.span,
+                    f"arrival_order = '{src.arrival_order}'",
+                )
+            )
     return out
 
 

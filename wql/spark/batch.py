@@ -103,7 +103,7 @@ class OperatorRun:
     and ``dropped`` by reason (replay and runtime reasons together).
     """
 
-    query: P.Stage
+    query: P.OperatorStage
     result: DataFrame
     late: DataFrame | None
     dropped: DataFrame
@@ -126,7 +126,7 @@ class OperatorRun:
 
 
 def run_operator(
-    query: P.Stage,
+    query: P.OperatorStage,
     source: DataFrame,
     *,
     operator_plan: OperatorPlan | None = None,
@@ -153,7 +153,9 @@ def run_operator(
         raise
 
 
-def run_view_stage(query: P.Stage, upstream: OperatorRun, *, tag: bool = False) -> OperatorRun:
+def run_view_stage(
+    query: P.OperatorStage, upstream: OperatorRun, *, tag: bool = False
+) -> OperatorRun:
     """Run ``query``, which reads the view ``upstream`` ran, on the operator engine.
 
     ``upstream`` is a pipeline stage's run (``placed`` rows and ``clock``):
@@ -172,7 +174,7 @@ def run_view_stage(query: P.Stage, upstream: OperatorRun, *, tag: bool = False) 
     return _execute(query, op, staged, key_cols, task, rows, no_rows, rows, None, upstream.clock)
 
 
-def replay_spec(query: P.Stage, op: OperatorPlan) -> R.ReplaySpec:
+def replay_spec(query: P.OperatorStage, op: OperatorPlan) -> R.ReplaySpec:
     """How ``query``'s source is replayed for the operator ``op`` (clocks and order)."""
     et = query.source.event_time
     spec = R.ReplaySpec(
@@ -192,7 +194,7 @@ def replay_spec(query: P.Stage, op: OperatorPlan) -> R.ReplaySpec:
     return spec
 
 
-def _trigger_span(query: P.Stage) -> Any:
+def _trigger_span(query: P.OperatorStage) -> Any:
     """Where the trigger of ``query`` is written, else the query."""
     trigger = getattr(query, "trigger", None)
     return trigger.span if trigger is not None else query.span
@@ -230,7 +232,9 @@ def operator_partitions(spark: Any, rows: int | None = None) -> int:
     return max(1, min(R.shuffle_partitions(spark), 2 * cores))
 
 
-def stage(query: P.Stage, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFrame, list[str]]:
+def stage(
+    query: P.OperatorStage, op: OperatorPlan, replayed: R.Replay
+) -> tuple[DataFrame, list[str]]:
     """The rows the operators see, and the names of their key columns.
 
     ``WHERE`` applied; keys as ``__wql_k<i>``, the operator's input values as
@@ -239,7 +243,9 @@ def stage(query: P.Stage, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
 
 
-def stage_view(query: P.Stage, op: OperatorPlan, placed: DataFrame) -> tuple[DataFrame, list[str]]:
+def stage_view(
+    query: P.OperatorStage, op: OperatorPlan, placed: DataFrame
+) -> tuple[DataFrame, list[str]]:
     """:func:`stage` for a query over a view: its rows with their steps and ranks.
 
     The event time is the view's event-time column in ms; the watermark each
@@ -251,7 +257,7 @@ def stage_view(query: P.Stage, op: OperatorPlan, placed: DataFrame) -> tuple[Dat
 
 
 def _staged(
-    query: P.Stage, op: OperatorPlan, df: DataFrame, *replay: str | Column
+    query: P.OperatorStage, op: OperatorPlan, df: DataFrame, *replay: str | Column
 ) -> tuple[DataFrame, list[str]]:
     if query.filter is not None:
         df = df.where(F.expr(query.filter.sql))
@@ -266,7 +272,7 @@ def _staged(
 
 
 def partition_task(
-    query: P.Stage,
+    query: P.OperatorStage,
     op: OperatorPlan,
     spec: R.ReplaySpec | None,
     replayed: R.Replay | None,
@@ -331,7 +337,7 @@ def pipeline_clock(replayed: R.Replay, spec: R.ReplaySpec) -> GlobalClock:
 
 
 def _run(
-    query: P.Stage,
+    query: P.OperatorStage,
     op: OperatorPlan,
     spec: R.ReplaySpec,
     replayed: R.Replay,
@@ -359,7 +365,7 @@ def _run(
 
 
 def _execute(
-    query: P.Stage,
+    query: P.OperatorStage,
     op: OperatorPlan,
     staged: DataFrame,
     key_cols: list[str],
@@ -435,7 +441,7 @@ def _ranked(fired: DataFrame, n_keys: int) -> DataFrame:
     return fired.withColumn(RANK, (F.row_number().over(w) - 1).cast("bigint"))
 
 
-def _dropped_schema(query: P.Stage) -> ST.StructType:
+def _dropped_schema(query: P.OperatorStage) -> ST.StructType:
     """A query's input columns and ``reason``: the shape of :attr:`OperatorRun.dropped`."""
     fields = [ST.StructField(c.name, _spark_type(c.type)) for c in query.source.columns]
     return ST.StructType([*fields, ST.StructField("reason", ST.StringType())])
@@ -729,7 +735,7 @@ def _coerce(v: Any, t: WqlType) -> Any:
 
 
 def _output_schema(
-    query: P.Stage, op: OperatorPlan
+    query: P.OperatorStage, op: OperatorPlan
 ) -> tuple[ST.StructType, pa.Schema, tuple[WqlType, ...], tuple[WqlType, ...]]:
     """The tagged stream's schema, in Spark and in Arrow (every batch must match it)."""
     columns: list[tuple[str, WqlType]] = [(KIND, T.STRING)]
@@ -761,7 +767,7 @@ def _quote(name: str) -> str:
 
 
 def _post_aggregation(
-    query: P.Stage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
+    query: P.OperatorStage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
 ) -> DataFrame:
     """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema).
 
@@ -814,7 +820,7 @@ def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:
     return out
 
 
-def _late_output(query: P.Stage, op: OperatorPlan, rows: DataFrame) -> DataFrame:
+def _late_output(query: P.OperatorStage, op: OperatorPlan, rows: DataFrame) -> DataFrame:
     cols = [
         F.col(f"__wql_l{j}").alias(name)
         for j, (name, _) in enumerate(op.late_columns)

@@ -109,7 +109,7 @@ _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
 
 
-def spark_watermark_delay_ms(query: P.Stage) -> int:
+def spark_watermark_delay_ms(query: P.OperatorStage) -> int:
     """The ``withWatermark`` delay that makes Spark's watermark equal WQL's.
 
     Spark: ``max event time - delay``; WQL (Flink): ``max event time - delay - 1``.
@@ -146,7 +146,7 @@ class StreamingRun:
     rows: a JSON object under ``__wql_counters``.
     """
 
-    query: P.Stage
+    query: P.OperatorStage
     operator: OperatorPlan
     tagged: DataFrame
     result: DataFrame
@@ -158,7 +158,7 @@ class StreamingRun:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
 
 
-def run_streaming(query: P.Stage, source: DataFrame) -> StreamingRun:
+def run_streaming(query: P.OperatorStage, source: DataFrame) -> StreamingRun:
     """Build the streaming operator pipeline of ``query`` over the streaming ``source``.
 
     ``source`` has the source relation's columns (names as declared). Nothing

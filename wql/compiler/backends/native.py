@@ -296,24 +296,7 @@ def lower_rank(
     if stage.window is not None:
         et = stage.source.event_time
         assert et is not None  # a window table has event time (the binder)
-        first = (
-            Item(event_time_sql(et.column, event_time_type), TS),
-            Item("INPUT_FILE_NAME()", FILE),
-            Item("MONOTONICALLY_INCREASING_ID()", ROW_ID),
-        )
-        steps.append(Project(first))
-        if stage.filter is not None:
-            steps.append(Filter(f"({stage.filter.sql})"))
-        steps.append(Filter(f"{TS} IS NOT NULL"))
-        steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
-        steps.append(Watermark(ET, et.delay_ms))
-        steps.extend(_assign_windows(stage.window))
-        bounds = (
-            Item(f"{WIN}.start", "window_start"),
-            Item(f"{WIN}.`end`", "window_end"),
-            Item(f"TIMESTAMP_MILLIS(UNIX_MILLIS({WIN}.`end`) - 1)", "window_time"),
-        )
-        steps.append(Project(bounds))
+        steps += window_table_steps(stage.window, et, event_time_type, stage.filter, order=True)
         ties = [TS, FILE, ROW_ID]
     else:
         if stage.filter is not None:
@@ -336,6 +319,109 @@ def lower_rank(
     out = tuple(Item(_cast(c.expr.sql, c.type), c.name) for c in stage.output)
     steps.append(Project(out, keep=False))
     return NativeProgram(stage.name, stage.source.name, tuple(steps), stage.output_schema)
+
+
+def window_table_steps(
+    window: P.Window,
+    event_time: P.EventTime,
+    event_time_type: WqlType | None = None,
+    where: P.Expr | None = None,
+    *,
+    order: bool = False,
+) -> list[Step]:
+    """A window table function's rows: every row (passing ``where``) in each of its windows,
+    with ``window_start``, ``window_end`` and ``window_time``; rows without event time
+    are left out (counted by the caller). ``order``: keep the replay order's columns
+    (event time ``__wql_ts``, input file and position) for ties."""
+    first = [Item(event_time_sql(event_time.column, event_time_type), TS)]
+    if order:
+        first += [Item("INPUT_FILE_NAME()", FILE), Item("MONOTONICALLY_INCREASING_ID()", ROW_ID)]
+    steps: list[Step] = [Project(tuple(first))]
+    if where is not None:
+        steps.append(Filter(f"({where.sql})"))
+    steps.append(Filter(f"{TS} IS NOT NULL"))
+    steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
+    steps.append(Watermark(ET, event_time.delay_ms))
+    steps.extend(_assign_windows(window))
+    bounds = (
+        Item(f"{WIN}.start", "window_start"),
+        Item(f"{WIN}.`end`", "window_end"),
+        Item(f"TIMESTAMP_MILLIS(UNIX_MILLIS({WIN}.`end`) - 1)", "window_time"),
+    )
+    steps.append(Project(bounds))
+    return steps
+
+
+def join_side_steps(side: P.JoinSide, event_time_type: WqlType | None = None) -> tuple[Step, ...]:
+    """A window join side's rows under their internal names (a window table's windows
+    assigned first)."""
+    steps: list[Step] = []
+    if side.window is not None:
+        et = side.source.event_time
+        assert et is not None  # a window table has event time (the binder)
+        steps += window_table_steps(side.window, et, event_time_type)
+    named = tuple(Item(_q(c.name), n) for n, c in zip(side.internal, side.columns, strict=True))
+    steps.append(Project(named, keep=False))
+    return tuple(steps)
+
+
+#: How each join kind reads in Spark's DataFrame API and SQL.
+JOIN_HOW = {
+    P.JoinKind.INNER: ("inner", "JOIN"),
+    P.JoinKind.LEFT: ("left", "LEFT JOIN"),
+    P.JoinKind.RIGHT: ("right", "RIGHT JOIN"),
+    P.JoinKind.FULL: ("full", "FULL OUTER JOIN"),
+}
+
+
+def build_native_join(join: P.WindowJoin, left, right, *, sides_done: bool = False):
+    """A window join of the two sides' DataFrames (``sides_done``: already under their
+    internal names, e.g. after the operator host's late filter)."""
+    from pyspark.sql import functions as F
+
+    if not sides_done:
+        left = run_steps(join_side_steps(join.left, _side_type(left, join.left)), left)
+        right = run_steps(join_side_steps(join.right, _side_type(right, join.right)), right)
+    df = left.join(right, F.expr(join.on.sql), JOIN_HOW[join.kind][0])
+    if join.where is not None:
+        df = df.where(F.expr(join.where.sql))
+    return run_steps((join_output(join),), df)
+
+
+def join_output(join: P.WindowJoin) -> Project:
+    """The join's SELECT list over the joined sides (cast to the output types)."""
+    return Project(tuple(Item(_cast(c.expr.sql, c.type), c.name) for c in join.output), keep=False)
+
+
+def join_to_spark_sql(join: P.WindowJoin, pretty: bool = True) -> str:
+    """The window join as one Spark SQL statement over temp views named like its sides'
+    tables."""
+    sides = [
+        program_to_sql(NativeProgram(join.name, s.source.name, join_side_steps(s), ()), False)
+        for s in join.sides
+    ]
+    out = ", ".join(f"{_cast(c.expr.sql, c.type)} AS {_q(c.name)}" for c in join.output)
+    sql = (
+        f"SELECT {out} FROM ({sides[0]}) AS __wql_left {JOIN_HOW[join.kind][1]} "
+        f"({sides[1]}) AS __wql_right ON {join.on.sql}"
+    )
+    if join.where is not None:
+        sql += f" WHERE {join.where.sql}"
+    with recursion_headroom():
+        return sqlglot.transpile(sql, read=DIALECT, write=DIALECT, pretty=pretty)[0]
+
+
+def _side_type(df, side: P.JoinSide) -> WqlType | None:
+    """The type of a window table side's event-time column in ``df``."""
+    from wql.compiler.types import from_spark
+
+    et = side.source.event_time
+    if side.window is None or et is None or side.source.view is not None:
+        return None
+    for f in df.schema.fields:
+        if f.name.lower() == et.column.lower():
+            return from_spark(f.dataType, column=f.name)
+    return None
 
 
 def _check_rank(stage: P.WindowRank, caps: Capabilities) -> None:
@@ -449,7 +535,7 @@ DISPATCH = {"window": _assign_windows}
 # Target 1: DataFrame
 
 
-def build_native(query: P.Stage, df):
+def build_native(query: P.OperatorStage, df):
     """``query`` over the source DataFrame ``df`` as Spark DataFrame operations.
 
     A streaming ``df`` is checked against
@@ -466,7 +552,7 @@ def build_native(query: P.Stage, df):
 
 
 def lower_stage(
-    stage: P.Stage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+    stage: P.OperatorStage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> NativeProgram:
     """:func:`lower` or :func:`lower_rank`, by the stage's kind."""
     if isinstance(stage, P.WindowRank):
@@ -496,7 +582,7 @@ def run_steps(steps: Sequence[Step], df):
     return df
 
 
-def _column_type(df, query: P.Stage) -> WqlType | None:
+def _column_type(df, query: P.OperatorStage) -> WqlType | None:
     from wql.compiler.types import from_spark
 
     et = query.source.event_time
@@ -515,7 +601,7 @@ def _column_type(df, query: P.Stage) -> WqlType | None:
 
 
 def drop_conditions(
-    query: P.Stage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+    query: P.OperatorStage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> tuple[tuple[str, str], ...]:
     """``(reason, condition)`` pairs: Spark SQL over the source row, true for the rows
     the native query does not window.
@@ -546,10 +632,21 @@ def drop_conditions(
 
 
 def dropped_rows(query: P.Stage, df, caps: Capabilities = NATIVE):
-    """The rows of ``df`` the native query does not window, with a ``reason`` column."""
+    """The rows of ``df`` the native query does not window, with a ``reason`` column
+    (a join: of its first window table side over a source; ``df`` is the sides' pair)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
+
+    if isinstance(query, P.WindowJoin):
+        for side, side_df in zip(query.sides, df, strict=True):
+            et = side.source.event_time
+            if side.window is not None and side.source.view is None and et is not None:
+                ts = event_time_sql(et.column, _side_type(side_df, side))
+                return side_df.where(F.expr(f"{ts} IS NULL")).select(
+                    "*", F.lit(REASON_NULL_EVENT_TIME).alias("reason")
+                )
+        return df[0].where(F.lit(False)).select("*", F.lit(None).cast("string").alias("reason"))
 
     parts = [
         df.where(F.expr(cond)).select("*", F.lit(reason).alias("reason"))
@@ -579,10 +676,13 @@ def filtered_count(query: P.Query, df, caps: Capabilities = NATIVE) -> int:
 
 
 def native_counters(stage: P.Stage, df) -> dict:
-    """A native query's counters over its input ``df`` (the operator engine's identity:
-    ``rows_in = rows_fired + late_rows + rows_filtered + sum(dropped)``)."""
+    """A native query's counters over its input ``df`` (a join's: its sides' pair) (the
+    operator engine's identity: ``rows_in = rows_fired + late_rows + rows_filtered +
+    sum(dropped)``)."""
     if isinstance(stage, P.WindowRank):
         return _rank_counters(stage, df)
+    if isinstance(stage, P.WindowJoin):
+        return _join_counters(stage, df)
     rows_in = df.count()
     dropped = drop_counts(stage, df)
     filtered = filtered_count(stage, df)
@@ -592,6 +692,29 @@ def native_counters(stage: P.Stage, df) -> dict:
         "rows_filtered": filtered,
         # native windows fire every window with rows (WATERMARK trigger)
         "rows_fired": rows_in - filtered - sum(dropped.values()),
+        "dropped": dropped,
+    }
+
+
+def _join_counters(join: P.WindowJoin, dfs) -> dict:
+    """A native join's counters: every row of both sides joins its windows, but for a
+    window table's rows without event time."""
+    from pyspark.sql import functions as F
+
+    rows_in = 0
+    null = 0
+    for side, df in zip(join.sides, dfs, strict=True):
+        rows_in += df.count()
+        et = side.source.event_time
+        if side.window is not None and et is not None:
+            ts = event_time_sql(et.column, _side_type(df, side))
+            null += int(df.where(F.expr(f"{ts} IS NULL")).count())
+    dropped = {REASON_NULL_EVENT_TIME: null} if null else {}
+    return {
+        "rows_in": rows_in,
+        "late_rows": 0,
+        "rows_filtered": 0,
+        "rows_fired": rows_in - null,
         "dropped": dropped,
     }
 
@@ -658,9 +781,10 @@ def to_spark_sql(
     It runs unchanged in ``spark.sql`` given a temp view named like the
     source. Built as sqlglot AST nodes and printed with the Spark dialect.
     """
-    program = lower_stage(query, event_time_type)
     try:
-        return program_to_sql(program, pretty=pretty)
+        if isinstance(query, P.WindowJoin):
+            return join_to_spark_sql(query, pretty)
+        return program_to_sql(lower_stage(query, event_time_type), pretty=pretty)
     except (SqlglotError, RecursionError) as e:
         # sqlglot's boundary: a failure to print is reported at the query
         raise WqlUnsupportedError(

@@ -75,7 +75,7 @@ class OperatorPlan:
         domains: time domains used by the window and the trigger tree.
     """
 
-    query: P.Stage
+    query: P.OperatorStage
     config: OperatorConfig | RankConfig
     keys: tuple[P.KeyColumn, ...]
     values: tuple[ValueColumn, ...]
@@ -212,7 +212,7 @@ def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPla
     )
 
 
-def build_stage(stage: P.Stage, *, tag_firings: bool = False) -> OperatorPlan:
+def build_stage(stage: P.OperatorStage, *, tag_firings: bool = False) -> OperatorPlan:
     """:func:`build_operator` or :func:`build_rank`, by the stage's kind."""
     if isinstance(stage, P.WindowRank):
         return build_rank(stage, tag_firings=tag_firings)

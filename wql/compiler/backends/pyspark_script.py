@@ -212,6 +212,8 @@ def _query_function(q: P.Stage, functions: dict[str, str]) -> list[str]:
     if engine == "operator":
         lines.append(f"{INDENT}return run_with_wql(spark, sources, {q.name!r})")
         return lines
+    if isinstance(q, P.WindowJoin):
+        return lines + [INDENT + line for line in _join_lines(q, functions)]
     program = native.lower_stage(q)
     if q.source.view is not None:
         # a native query over a view reads the view's (native) result
@@ -220,6 +222,24 @@ def _query_function(q: P.Stage, functions: dict[str, str]) -> list[str]:
         lines.append(f"{INDENT}df = sources[{q.source.name!r}]")
     lines += [INDENT + line for line in steps_to_python(program.steps)]
     lines.append(f"{INDENT}return df")
+    return lines
+
+
+def _join_lines(join: P.WindowJoin, functions: dict[str, str]) -> list[str]:
+    """A native window join: each side's rows under their internal names, joined."""
+    lines: list[str] = []
+    for var, side in (("left", join.left), ("right", join.right)):
+        if side.source.view is not None:
+            lines.append(f"{var} = {functions[side.source.view]}(spark, sources)")
+        else:
+            lines.append(f"{var} = sources[{side.source.name!r}]")
+        lines += steps_to_python(native.join_side_steps(side), var=var)
+    how = native.JOIN_HOW[join.kind][0]
+    lines.append(f"df = left.join(right, F.expr({join.on.sql!r}), {how!r})")
+    if join.where is not None:
+        lines.append(f"df = df.where(F.expr({join.where.sql!r}))")
+    lines += steps_to_python((native.join_output(join),))
+    lines.append("return df")
     return lines
 
 
@@ -264,10 +284,26 @@ def _drops_function(program: P.Program) -> list[str]:
         "NOT_WINDOWED = {",
     ]
     for q in program.queries:
-        if _engine(q) != "native" or q.source.view is not None:
+        if _engine(q) != "native":
+            continue
+        if isinstance(q, P.WindowJoin):
+            # a window table over a source leaves out its rows without event time
+            drops = [
+                (
+                    s.source.name,
+                    native.REASON_NULL_EVENT_TIME,
+                    f"{native.event_time_sql(et.column, None)} IS NULL",
+                )
+                for s in q.sides
+                if s.window is not None
+                and s.source.view is None
+                and (et := s.source.event_time) is not None
+            ]
+        elif q.source.view is not None:
             continue  # a view's rows are all windowed: they carry its window_time
-        conds = native.drop_conditions(q)
-        items = ", ".join(f"({q.source.name!r}, {r!r}, {c!r})" for r, c in conds)
+        else:
+            drops = [(q.source.name, r, c) for r, c in native.drop_conditions(q)]
+        items = ", ".join(f"({name!r}, {r!r}, {c!r})" for name, r, c in drops)
         lines.append(f"{INDENT}{q.name!r}: [{items}],")
     lines.append("}")
     return lines

@@ -47,7 +47,7 @@ def spark_sql_script(program: P.Program, filename: str | None = None) -> str:
     """Every native query as a ``;``-terminated statement, operator queries as comments."""
     # Names, the file name and reasons are the user's text: every comment
     # goes through sql_comment, so that none can end its line and start a statement.
-    views = sorted({q.source.name for q in program.queries if q.source.view is None})
+    views = sorted({s.name for q in program.queries for s in P.inputs_of(q) if s.view is None})
     lines = [
         "-- "
         + sql_comment(

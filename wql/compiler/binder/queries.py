@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, Echo
+from wql.compiler.binder.joins import bind_join
 from wql.compiler.binder.lateness import bind_late_data, bind_lateness
 from wql.compiler.binder.ranks import bind_rank
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
@@ -80,10 +81,7 @@ def _bind_any(ctx: BindContext, q: ast.AnyQuery, name: str) -> P.Stage | None:
     if isinstance(q, ast.RankQuery):
         return bind_rank(ctx, q, name)
     if isinstance(q, ast.JoinQuery):
-        ctx.errors.append(
-            ctx.error("window joins are not supported yet", q.span, code=ErrorCode.UNSUPPORTED)
-        )
-        return None
+        return bind_join(ctx, q, name)
     return bind_query(ctx, q, name)
 
 

@@ -81,6 +81,13 @@ def bind_view_source(ctx: BindContext, ref: ast.TableRef, reader: str) -> P.Sour
         # the view and what it reads, upstream first (across files too)
         for q in external.program.pipeline(view):
             ctx.external_used.setdefault(q.name.lower(), q)
+    if isinstance(view, P.WindowJoin):
+        raise ctx.error(
+            f"view {view.name!r} is a window join, whose rows another query cannot read",
+            ref.name.span,
+            hint="a window join ends a pipeline: join views, rank them, then join",
+            code=ErrorCode.PIPELINE,
+        )
     if ref.watermark is not None:
         raise ctx.error(
             f"view {view.name!r} has its event time already: the window_time it selects, with "
