@@ -170,6 +170,18 @@ class Generated:
 
 def generate(folder: Path, events: int, rate: int, seed: int = SEED) -> Generated:
     """Write ``person``, ``auction`` and ``bid`` Parquet tables for ``events`` Nexmark events."""
+    made, gen = tables(events, rate, seed)
+    for name, table in made.items():
+        out = folder / name
+        out.mkdir(parents=True, exist_ok=True)
+        for i, part in enumerate(np.array_split(np.arange(table.num_rows), FILES)):
+            pq.write_table(table.take(pa.array(part)), out / f"part-{i:02d}.parquet")
+    return gen
+
+
+def tables(events: int, rate: int, seed: int = SEED) -> tuple[dict[str, pa.Table], Generated]:
+    """The ``person``, ``auction`` and ``bid`` tables of ``events`` Nexmark events."""
+    made: dict[str, pa.Table] = {}
     rng = np.random.default_rng(seed)
     n = np.arange(events, dtype=np.int64)
     gen_ms = BASE_MS + (n * 1000) // rate  # generation (processing) time
@@ -188,10 +200,7 @@ def generate(folder: Path, events: int, rate: int, seed: int = SEED) -> Generate
     extra = strings("x" * 32, 64)
 
     def write(name: str, table: pa.Table) -> None:
-        out = folder / name
-        out.mkdir(parents=True, exist_ok=True)
-        for i, part in enumerate(np.array_split(np.arange(table.num_rows), FILES)):
-            pq.write_table(table.take(pa.array(part)), out / f"part-{i:02d}.parquet")
+        made[name] = table
 
     # persons
     pn = n[is_person]
@@ -278,7 +287,7 @@ def generate(folder: Path, events: int, rate: int, seed: int = SEED) -> Generate
             }
         ),
     )
-    return Generated(
+    return made, Generated(
         events,
         int(is_person.sum()),
         int(is_auction.sum()),
