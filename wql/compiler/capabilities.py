@@ -82,7 +82,9 @@ NATIVE = Capabilities(
     evictors=False,
     allowed_lateness=False,
     late_output=False,
-    pane_columns=frozenset({"pane_index", "pane_timing"}),
+    # each window fires once, ON_TIME, by the timer that also cleans it up
+    # (lateness 0): pane_index 0, 'ON_TIME', is_first and is_last TRUE
+    pane_columns=frozenset({"pane_index", "pane_timing", "is_first", "is_last"}),
     arrival_order=False,
     zero_delay_keyed_sessions=False,
     reserved_prefix="__wql_",

@@ -33,6 +33,9 @@ column               type         meaning
 ``window_time``      TIMESTAMP    window_end - 1 ms; NULL for count/global
 ``pane_index``       BIGINT       0 for a window's first firing, +1 per firing
 ``pane_timing``      STRING       'EARLY' | 'ON_TIME' | 'LATE'
+``is_first``         BOOLEAN      pane_index = 0 (only when the query reads it)
+``is_last``          BOOLEAN      the pane of the timer that cleaned the window up
+                                  (only when the query reads it)
 ``__agg_<i>``        result type  the i-th aggregate (0-based)
 ===================  ===========  ==========================================
 """
@@ -821,7 +824,10 @@ class EngineChoice:
 # ---------------------------------------------------------------------------
 # Queries and the program
 
-PANE_COLUMNS = ("pane_index", "pane_timing")
+#: Pane markers: in the post-aggregation relation of a query that reads them (SELECT
+#: or HAVING); the runtime marks a window's last pane only for such a query.
+MARK_COLUMNS = ("is_first", "is_last")
+PANE_COLUMNS = ("pane_index", "pane_timing", *MARK_COLUMNS)
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 LATE_EVENT_TIME_COLUMN = "event_time"
 
@@ -922,6 +928,18 @@ class Query:
         """The window's clock (None for count and GLOBAL() windows)."""
         return self.window.domain
 
+    def reads(self, column: str) -> bool:
+        """Whether SELECT or HAVING reads ``column`` of the post-aggregation relation."""
+        used = {c for o in self.output for c in o.expr.columns}
+        if self.having is not None:
+            used |= set(self.having.columns)
+        return column in used
+
+    @property
+    def marks_last(self) -> bool:
+        """The runtime must mark each window's last pane: SELECT or HAVING reads is_last."""
+        return self.reads("is_last")
+
     @property
     def event_time(self) -> EventTime | None:
         return self.source.event_time
@@ -950,17 +968,22 @@ class Query:
         return (*cols, Column(LATE_EVENT_TIME_COLUMN, T.TIMESTAMP))
 
 
-def window_result_schema(keys: tuple[KeyColumn, ...]) -> tuple[Column, ...]:
-    """The post-aggregation relation before its aggregates: keys, window and pane columns."""
+def window_result_schema(
+    keys: tuple[KeyColumn, ...], marks: tuple[str, ...] = MARK_COLUMNS
+) -> tuple[Column, ...]:
+    """The post-aggregation relation before its aggregates: keys, window and pane columns
+    (of the pane markers, those in ``marks``; SELECT and HAVING bind against all)."""
     cols = [Column(k.name, k.type) for k in keys]
     cols += [Column(n, T.TIMESTAMP) for n in WINDOW_COLUMNS]
     cols += [Column("pane_index", T.BIGINT), Column("pane_timing", T.STRING)]
+    cols += [Column(n, T.BOOLEAN) for n in MARK_COLUMNS if n in marks]
     return tuple(cols)
 
 
 def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
     """The relation SELECT and HAVING read (see the module docstring)."""
-    return window_result_schema(q.keys) + tuple(Column(a.name, a.type) for a in q.aggregates)
+    marks = tuple(n for n in MARK_COLUMNS if q.reads(n))
+    return window_result_schema(q.keys, marks) + tuple(Column(a.name, a.type) for a in q.aggregates)
 
 
 @dataclass(frozen=True)

@@ -173,11 +173,8 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
             need(a.kind.value, a.span, a.kind.value)
         elif not caps.float_sums and float_sum(a):
             need(f"{a.kind.value} of {a.arg.type.ddl if a.arg else ''}", a.span, "float_sums")
-    used = {c for o in q.output for c in o.expr.columns}
-    if q.having is not None:
-        used |= set(q.having.columns)
     for col in P.PANE_COLUMNS:
-        if col in used and col not in caps.pane_columns:
+        if q.reads(col) and col not in caps.pane_columns:
             need(col, q.span, "pane_columns")
     if not caps.late_rows and et is not None and w.domain is P.TimeDomain.EVENT:
         # last: the one reason that holds for every event-time query on a stream

@@ -4,7 +4,9 @@
 (the compiler's ``backends/operator.py`` builds it from the plan); it holds
 no per-key state and can be shared. ``RowBatch`` is the columnar input of
 ``WindowOperator.process_batch``. Emitted rows are plain tuples, laid out as
-``EMITTED_FIELDS`` followed by the aggregate results in config order.
+``EMITTED_FIELDS`` followed by the aggregate results in config order, and
+``EXTENDED_FIELDS`` after them when the config asks for them
+(``OperatorConfig.extended_rows``: ``mark_last`` or ``changelog``).
 
 >>> cfg = OperatorConfig(TumblingWindows(3000), (AggregateSpec("SUM", 0),))
 >>> type(cfg.effective_trigger).__name__
@@ -30,6 +32,7 @@ from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
 
 __all__ = [
     "EMITTED_FIELDS",
+    "EXTENDED_FIELDS",
     "Counters",
     "OperatorConfig",
     "RowBatch",
@@ -53,9 +56,21 @@ EMITTED_FIELDS = (
     "timestamp",
 )
 
+#: Fields after the aggregate results when ``OperatorConfig.extended_rows``:
+#: ``is_last`` (bool, the firing cleaned the window up: no later pane can
+#: follow) and ``op`` (Flink's RowKind in its short form: ``+I`` insert,
+#: ``-U`` / ``+U`` the previous pane's row retracted / the new one, ``-D`` the
+#: row of a window merged away; without ``changelog`` every row is ``+I``).
+EXTENDED_FIELDS = ("is_last", "op")
+
 EARLY = "EARLY"
 ON_TIME = "ON_TIME"
 LATE = "LATE"
+
+INSERT = "+I"
+UPDATE_BEFORE = "-U"
+UPDATE_AFTER = "+U"
+DELETE = "-D"
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,11 @@ class OperatorConfig:
             instead of counting them as dropped.
         late_columns: which ``values`` indices the late output carries
             (``None``: all of them).
+        mark_last: emitted rows carry ``is_last`` (``EXTENDED_FIELDS``).
+        changelog: emitted rows carry ``op`` and every pane after a window's
+            first is preceded by the retraction (``-U``) of the window's
+            previous row; a session merge retracts (``-D``) the rows of the
+            windows it absorbs (docs/runtime.md, "Changelog").
     """
 
     assigner: WindowAssigner
@@ -81,6 +101,10 @@ class OperatorConfig:
     allowed_lateness: int = 0
     late_output: bool = False
     late_columns: tuple[int, ...] | None = None
+    # Not in repr: the snapshot fingerprint of a config without them stays what it
+    # was (WindowOperator._config_fingerprint adds them when set).
+    mark_last: bool = field(default=False, repr=False)
+    changelog: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.allowed_lateness, int) or self.allowed_lateness < 0:
@@ -100,6 +124,11 @@ class OperatorConfig:
     @property
     def effective_trigger(self) -> Trigger:
         return self.trigger if self.trigger is not None else self.assigner.default_trigger()
+
+    @property
+    def extended_rows(self) -> bool:
+        """Emitted rows end with ``EXTENDED_FIELDS`` (``is_last``, ``op``)."""
+        return self.mark_last or self.changelog
 
 
 def count_windows(

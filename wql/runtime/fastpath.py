@@ -207,12 +207,14 @@ class WindowPath(RowPath):
             ks = op.new_key_state(key)
         max_ts = window[1] - 1  # type: ignore[index]
         contents = ks.contents
+        cleanup = max_ts + self.lateness
+        cleanup = cleanup if cleanup < MAX_TIME else MAX_TIME
         if time == max_ts:
             acc = contents.get(window)
             if acc is not None:
-                op.emit(key, ks, window, window, acc, ON_TIME)
-        cleanup = max_ts + self.lateness
-        if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
+                # the firing of the cleanup timer (lateness 0) is the window's last
+                op.emit(key, ks, window, window, acc, ON_TIME, time == cleanup)
+        if time == cleanup:
             contents.pop(window, None)
             ks.panes.pop(window, None)
         op.release_key(key)

@@ -49,7 +49,18 @@ from wql.runtime.assigners import (
     GlobalWindows,
     SessionWindows,
 )
-from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
+from wql.runtime.config import (
+    DELETE,
+    EARLY,
+    INSERT,
+    LATE,
+    ON_TIME,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    Counters,
+    OperatorConfig,
+    RowBatch,
+)
 from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.slicing import Slicer, can_slice
@@ -174,6 +185,9 @@ class WindowOperator:
         self._merging = assigner.is_merging
         self._lateness = config.allowed_lateness
         self._late_columns = config.late_columns
+        #: Emitted rows end with ``is_last`` and ``op`` (``OperatorConfig.extended_rows``).
+        self._extended = config.extended_rows
+        self._changelog = config.changelog
         #: Current event-time watermark and processing time (injected by the host).
         self.watermark = MIN_TIME
         self.processing_time = MIN_TIME
@@ -338,6 +352,8 @@ class WindowOperator:
             ctx.window = m
             self._trigger.clear(m, ctx)
             self.delete_cleanup_timer(key, m)
+        if self._changelog:
+            self._retract_merged(ks, merge_result, merged_windows)
         if not merged_state_windows:
             return  # the result kept its only state window: nothing to fold
         if self._track:
@@ -440,19 +456,25 @@ class WindowOperator:
             r = self._trigger.on_event_time(time, window, ctx)
         else:
             r = self._trigger.on_processing_time(time, window, ctx)
+        # The timer that cleans the window up: a pane it fires is the window's last.
+        cleanup = event == self._event_time and time == self._cleanup_time(window)
         if r & 1:
             acc = ks.contents.get(sw)
             if acc is not None:
-                self.emit(key, ks, window, sw, acc, self._timing_timer(window, time, event))
+                timing = self._timing_timer(window, time, event)
+                self.emit(key, ks, window, sw, acc, timing, cleanup)
         if r & 2:
             self._purge(key, ks, sw)
-        if event == self._event_time and time == self._cleanup_time(window):
+        if cleanup:
             self._clear_all_state(key, ks, window, sw)
         self.release_key(key)
 
     def _clear_all_state(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
         """Flink's ``clearAllState``: contents, trigger state, pane count, merging entry."""
         ks.clear_namespace(sw)
+        if ks.emitted:
+            # changelog: the window's last row stays in the result; nothing follows it
+            ks.emitted.pop(window, None)
         if self._track:
             self._track_discard(key, sw)
         self._ctx.bind(key, ks, window)
@@ -504,8 +526,20 @@ class WindowOperator:
         return self.timing_now(window)
 
     def emit(
-        self, key: Key, ks: KeyState, window: Window, sw: Window, acc: Any, timing: str
+        self,
+        key: Key,
+        ks: KeyState,
+        window: Window,
+        sw: Window,
+        acc: Any,
+        timing: str,
+        last: bool = False,
     ) -> None:
+        """Emit one firing of ``window`` (contents under state window ``sw``).
+
+        ``last``: the firing is the one of the timer that cleans the window
+        up, so no later pane of it can follow (``is_last``).
+        """
         pane = ks.panes.get(sw, 0)
         ks.panes[sw] = pane + 1
         evictor = self._evictor
@@ -529,8 +563,42 @@ class WindowOperator:
         else:
             max_ts = window.end - 1  # type: ignore[union-attr]
             row = (key, window.start, window.end, max_ts, pane, timing, max_ts, *results)  # type: ignore[union-attr]
-        self._out.append(row)
         self.counters.rows_emitted += 1
+        if not self._extended:
+            self._out.append(row)
+            return
+        row = (*row, last)
+        if not self._changelog:
+            self._out.append((*row, INSERT))
+            return
+        # Flink table-runtime's emitWindowResult with produceUpdates: the first
+        # pane of a window is an insert, every later one retracts the row the
+        # window emitted before (kept in its state) and then adds the new one.
+        emitted = ks.emitted
+        previous = emitted.get(window)
+        if previous is None:
+            self._out.append((*row, INSERT))
+        else:
+            self._out.append((*previous, UPDATE_BEFORE))
+            self._out.append((*row, UPDATE_AFTER))
+        emitted[window] = row
+
+    def _retract_merged(self, ks: KeyState, merge_result: Window, merged: list[TimeWindow]) -> None:
+        """Changelog: a merge retracts (``-D``) the rows of the windows it absorbed.
+
+        They are no longer windows of the result: the merged window emits a
+        row of its own (an insert) when it next fires. A merged window whose
+        bounds did not change keeps its row.
+        """
+        emitted = ks.emitted
+        for m in merged:
+            row = emitted.pop(m, None)
+            if row is None:
+                continue
+            if m == merge_result:
+                emitted[m] = row
+            else:
+                self._out.append((*row, DELETE))
 
     # ------------------------------------------- rows that end in no firing
 
@@ -620,6 +688,7 @@ class WindowOperator:
         if (
             self._fast
             and not self._track
+            and not self._extended
             and (path is None or path.vectorizable)
             and try_process_batch(self, batch)
         ):
@@ -666,7 +735,7 @@ class WindowOperator:
         """Rough size of the kept state: contents, buffered rows, trigger and pane entries."""
         total = 0
         for ks in self._keys.values():
-            total += len(ks.trigger) + len(ks.panes)
+            total += len(ks.trigger) + len(ks.panes) + len(ks.emitted)
             for c in ks.contents.values():
                 total += len(c) if self._evictor is not None else 1
             if ks.merging is not None:
@@ -676,7 +745,9 @@ class WindowOperator:
     # --------------------------------------------------------------- snapshots
 
     def _config_fingerprint(self) -> str:
-        return repr(self.config)
+        config = self.config
+        flags = [n for n in ("mark_last", "changelog") if getattr(config, n)]
+        return repr(config) + "".join(f" +{n}" for n in flags)
 
     def snapshot(self) -> bytes:
         """The whole operator: state, timers, clocks, counters and undrained output."""
@@ -924,6 +995,10 @@ def _firing_guarantee(config: OperatorConfig) -> str | None:
 def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
     """The fastest per-row path for ``op``'s configuration (None: the plain methods)."""
     config = op.config
+    if config.changelog:
+        # The changelog keeps each window's last row and retracts it on merges
+        # and cleanups: the plain port's merge callback and cleanup do that.
+        return None
     if config.assigner.is_merging:
         return SessionPath(op) if SessionPath.applies(config) else None
     if not WindowPath.applies(config):

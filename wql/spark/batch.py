@@ -77,6 +77,8 @@ _WS, _WE, _WT, _PI, _PT, _LTS = (
     "__wql_timing",
     "__wql_late_ts",
 )
+#: The runtime's extended fields (``OperatorConfig.extended_rows``): is_last, op.
+_LAST, _OP = "__wql_last", "__wql_op"
 
 #: Not a drop: rows the query's WHERE clause rejects (reported separately).
 REASON_FILTERED = "filtered by WHERE"
@@ -229,6 +231,7 @@ def partition_task(
     _, arrow_schema, agg_types, late_types = _output_schema(query, op)
     return _PartitionTask(
         config=op.config,
+        extended=op.config.extended_rows,
         n_keys=len(op.keys),
         n_values=len(op.values),
         agg_types=agg_types,
@@ -337,6 +340,8 @@ class _PartitionTask:
     """The function ``mapInArrow`` runs per partition (pickled to the executors)."""
 
     config: Any
+    #: rows end with the runtime's is_last and op (OperatorConfig.extended_rows)
+    extended: bool
     n_keys: int
     n_values: int
     agg_types: tuple[WqlType, ...]
@@ -427,6 +432,9 @@ class _PartitionTask:
         cols[_PT] = pa.array([r[5] for r in rows], pa.string())
         for i, t in enumerate(self.agg_types):
             cols[f"__wql_a{i}"] = _arrow([r[7 + i] for r in rows], t)
+        if self.extended:
+            cols[_LAST] = pa.array([r[-2] for r in rows], pa.bool_())
+            cols[_OP] = pa.array([r[-1] for r in rows], pa.string())
         return self._batch(cols, n)
 
     def _late_batch(self, rows: list[tuple]) -> pa.RecordBatch:
@@ -530,6 +538,8 @@ def _output_schema(
     columns.append((_PT, T.STRING))
     agg_types = tuple(a.type for a in query.aggregates)
     columns += [(f"__wql_a{i}", t) for i, t in enumerate(agg_types)]
+    if op.config.extended_rows:
+        columns += [(_LAST, T.BOOLEAN), (_OP, T.STRING)]
     late_types = tuple(op.values[i].type for _, i in op.late_columns)
     columns += [(f"__wql_l{j}", t) for j, t in enumerate(late_types)]
     columns += [(_LTS, T.BIGINT), (COUNTERS, T.STRING)]
@@ -552,6 +562,12 @@ def _quote(name: str) -> str:
 
 def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
     """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema)."""
+    marks = []
+    if query.reads("is_first"):
+        marks.append((F.col(_PI) == 0).alias("is_first"))
+    if query.reads("is_last"):
+        # the runtime marks it for such a query (OperatorConfig.mark_last)
+        marks.append(F.col(_LAST).alias("is_last"))
     rel = rows.select(
         *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
         F.timestamp_millis(F.col(_WS)).alias("window_start"),
@@ -559,6 +575,7 @@ def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> Data
         F.timestamp_millis(F.col(_WT)).alias("window_time"),
         F.col(_PI).alias("pane_index"),
         F.col(_PT).alias("pane_timing"),
+        *marks,
         *[F.col(f"__wql_a{i}").alias(a.name) for i, a in enumerate(query.aggregates)],
     )
     if query.having is not None:

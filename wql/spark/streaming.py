@@ -271,6 +271,7 @@ class WindowProcessor(StatefulProcessor):
         lay = self.layout
         self.out = _PartitionTask(
             config=lay.config,
+            extended=lay.config.extended_rows,
             n_keys=lay.n_keys,
             n_values=lay.n_values,
             agg_types=lay.agg_types,

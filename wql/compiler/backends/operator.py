@@ -141,6 +141,7 @@ def build_operator(query: P.Query) -> OperatorPlan:
             allowed_lateness=query.allowed_lateness_ms,
             late_output=query.late_output is not None,
             late_columns=tuple(i for _, i in late_columns) if late_columns else None,
+            mark_last=query.marks_last,
         )
     except WqlError as e:
         # the runtime's own checks (e.g. a trigger it cannot merge) know no source position

@@ -1,0 +1,292 @@
+"""Emit semantics of the runtime: final-pane marking (``is_last``).
+
+Hand-derived vectors (notation of ``wql.runtime.testing``: ``k:v@ts``,
+``WM t``, ``PT t``, ``END``) pin when a pane is the window's last, per window
+kind and trigger (docs/runtime.md, "Final panes"), and hypothesis properties
+check on random streams with early, late, purging and merging firings that
+``is_last`` is never TRUE on a pane a later pane of the same window follows,
+and that marking changes no firing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.runtime.test_plain_path import ALL_AGGS, CONFIGS, rows_st
+from wql.runtime import (
+    AggregateSpec,
+    ContinuousEventTimeTrigger,
+    CountTrigger,
+    DynamicSessionWindows,
+    EarlyLateTrigger,
+    EventTimeTrigger,
+    GlobalWindows,
+    OperatorConfig,
+    ProcessingTimeoutTrigger,
+    PurgingTrigger,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    WindowOperator,
+    count_windows,
+)
+from wql.runtime import snapshot as snap
+from wql.runtime.testing import Harness
+
+SUM = (AggregateSpec("SUM", 0),)
+
+
+def marked(assigner: Any, trigger: Any = None, lateness: int = 0) -> Harness:
+    return Harness(
+        OperatorConfig(assigner, SUM, trigger=trigger, allowed_lateness=lateness, mark_last=True)
+    )
+
+
+def lasts(fired: list) -> list[tuple]:
+    """(key, value, start, end, pane_index, pane_timing, is_last) of each firing."""
+    return [(f.key, f.value, f.start, f.end, f.pane_index, f.pane_timing, f.is_last) for f in fired]
+
+
+# --------------------------------------------------------------------------- vectors
+
+
+def test_time_window_without_lateness_its_on_time_pane_is_last():
+    # Flink vector 1, k1: the watermark timer at 2999 is also the cleanup timer.
+    h = marked(TumblingWindows(3000))
+    assert lasts(h.run("k1:1@20, k1:1@0, k1:1@999, WM 2999")) == [
+        ("k1", 3, 0, 3000, 0, "ON_TIME", True)
+    ]
+
+
+def test_time_window_with_lateness_has_no_last_pane():
+    # Flink vector 7 without PURGING: cleanup at 1999 + 500 = 2499, where the
+    # WATERMARK trigger does not fire; no pane is the one of the cleanup timer.
+    h = marked(TumblingWindows(2000), lateness=500)
+    assert lasts(h.run("k2:1@500, WM 1999, k2:1@1300, WM 2499, END")) == [
+        ("k2", 1, 0, 2000, 0, "ON_TIME", False),
+        ("k2", 2, 0, 2000, 1, "LATE", False),
+    ]
+
+
+def test_every_fires_early_then_its_max_timestamp_pane_is_last():
+    # EVERY 1 s on TUMBLE 3 s: boundaries 1000, 2000 fire EARLY; 2999 is both the
+    # max-timestamp timer and the cleanup timer (lateness 0): one callback, last.
+    h = marked(TumblingWindows(3000), ContinuousEventTimeTrigger(1000))
+    assert lasts(h.run("k:1@100, WM 1000, k:2@1500, WM 2999")) == [
+        ("k", 1, 0, 3000, 0, "EARLY", False),
+        ("k", 3, 0, 3000, 1, "EARLY", False),
+        ("k", 3, 0, 3000, 2, "ON_TIME", True),
+    ]
+
+
+def test_a_count_trigger_does_not_fire_at_cleanup_so_no_pane_is_last():
+    h = marked(TumblingWindows(3000), CountTrigger(2))
+    assert lasts(h.run("k:1@1, k:2@2, k:4@3, WM 2999, END")) == [
+        ("k", 3, 0, 3000, 0, "EARLY", False)
+    ]
+
+
+def test_early_late_on_time_pane_is_last_only_without_lateness():
+    trigger = EarlyLateTrigger(CountTrigger(1), None)
+    h = marked(TumblingWindows(1000), trigger)
+    assert lasts(h.run("k:1@10, WM 999")) == [
+        ("k", 1, 0, 1000, 0, "EARLY", False),
+        ("k", 1, 0, 1000, 1, "ON_TIME", True),
+    ]
+    h = marked(TumblingWindows(1000), trigger, lateness=100)
+    assert lasts(h.run("k:1@10, WM 999, k:2@20, WM 1099, END")) == [
+        ("k", 1, 0, 1000, 0, "EARLY", False),
+        ("k", 1, 0, 1000, 1, "ON_TIME", False),
+        ("k", 3, 0, 1000, 2, "LATE", False),
+    ]
+
+
+def test_a_trigger_firing_on_the_cleanup_timer_marks_that_pane_last():
+    # TIMEOUT fires on any timer of its window (Flink's ProcessingTimeoutTrigger),
+    # the cleanup timer at 1999 + 1000 included: that pane is the last.
+    h = marked(TumblingWindows(2000), ProcessingTimeoutTrigger(CountTrigger(5), 60_000), 1000)
+    assert lasts(h.run("PT 0, k:1@100, k:2@200, WM 2999")) == [("k", 3, 0, 2000, 0, "LATE", True)]
+
+
+def test_session_without_lateness_fires_its_last_pane_and_cannot_merge_after():
+    # Gap 3 s: [0, 4000) fires at 3999 and is cleaned up. A later row at 3000
+    # (late, its own window [3000, 6000) is not) starts a new session; it does
+    # not merge with the one that is gone.
+    h = marked(SessionWindows(3000))
+    assert lasts(h.run("k:1@0, k:2@1000, WM 3999, k:4@3000, END")) == [
+        ("k", 3, 0, 4000, 0, "ON_TIME", True),
+        ("k", 4, 3000, 6000, 0, "ON_TIME", True),
+    ]
+
+
+def test_session_with_lateness_merging_late_rows_marks_no_pane():
+    # Flink vector 9(c), lateness 10, accumulating: panes of windows that can still
+    # merge are not last; their cleanup timers fire nothing.
+    h = marked(SessionWindows(3000), lateness=10)
+    out = h.run(
+        "e:1@1000, WM 1999, e:1@2000, WM 4998, e:1@4500, e:1@8500, WM 7400, e:1@7000, "
+        "WM 11501, e:1@11600, WM 14600, e:1@10000, e:1@14500, WM 20000"
+    )
+    assert [f.is_last for f in out] == [False] * len(out)
+    assert (out[-1].value, out[-1].start, out[-1].end) == (3, 10000, 17500)
+
+
+def test_processing_time_window_fires_last_at_its_end():
+    h = marked(TumblingWindows(1000, event_time=False))
+    assert lasts(h.run("PT 10, k:1@0, k:2@0, PT 999, PT 1000")) == [
+        ("k", 3, 0, 1000, 0, "ON_TIME", True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("assigner", "trigger"),
+    [
+        (GlobalWindows(), EventTimeTrigger()),
+        (GlobalWindows(), PurgingTrigger(CountTrigger(2))),
+        count_windows(2, 1)[:2],
+    ],
+    ids=["global-watermark", "global-purging-count", "count-window"],
+)
+def test_windows_without_an_end_are_never_cleaned_up_so_never_last(assigner, trigger):
+    h = marked(assigner, trigger)
+    out = h.run("k:1@1, k:2@2, k:3@3, k:4@4, END")
+    assert out and not any(f.is_last for f in out)
+
+
+# --------------------------------------------------------------------------- properties
+
+#: Configurations with early, on-time, late, purging and merging firings.
+MARK_CONFIGS = [
+    (TumblingWindows(10), None),
+    (TumblingWindows(10), EarlyLateTrigger(CountTrigger(2), CountTrigger(1))),
+    (TumblingWindows(10), PurgingTrigger(EarlyLateTrigger(CountTrigger(2), None))),
+    (SlidingWindows(size=12, slide=4), ContinuousEventTimeTrigger(3)),
+    (SlidingWindows(size=12, slide=4), CountTrigger(2)),
+    (SessionWindows(6), None),
+    (SessionWindows(6), EarlyLateTrigger(CountTrigger(1), None)),
+    (SessionWindows(6), PurgingTrigger(ContinuousEventTimeTrigger(4))),
+    (DynamicSessionWindows(1), EarlyLateTrigger(CountTrigger(2), CountTrigger(1))),
+    (TumblingWindows(10, event_time=False), None),
+    (TumblingWindows(10), ProcessingTimeoutTrigger(CountTrigger(3), 5)),
+    (GlobalWindows(), PurgingTrigger(CountTrigger(2))),
+]
+
+steps_st = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("row"),
+            st.sampled_from([("a",), ("b",)]),
+            st.integers(0, 60),
+            st.integers(1, 9),
+            st.integers(-1, 9),  # dynamic gap; <= 0 is dropped
+        ),
+        st.tuples(st.just("wm"), st.integers(0, 80)),
+        st.tuples(st.just("pt"), st.integers(0, 80)),
+    ),
+    max_size=40,
+)
+
+
+def run_steps(config: OperatorConfig, steps: list, end: bool, fast: bool = True) -> list[tuple]:
+    op = WindowOperator(config, fast=fast)
+    out: list[tuple] = []
+    for step in steps:
+        if step[0] == "row":
+            _, key, ts, value, gap = step
+            op.process_element(key, ts, (value, gap))
+        elif step[0] == "wm":
+            op.advance_watermark(step[1])
+        else:
+            op.advance_processing_time(step[1])
+        out.extend(op.drain())
+    if end:
+        op.end_of_input()
+        out.extend(op.drain())
+    return out
+
+
+def window_of(row: tuple) -> tuple:
+    return (row[0], row[1], row[2])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=st.sampled_from(MARK_CONFIGS),
+    lateness=st.sampled_from([0, 0, 5, 30]),
+    steps=steps_st,
+    end=st.booleans(),
+)
+def test_is_last_is_never_followed_by_a_pane_of_its_window(shape, lateness, steps, end):
+    assigner, trigger = shape
+    config = OperatorConfig(
+        assigner,
+        (AggregateSpec("SUM", 0),),
+        trigger=trigger,
+        allowed_lateness=lateness if assigner.is_event_time else 0,
+        mark_last=True,
+    )
+    out = run_steps(config, steps, end)
+    closed: set[tuple] = set()
+    for row in out:
+        assert window_of(row) not in closed, (row, out)
+        if row[-2]:
+            closed.add(window_of(row))
+    # marking changes nothing else: the same firings without it
+    unmarked = run_steps(
+        OperatorConfig(assigner, config.aggregates, trigger, None, config.allowed_lateness),
+        steps,
+        end,
+    )
+    assert [row[:-2] for row in out] == unmarked
+    assert {row[-1] for row in out} <= {"+I"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=steps_st, lateness=st.sampled_from([0, 0, 7]))
+def test_default_trigger_without_lateness_every_window_ends_with_a_last_pane(steps, lateness):
+    # Event-time windows, WATERMARK trigger: each window fires ON_TIME at its end;
+    # without lateness that firing is the cleanup, so at end of input every
+    # window's final row is marked, and only that one.
+    config = OperatorConfig(TumblingWindows(10), SUM, allowed_lateness=lateness, mark_last=True)
+    out = run_steps(config, steps, end=True)
+    final: dict[tuple, tuple] = {}
+    for row in out:
+        final[window_of(row)] = row
+    if lateness == 0:
+        assert all(row[-2] for row in final.values())
+    assert sum(row[-2] for row in out) == (len(final) if lateness == 0 else 0)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        *(("per-row", name) for name in CONFIGS if name != "count-window"),
+        ("sliced", "hop"),
+        ("sliced", "cumulate"),
+    ],
+)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), rows=rows_st, lateness=st.sampled_from([0, 1, 7]))
+def test_marking_fast_paths_equal_the_plain_path(path, name, data, rows, lateness):
+    assigner_st, trigger, _ = CONFIGS[name]
+    config = OperatorConfig(
+        data.draw(assigner_st), ALL_AGGS, trigger=trigger, allowed_lateness=lateness, mark_last=True
+    )
+    fast = WindowOperator(config, slicing=path == "sliced")
+    plain = WindowOperator(config, fast=False)
+    clock = -60
+    for key, ts, v, s, gap, step in rows:
+        clock += step
+        for op in (fast, plain):
+            op.advance_watermark(clock)
+            op.advance_processing_time(clock)
+            op.process_element(key, ts, (v, s, gap))
+        assert fast.drain() == plain.drain()
+    for op in (fast, plain):
+        op.end_of_input()
+    assert fast.drain() == plain.drain()
+    assert snap.loads(fast.snapshot()) == snap.loads(plain.snapshot())
