@@ -185,6 +185,11 @@ class ErrorCode(enum.Enum):
         "a DataFrame or schema that does not match its source: a missing or incompatible "
         "column, a Spark type WQL has no type for, no columns",
     )
+    EMIT = (
+        "WQL211",
+        "an EMIT clause that contradicts itself or the query: a pane mode given twice, modes "
+        "per pane timing without a window end, an accumulation mode with a PURGING trigger",
+    )
     SEMANTIC = ("WQL299", "any other meaningless text")
     NOT_NATIVE = ("WQL300", "a query forced onto the native engine where it cannot run exactly")
     UNKNOWN_ENGINE = ("WQL301", "an engine other than auto, native and operator")

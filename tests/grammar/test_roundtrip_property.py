@@ -148,6 +148,18 @@ def window(draw: st.DrawFn) -> str:
     return f"{kw('GLOBAL')}()"
 
 
+#: EMIT items (the round trip needs syntax only: any combination parses).
+EMIT_ITEMS = [
+    "ACCUMULATING",
+    "DISCARDING",
+    "EARLY ACCUMULATING",
+    "EARLY DISCARDING",
+    "ON_TIME DISCARDING",
+    "LATE ACCUMULATING",
+    "LATE DISCARDING",
+]
+
+
 @st.composite
 def query(draw: st.DrawFn) -> str:
     kw = draw(case)
@@ -184,6 +196,9 @@ def query(draw: st.DrawFn) -> str:
         ][kind]
         position = draw(st.sampled_from(["", " BEFORE", " AFTER", " before"]))
         parts.append(f"{kw('EVICT')} {evictor}{position}")
+    if draw(st.booleans()):
+        items = draw(st.lists(st.sampled_from(EMIT_ITEMS), min_size=1, max_size=3))
+        parts.append(f"{kw('EMIT')} {', '.join(kw(i) for i in items)}")
     if draw(st.booleans()):
         parts.append(f"{kw('LATE DATA TO')} {draw(st.sampled_from(['late', '`late rows`']))}")
     if draw(st.booleans()):

@@ -26,6 +26,7 @@ from wql.runtime import (
     EventTimeTrigger,
     GlobalWindows,
     OperatorConfig,
+    PanePurgingTrigger,
     ProcessingTimeoutTrigger,
     PurgingTrigger,
     SessionWindows,
@@ -290,3 +291,90 @@ def test_marking_fast_paths_equal_the_plain_path(path, name, data, rows, latenes
         op.end_of_input()
     assert fast.drain() == plain.drain()
     assert snap.loads(fast.snapshot()) == snap.loads(plain.snapshot())
+
+
+# --------------------------------------------------------------------------- accumulation
+
+#: TUMBLE 2 s, lateness 1 s, EARLY COUNT(2), every late row fires: an EARLY pane at
+#: the 2nd row, ON_TIME at the watermark, a LATE pane for each of two late rows.
+ACCUMULATION_SCRIPT = "k:1@100, k:2@200, k:4@300, WM 1999, k:8@400, k:16@500, WM 2999"
+EARLY_COUNT = EarlyLateTrigger(CountTrigger(2), None)
+
+
+def accumulated(discard: frozenset[str] | None, purging: bool = False) -> list[tuple]:
+    trigger: Any = EARLY_COUNT
+    if purging:
+        trigger = PurgingTrigger(trigger)
+    elif discard is not None:
+        trigger = PanePurgingTrigger(trigger, discard, True)
+    h = Harness(OperatorConfig(TumblingWindows(2000), SUM, trigger=trigger, allowed_lateness=1000))
+    return [(f.pane_index, f.pane_timing, f.value) for f in h.run(ACCUMULATION_SCRIPT)]
+
+
+@pytest.mark.parametrize(
+    ("discard", "values"),
+    [
+        # accumulating (no EMIT, or EMIT ACCUMULATING): every pane holds every row
+        (frozenset(), [3, 7, 15, 31]),
+        # EMIT DISCARDING: every pane only the rows since the previous one
+        (frozenset({"EARLY", "ON_TIME", "LATE"}), [3, 4, 8, 16]),
+        # EMIT EARLY DISCARDING: the early rows are gone from the ON_TIME pane on
+        (frozenset({"EARLY"}), [3, 4, 12, 28]),
+        # EMIT ON_TIME DISCARDING, LATE DISCARDING: late panes only the late rows
+        (frozenset({"ON_TIME", "LATE"}), [3, 7, 8, 16]),
+        # EMIT LATE DISCARDING: the first late pane still holds the on-time rows
+        (frozenset({"LATE"}), [3, 7, 15, 16]),
+    ],
+    ids=["accumulating", "discarding", "early", "on_time+late", "late"],
+)
+def test_accumulation_per_pane_timing(discard, values):
+    timings = ["EARLY", "ON_TIME", "LATE", "LATE"]
+    assert accumulated(discard) == list(zip(range(4), timings, values, strict=True))
+
+
+def test_discarding_every_pane_is_purging():
+    assert accumulated(frozenset({"EARLY", "ON_TIME", "LATE"})) == accumulated(None, purging=True)
+
+
+def test_discarding_early_panes_of_merging_sessions():
+    # Gap 3 s, every row fires EARLY. Discarding: [0,3000) fires 1 and purges,
+    # [5000,8000) fires 2 and purges; 4@2500 bridges them: the merged session
+    # [0,8000) holds only the new row (the others were purged), pane_index 1
+    # (the larger count of the merged sessions). Accumulating: it holds all.
+    def run(discard: frozenset[str]) -> list[tuple]:
+        trigger = PanePurgingTrigger(EarlyLateTrigger(CountTrigger(1), None), discard, True)
+        h = Harness(OperatorConfig(SessionWindows(3000), SUM, trigger=trigger))
+        out = h.run("k:1@0, k:2@5000, k:4@2500, WM 8000")
+        return [(f.value, f.start, f.end, f.pane_index, f.pane_timing) for f in out]
+
+    assert run(frozenset({"EARLY"})) == [
+        (1, 0, 3000, 0, "EARLY"),
+        (2, 5000, 8000, 0, "EARLY"),
+        (4, 0, 8000, 1, "EARLY"),
+    ]
+    assert run(frozenset()) == [
+        (1, 0, 3000, 0, "EARLY"),
+        (2, 5000, 8000, 0, "EARLY"),
+        (7, 0, 8000, 1, "EARLY"),
+        (7, 0, 8000, 2, "ON_TIME"),
+    ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=st.sampled_from(MARK_CONFIGS), lateness=st.sampled_from([0, 5, 30]), steps=steps_st)
+def test_pane_purging_for_every_timing_equals_purging(shape, lateness, steps):
+    assigner, trigger = shape
+    trigger = trigger if trigger is not None else assigner.default_trigger()
+    lateness = lateness if assigner.is_event_time else 0
+
+    def config(t: Any) -> OperatorConfig:
+        return OperatorConfig(assigner, SUM, trigger=t, allowed_lateness=lateness)
+
+    every = frozenset({"EARLY", "ON_TIME", "LATE"})
+    pane = PanePurgingTrigger(trigger, every, assigner.is_event_time)
+    assert run_steps(config(pane), steps, True) == run_steps(
+        config(PurgingTrigger(trigger)), steps, True
+    )
+    # and discarding nothing is the trigger itself
+    none = PanePurgingTrigger(trigger, frozenset(), assigner.is_event_time)
+    assert run_steps(config(none), steps, True) == run_steps(config(trigger), steps, True)

@@ -28,6 +28,7 @@ from wql.runtime import (
     EveryElementTrigger,
     NeverTrigger,
     OperatorConfig,
+    PanePurgingTrigger,
     ProcessingTimeoutTrigger,
     ProcessingTimeTrigger,
     PurgingTrigger,
@@ -54,6 +55,8 @@ TRIGGERS = [
     EarlyLateTrigger(ContinuousProcessingTimeTrigger(500), CountTrigger(2)),
     NeverTrigger(),
     EveryElementTrigger(),
+    PanePurgingTrigger(EarlyLateTrigger(CountTrigger(2)), frozenset({"ON_TIME", "LATE"}), True),
+    PanePurgingTrigger(ContinuousEventTimeTrigger(1000), frozenset({"EARLY"}), True),
 ]
 MERGEABLE = [t for t in TRIGGERS if t.can_merge()]
 IDS = [repr(t) for t in TRIGGERS]

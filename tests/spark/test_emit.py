@@ -100,3 +100,55 @@ def test_is_last_through_the_streaming_processor():
         (4000, 1, True),
         (6000, 1, True),
     ]
+
+
+def test_accumulation_per_pane_timing_in_batch(spark):
+    # arrival order: k's rows, then z@2.0 s (the watermark 1.999 s passes k's
+    # window), then two late rows of k within the 1 s lateness
+    text = (
+        "CREATE SOURCE s (k STRING, v BIGINT, ts TIMESTAMP, seq BIGINT, "
+        "WATERMARK FOR ts AS ts - INTERVAL '0' SECOND) WITH (arrival_order = 'seq');\n"
+        "SELECT k, pane_index, pane_timing, SUM(v) AS total FROM s "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) ALLOWED LATENESS INTERVAL '1' SECOND "
+        "TRIGGER WATERMARK WITH EARLY COUNT(2) EMIT ON_TIME DISCARDING, LATE DISCARDING"
+    )
+    rows = [("k", 1, 0.1), ("k", 2, 0.2), ("k", 4, 0.3), ("z", 1, 2.0)]
+    rows += [("k", 8, 0.4), ("k", 16, 0.5)]
+    df = spark.createDataFrame(
+        [(k, v, at(t), i) for i, (k, v, t) in enumerate(rows)], SCHEMA + ", seq bigint"
+    )
+    results = wql.compile(text).apply(spark, s=df)
+    try:
+        got = sorted(tuple(r) for r in results.df.collect())
+    finally:
+        results.release()
+    # EARLY accumulates (3 rows, 2 fired); ON_TIME fires all 3 and discards;
+    # each LATE pane holds its late row only
+    assert got == [
+        ("k", 0, "EARLY", 3),
+        ("k", 1, "ON_TIME", 7),
+        ("k", 2, "LATE", 8),
+        ("k", 3, "LATE", 16),
+        ("z", 0, "ON_TIME", 1),
+    ]
+
+
+def test_accumulation_through_the_streaming_processor():
+    text = SOURCE.replace("STRING, v BIGINT", "STRING, v DOUBLE") + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+        "ALLOWED LATENESS INTERVAL '1' SECOND TRIGGER WATERMARK WITH EARLY COUNT(2) "
+        "EMIT ON_TIME DISCARDING, LATE DISCARDING"
+    )
+    d = Driver(text)
+    d.batch([("k", 1, 100), ("k", 2, 200), ("k", 4, 300)])
+    d.batch([("z", 1, 2000)])  # watermark 299
+    d.batch([("k", 8, 400)])  # watermark 1999: [0,2000) fires ON_TIME first
+    d.batch([("k", 16, 500)])
+    d.end()
+    assert d.results == [
+        ("k", 0, 2000, 0, "EARLY", 3.0),
+        ("k", 0, 2000, 1, "ON_TIME", 7.0),
+        ("k", 0, 2000, 2, "LATE", 8.0),
+        ("k", 0, 2000, 3, "LATE", 16.0),
+        ("z", 2000, 4000, 0, "ON_TIME", 1.0),
+    ]

@@ -97,6 +97,8 @@ def explain_query(q: P.Query) -> str:
         add(f"  evictor ({origin}): {evictor_text(q.effective_evictor).described}")
     else:
         add("  evictor: none")
+    if q.accumulation is not None:
+        add(f"  accumulation (EMIT): {accumulation_text(q.accumulation)}")
     add(f"  allowed lateness: {duration(q.allowed_lateness_ms)}")
     if q.late_output is not None:
         late_cols = ", ".join(f"{c.name} {c.type}" for c in q.late_schema or ())
@@ -129,6 +131,21 @@ def explain_query(q: P.Query) -> str:
         for r in q.engine.reasons:
             add(f"    - {r.text}")
     return "\n".join(lines)
+
+
+def accumulation_text(a: P.Accumulation) -> str:
+    """``EMIT``'s accumulation mode, e.g. ``EARLY accumulating, ON_TIME discarding, ...``."""
+
+    def mode(timing: str) -> str:
+        return "discarding" if timing in a.discarding else "accumulating"
+
+    if not a.per_timing:
+        every = mode(P.PANE_TIMINGS[0])
+        what = "purge what they fired, as PURGING" if a.discarding else "keep what they fired"
+        return f"{every} (every pane: panes {what})"
+    return ", ".join(f"{t} {mode(t)}" for t in P.PANE_TIMINGS) + (
+        " (a discarding pane purges what it fired)"
+    )
 
 
 def _uses_processing_time(q: P.Query) -> bool:

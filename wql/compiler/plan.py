@@ -652,6 +652,41 @@ def first_non_mergeable(t: Trigger) -> Trigger | None:
 
 
 # ---------------------------------------------------------------------------
+# Emit
+
+#: Pane timings, in the order a window's panes come.
+PANE_TIMINGS = ("EARLY", "ON_TIME", "LATE")
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """EMIT [EARLY | ON_TIME | LATE] ACCUMULATING | DISCARDING (Beam's accumulation mode).
+
+    ``discarding``: the pane timings whose panes purge the contents they
+    fired (DISCARDING), in :data:`PANE_TIMINGS` order; every other pane keeps
+    them (ACCUMULATING). ``per_timing``: the clause named pane timings (only
+    windows with an end have them); False: one mode for every pane.
+    """
+
+    discarding: tuple[str, ...]
+    per_timing: bool = False
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.discarding != tuple(t for t in PANE_TIMINGS if t in self.discarding):
+            _fail(
+                f"discarding pane timings must be a subset of {PANE_TIMINGS} in that order",
+                self.span,
+                code=ErrorCode.EMIT,
+            )
+
+    @property
+    def discards_all(self) -> bool:
+        """Every pane purges what it fired: exactly PURGING on the trigger."""
+        return self.discarding == PANE_TIMINGS
+
+
+# ---------------------------------------------------------------------------
 # Evictors
 
 
@@ -841,7 +876,9 @@ class Query:
     filled in, COUNT_WINDOW expanded; None only for GLOBAL(), which the
     binder rejects without a trigger). ``effective_evictor`` likewise adds
     COUNT_WINDOW(size, slide)'s CountEvictor(size) when no EVICT is given.
-    ``engine`` is None until the planner has run.
+    ``engine`` is None until the planner has run. ``accumulation`` is the
+    EMIT clause's accumulation mode (None: the trigger decides, as without
+    EMIT: a PURGING trigger discards, any other accumulates).
     """
 
     name: str
@@ -864,6 +901,7 @@ class Query:
     """Where ALLOWED LATENESS is written (None when absent)."""
     late_output_span: Span | None = field(default=None, compare=False, repr=False)
     """Where LATE DATA TO is written (None when absent)."""
+    accumulation: Accumulation | None = None
 
     def __post_init__(self) -> None:
         if self.allowed_lateness_ms < 0:
@@ -896,6 +934,8 @@ class Query:
             _fail(
                 "LATE DATA TO needs an event-time window", self.span, code=ErrorCode.NOT_FOR_WINDOW
             )
+        if self.accumulation is not None:
+            _check_accumulation(self.accumulation, self.window, self.effective_trigger)
         names = [a.name for a in self.aggregates]
         if names != [f"__agg_{i}" for i in range(len(names))]:
             _fail(
@@ -966,6 +1006,23 @@ class Query:
             return None
         cols = [c for c in self.source.columns if c.name.lower() != LATE_EVENT_TIME_COLUMN]
         return (*cols, Column(LATE_EVENT_TIME_COLUMN, T.TIMESTAMP))
+
+
+def _check_accumulation(a: Accumulation, window: Window, trigger: Trigger) -> None:
+    if a.per_timing and not has_bounds(window):
+        _fail(
+            f"EMIT modes per pane timing need a window with an end; a {window.kind} window's "
+            "panes are neither EARLY, ON_TIME nor LATE",
+            a.span,
+            code=ErrorCode.EMIT,
+        )
+    if any(isinstance(t, PurgingTrigger) for t in walk_trigger(trigger)):
+        _fail(
+            "an EMIT accumulation mode cannot be combined with a PURGING trigger, which "
+            "discards every pane's contents already",
+            a.span,
+            code=ErrorCode.EMIT,
+        )
 
 
 def window_result_schema(

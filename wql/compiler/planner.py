@@ -106,14 +106,20 @@ def choose_engine(
 
 
 def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
-    return (
+    reasons = [
         P.Reason(
             f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
             "lateness and only incremental aggregates: Spark's native aggregation gives "
             "identical rows",
             q.window.span,
-        ),
-    )
+        )
+    ]
+    if q.accumulation is not None:
+        # each window fires once and is cleaned up: what a pane keeps changes nothing
+        reasons.append(
+            P.Reason("EMIT's accumulation mode changes no row: each window fires once", q.span)
+        )
+    return tuple(reasons)
 
 
 def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:

@@ -100,6 +100,10 @@ __all__ = [
     "TriggerClause",
     "EvictClause",
     "LateDataTo",
+    "PaneKind",
+    "Accumulation",
+    "EmitItem",
+    "EmitClause",
     "Query",
     "QueryForm",
     "CreateView",
@@ -596,6 +600,37 @@ class LateDataTo(Node):
     name: Ident
 
 
+class PaneKind(enum.Enum):
+    """The panes an ``EMIT`` item is about (by ``pane_timing``)."""
+
+    EARLY = "EARLY"
+    ON_TIME = "ON_TIME"
+    LATE = "LATE"
+
+
+@dataclass(frozen=True)
+class Accumulation(Node):
+    """``[EARLY | ON_TIME | LATE] ACCUMULATING | DISCARDING``.
+
+    Whether a pane keeps (accumulating) or purges (discarding) the contents
+    it fired, for the panes of one timing, or of every timing when ``panes``
+    is None (Beam's accumulation mode).
+    """
+
+    discarding: bool
+    panes: PaneKind | None = None
+
+
+EmitItem = Accumulation
+
+
+@dataclass(frozen=True)
+class EmitClause(Node):
+    """``EMIT <item>, ...`` (span covers the whole clause)."""
+
+    items: tuple[EmitItem, ...]
+
+
 class QueryForm(enum.Enum):
     """How a query's window was written; both forms mean the same query.
 
@@ -613,7 +648,8 @@ class Query(Node):
     """One windowed query, clauses in the spec's order.
 
     ``SELECT ... FROM ... [WHERE] GROUP BY ... [HAVING] [ALLOWED LATENESS]
-    [TRIGGER] [EVICT] [LATE DATA TO]``. Absent clauses are ``None``; defaults are the binder's.
+    [TRIGGER] [EVICT] [EMIT] [LATE DATA TO]``. Absent clauses are ``None``;
+    defaults are the binder's.
     A query written with a window table-valued function is held in the same
     shape (``form`` only tells the formatter how it was written).
     """
@@ -628,6 +664,7 @@ class Query(Node):
     evict: EvictClause | None = None
     late_data: LateDataTo | None = None
     form: QueryForm = field(default=QueryForm.WQL, compare=False)
+    emit: EmitClause | None = None
 
 
 @dataclass(frozen=True)

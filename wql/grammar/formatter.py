@@ -239,6 +239,9 @@ def _query_lines(
         if query.evict.position is not None:
             text += f" {query.evict.position.value}"
         lines.append(_Line(text, _anchor(query.evict)))
+    if query.emit is not None:
+        text = "EMIT " + ", ".join(format_emit_item(i) for i in query.emit.items)
+        lines.append(_Line(text, _anchor(query.emit)))
     if query.late_data is not None:
         text = f"LATE DATA TO {format_ident(query.late_data.name)}"
         lines.append(_Line(text, _anchor(query.late_data)))
@@ -383,6 +386,15 @@ def format_trigger(trigger: ast.Trigger) -> str:
                 text += f" LATE {format_trigger(late)}"
             return text
     raise TypeError(f"not a trigger: {trigger!r}")
+
+
+def format_emit_item(item: ast.EmitItem) -> str:
+    """One ``EMIT`` item, e.g. ``LATE DISCARDING``."""
+    match item:
+        case ast.Accumulation(discarding, panes):
+            mode = "DISCARDING" if discarding else "ACCUMULATING"
+            return mode if panes is None else f"{panes.value} {mode}"
+    raise TypeError(f"not an EMIT item: {item!r}")
 
 
 def format_evictor(evictor: ast.Evictor) -> str:

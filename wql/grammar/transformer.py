@@ -522,6 +522,8 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 parts["evict"] = child
             elif isinstance(child, ast.LateDataTo):
                 parts["late_data"] = child
+            elif isinstance(child, ast.EmitClause):
+                parts["emit"] = child
         if tvf is not None:
             parts["source"], parts["group_by"] = _from_tvf(tvf, parts.get("group_by"), items)
             parts["form"] = ast.QueryForm.TVF
@@ -744,6 +746,28 @@ class WqlTransformer(Transformer[Token, ast.Script]):
 
     def late_data_to(self, span: Span | None, children: list[Any]) -> ast.LateDataTo:
         return ast.LateDataTo(children[0], span=span)
+
+    def emit_clause(self, span: Span | None, children: list[Any]) -> ast.EmitClause:
+        return ast.EmitClause(tuple(children), span=span)
+
+    def accumulation(self, span: Span | None, children: list[Any]) -> ast.Accumulation:
+        panes = children[0].value if len(children) > 1 else None
+        return ast.Accumulation(children[-1].value, panes, span=span)
+
+    def early_panes(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.PaneKind.EARLY, span)
+
+    def on_time_panes(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.PaneKind.ON_TIME, span)
+
+    def late_panes(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.PaneKind.LATE, span)
+
+    def accumulating(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(False, span)
+
+    def discarding(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(True, span)
 
     # ------------------------------------------------------------- triggers
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy.typing as npt
 
 from wql.errors import WqlSemanticError
+from wql.runtime import windows as W
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.assigners import GlobalWindows, TumblingWindows, WindowAssigner
 from wql.runtime.evictors import CountEvictor, Evictor
@@ -63,9 +64,8 @@ EMITTED_FIELDS = (
 #: row of a window merged away; without ``changelog`` every row is ``+I``).
 EXTENDED_FIELDS = ("is_last", "op")
 
-EARLY = "EARLY"
-ON_TIME = "ON_TIME"
-LATE = "LATE"
+# The pane timings live with the windows (wql.runtime.windows.pane_timing).
+EARLY, ON_TIME, LATE = W.EARLY, W.ON_TIME, W.LATE
 
 INSERT = "+I"
 UPDATE_BEFORE = "-U"

@@ -51,10 +51,7 @@ from wql.runtime.assigners import (
 )
 from wql.runtime.config import (
     DELETE,
-    EARLY,
     INSERT,
-    LATE,
-    ON_TIME,
     UPDATE_AFTER,
     UPDATE_BEFORE,
     Counters,
@@ -75,6 +72,7 @@ from wql.runtime.windows import (
     GlobalWindow,
     TimeWindow,
     Window,
+    pane_timing,
 )
 
 Key = Hashable
@@ -515,15 +513,11 @@ class WindowOperator:
 
     def timing_now(self, window: Window) -> str:
         """Pane timing of a firing not caused by a timer of the window's own domain."""
-        return EARLY if self.watermark < window.max_timestamp else LATE
+        return pane_timing(window, self.watermark)
 
     def _timing_timer(self, window: Window, time: int, event: bool) -> str:
-        if event == self._event_time and type(window) is TimeWindow:
-            max_ts = window.end - 1
-            if time == max_ts:
-                return ON_TIME
-            return EARLY if time < max_ts else LATE
-        return self.timing_now(window)
+        own = time if event == self._event_time else None
+        return pane_timing(window, self.watermark, own)
 
     def emit(
         self,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
-from wql.runtime.windows import MAX_TIME, Window
+from wql.runtime.windows import MAX_TIME, Window, pane_timing
 
 
 class TriggerResult(IntEnum):
@@ -425,6 +425,54 @@ class PurgingTrigger(Trigger):
 
 
 @dataclass(frozen=True)
+class PanePurgingTrigger(Trigger):
+    """EMIT ... DISCARDING for some pane timings: PurgingTrigger, but only for those panes.
+
+    Every FIRE of ``nested`` becomes FIRE_AND_PURGE when the pane it fires
+    has a timing in ``discard`` (``EARLY``, ``ON_TIME``, ``LATE``): the
+    pane's contents are discarded after it (Beam's DISCARDING_FIRED_PANES),
+    the others keep them (ACCUMULATING_FIRED_PANES). The timing is the one
+    the operator gives the pane (``windows.pane_timing``): a timer of the
+    window's own clock (``event_time``: the window is an event-time window)
+    by its time, any other firing by the watermark. With all three timings
+    this is exactly ``PurgingTrigger(nested)``.
+    """
+
+    nested: Trigger
+    discard: frozenset[str]
+    event_time: bool
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
+        if r & 1 and pane_timing(window, ctx.watermark) in self.discard:
+            return FIRE_AND_PURGE
+        return r
+
+    def on_event_time(self, time, window, ctx):
+        r = self.nested.on_event_time(time, window, ctx.child(0))
+        own = time if self.event_time else None
+        if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
+            return FIRE_AND_PURGE
+        return r
+
+    def on_processing_time(self, time, window, ctx):
+        r = self.nested.on_processing_time(time, window, ctx.child(0))
+        own = None if self.event_time else time
+        if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
+            return FIRE_AND_PURGE
+        return r
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window, ctx) -> None:
+        self.nested.on_merge(window, ctx.child(0))
+
+    def clear(self, window, ctx) -> None:
+        self.nested.clear(window, ctx.child(0))
+
+
+@dataclass(frozen=True)
 class ProcessingTimeoutTrigger(Trigger):
     """TIMEOUT(t, interval): Flink's ``ProcessingTimeoutTrigger.of(t, interval)``.
 
@@ -699,7 +747,7 @@ def walk(trigger: Trigger) -> list[Trigger]:
 
 
 def _children(trigger: Trigger) -> Sequence[Trigger]:
-    if isinstance(trigger, PurgingTrigger | ProcessingTimeoutTrigger):
+    if isinstance(trigger, PurgingTrigger | PanePurgingTrigger | ProcessingTimeoutTrigger):
         return (trigger.nested,)
     if isinstance(trigger, AnyTrigger | AllTrigger):
         return trigger.children

@@ -124,6 +124,8 @@ def build_operator(query: P.Query) -> OperatorPlan:
     values = _Values()
     assigner = _assigner(query.window, values)
     trigger = _trigger(query.effective_trigger, values) if query.effective_trigger else None
+    if query.accumulation is not None and trigger is not None:
+        trigger = _accumulating(trigger, query.accumulation, query.window)
     evictor_node = query.effective_evictor or query.evictor
     evictor = _evictor(evictor_node, values) if evictor_node is not None else None
     aggregates = tuple(_aggregate(a, values) for a in query.aggregates)
@@ -271,6 +273,15 @@ def _(t: P.EarlyLateTrigger, values: _Values) -> TR.Trigger:
     early = _trigger(t.early, values) if t.early is not None else None
     late = _trigger(t.late, values) if t.late is not None else None
     return TR.EarlyLateTrigger(early, late)
+
+
+def _accumulating(trigger: TR.Trigger, a: P.Accumulation, window: P.Window) -> TR.Trigger:
+    """The trigger with EMIT's accumulation mode: purging after the discarding panes."""
+    if a.discards_all:
+        return TR.PurgingTrigger(trigger)  # every pane discards: exactly PURGING
+    if not a.discarding:
+        return trigger  # every pane accumulates: what a trigger without PURGING does
+    return TR.PanePurgingTrigger(trigger, frozenset(a.discarding), _event(window))
 
 
 def _delta_value(expr: P.Expr, values: _Values) -> int:

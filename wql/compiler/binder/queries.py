@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, Echo
+from wql.compiler.binder.emit import bind_emit
 from wql.compiler.binder.lateness import bind_late_data, bind_lateness
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
 from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
@@ -141,6 +142,12 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
     if q.late_data is not None:
         late_output = ctx.attempt(bind_late_data, ctx, q.late_data, window, source)
 
+    accumulation = None
+    if q.emit is not None:
+        effective_trigger = trigger or (default_trigger(window) if window is not None else None)
+        if q.trigger is None or trigger is not None:  # a broken trigger is reported already
+            accumulation = ctx.attempt(bind_emit, ctx, q.emit, window, effective_trigger)
+
     registry = AggregateRegistry()
     output = ctx.attempt(bind_select, ctx, q, keys, window, relation, tables, registry)
     having = None
@@ -179,4 +186,5 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
         span=q.span,
         lateness_span=q.lateness.span if q.lateness is not None else None,
         late_output_span=q.late_data.span if q.late_data is not None else None,
+        accumulation=accumulation,
     )

@@ -1,0 +1,105 @@
+"""The emit forms in the compiler: plan, operator configuration, explain, errors.
+
+Every invalid combination is one positioned error with its code (``@``
+marks where it must point, as in ``test_one_mistake_one_error.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from wql.compiler import check_source, compile_source
+from wql.compiler import plan as P
+from wql.compiler.backends.operator import build_operator
+from wql.compiler.explain import explain
+from wql.errors import ErrorCode, WqlError
+from wql.runtime import triggers as TR
+
+SOURCE = """CREATE SOURCE clicks (
+    user_id STRING,
+    amount  DOUBLE,
+    ts      TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH (format = 'csv', path = 'clicks.csv');
+"""
+
+
+def query(tail: str, window: str = "TUMBLE(ts, INTERVAL '1' MINUTE)", select: str = "") -> str:
+    items = select or "user_id, COUNT(*) AS n"
+    return SOURCE + f"SELECT {items}\nFROM clicks\nGROUP BY user_id, {window}\n{tail};\n"
+
+
+def compiled(text: str, engine: str = "auto") -> P.Query:
+    return compile_source(text, "q.wql", engine=engine).queries[0]
+
+
+def one_error(text_with_marker: str) -> WqlError:
+    """The one error of a text whose ``@`` marks where it must point."""
+    at = text_with_marker.index("@")
+    text = text_with_marker[:at] + text_with_marker[at + 1 :]
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    errors = check_source(text, "q.wql")
+    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
+    return errors[0]
+
+
+# --------------------------------------------------------------------------- accumulation
+
+
+@pytest.mark.parametrize(
+    ("emit", "discarding", "per_timing"),
+    [
+        ("EMIT ACCUMULATING", (), False),
+        ("EMIT DISCARDING", ("EARLY", "ON_TIME", "LATE"), False),
+        ("EMIT LATE DISCARDING, EARLY ACCUMULATING", ("LATE",), True),
+        ("EMIT ON_TIME DISCARDING, LATE DISCARDING", ("ON_TIME", "LATE"), True),
+    ],
+)
+def test_accumulation_in_the_plan(emit, discarding, per_timing):
+    q = compiled(query(f"TRIGGER WATERMARK WITH EARLY COUNT(2)\n{emit}"))
+    assert q.accumulation == P.Accumulation(discarding, per_timing)
+
+
+def test_accumulation_becomes_the_runtime_trigger():
+    def trigger(emit: str):
+        return build_operator(compiled(query(f"TRIGGER COUNT(3)\n{emit}"))).config.trigger
+
+    assert trigger("EMIT ACCUMULATING") == TR.CountTrigger(3)
+    assert trigger("EMIT DISCARDING") == TR.PurgingTrigger(TR.CountTrigger(3))
+    assert trigger("EMIT EARLY DISCARDING") == TR.PanePurgingTrigger(
+        TR.CountTrigger(3), frozenset({"EARLY"}), True
+    )
+
+
+def test_no_emit_changes_nothing():
+    q = compiled(query("TRIGGER COUNT(3)"))
+    assert q.accumulation is None
+    assert build_operator(q).config.trigger == TR.CountTrigger(3)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (query("EMIT DISCARDING, @LATE ACCUMULATING"), "twice how LATE panes"),
+        (query("EMIT LATE DISCARDING, @LATE ACCUMULATING"), "twice how LATE panes"),
+        (query("EMIT EARLY DISCARDING, @ACCUMULATING"), "twice how every pane"),
+        (query("TRIGGER PURGING COUNT(2)\nEMIT @EARLY ACCUMULATING"), "PURGING"),
+        (query("TRIGGER ANY(COUNT(2), PURGING WATERMARK)\nEMIT @DISCARDING"), "PURGING"),
+        (query("EMIT @ACCUMULATING", window="COUNT_WINDOW(5)"), "PURGING"),
+        (query("TRIGGER COUNT(2)\nEMIT @LATE DISCARDING", window="GLOBAL()"), "no end"),
+    ],
+)
+def test_accumulation_mistakes_are_positioned(text, message):
+    err = one_error(text)
+    assert err.code is ErrorCode.EMIT and message in err.message
+
+
+def test_accumulation_explained_and_native_where_it_changes_nothing():
+    q = compiled(query("EMIT DISCARDING"))
+    # the default trigger, no lateness: each window fires once, whatever a pane keeps
+    assert q.engine.engine == "native"
+    text = explain(compile_source(query("TRIGGER COUNT(2)\nEMIT EARLY DISCARDING")))
+    assert (
+        "  accumulation (EMIT): EARLY discarding, ON_TIME accumulating, LATE accumulating" in text
+    )
