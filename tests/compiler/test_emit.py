@@ -103,3 +103,40 @@ def test_accumulation_explained_and_native_where_it_changes_nothing():
     assert (
         "  accumulation (EMIT): EARLY discarding, ON_TIME accumulating, LATE accumulating" in text
     )
+
+
+# --------------------------------------------------------------------------- ON UPDATE
+
+
+def test_every_on_update_in_the_plan_and_the_runtime():
+    q = compiled(
+        query("ALLOWED LATENESS INTERVAL '30' SECOND\nTRIGGER EVERY INTERVAL '10' SECOND ON UPDATE")
+    )
+    assert q.effective_trigger == P.EveryTrigger(10_000, P.TimeDomain.EVENT, on_update=True)
+    # bounded by the window's end, then its cleanup (lateness 30 s)
+    assert build_operator(q).config.trigger == TR.OnUpdateTrigger(10_000, True, True, 30_000)
+    # on the other clock the window's end does not bound it
+    q = compiled(query("TRIGGER EVERY INTERVAL '5' SECOND OF PROCESSING TIME ON UPDATE"))
+    assert build_operator(q).config.trigger == TR.OnUpdateTrigger(5_000, False, False, 0)
+    # a window without an end: GLOBAL() (OF ... TIME is required, as for EVERY)
+    q = compiled(query("TRIGGER EVERY INTERVAL '5' SECOND OF EVENT TIME ON UPDATE", "GLOBAL()"))
+    assert build_operator(q).config.trigger == TR.OnUpdateTrigger(5_000, True, False, 0)
+    text = explain(compile_source(query("TRIGGER EVERY INTERVAL '10' SECOND ON UPDATE")))
+    assert "EVERY 10 s OF EVENT TIME ON UPDATE (fire at the next 10 s boundary" in text
+
+
+def test_every_on_update_on_sessions_merges_and_is_not_native():
+    q = compiled(
+        query("TRIGGER EVERY INTERVAL '1' SECOND ON UPDATE", "SESSION(ts, INTERVAL '1' MINUTE)")
+    )
+    assert q.effective_trigger.mergeable
+    assert q.engine.engine == "operator"
+    with pytest.raises(WqlError) as info:
+        compiled(query("TRIGGER @EVERY INTERVAL '1' SECOND ON UPDATE").replace("@", ""), "native")
+    assert info.value.code is ErrorCode.NOT_NATIVE
+    assert "TRIGGER EVERY 1 s OF EVENT TIME ON UPDATE at line 10" in info.value.message
+
+
+def test_every_on_update_without_a_clock_is_positioned():
+    err = one_error(query("TRIGGER @EVERY INTERVAL '1' SECOND ON UPDATE", "COUNT_WINDOW(3)"))
+    assert err.code is ErrorCode.NOT_FOR_WINDOW

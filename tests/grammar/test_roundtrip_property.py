@@ -105,8 +105,9 @@ def trigger(draw: st.DrawFn, depth: int = 0) -> str:
     if form == 3:
         return f"{kw('EVERY')} {draw(interval())}"
     if form == 4:
-        domain = draw(st.sampled_from(["OF EVENT TIME", "OF PROCESSING TIME"]))
-        return f"{kw('EVERY')} {draw(interval())} {kw(domain)}"
+        domain = draw(st.sampled_from(["OF EVENT TIME", "OF PROCESSING TIME", ""]))
+        update = draw(st.sampled_from(["", " ON UPDATE", " on update"]))
+        return f"{kw('EVERY')} {draw(interval())} {kw(domain)}{update}"
     if form in (5, 6):
         threshold = draw(st.sampled_from(["1", "2.5", "-3", "0.125"]))
         return f"{kw('DELTA')}({draw(expr())}, {threshold})"

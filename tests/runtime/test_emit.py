@@ -25,6 +25,7 @@ from wql.runtime import (
     EarlyLateTrigger,
     EventTimeTrigger,
     GlobalWindows,
+    OnUpdateTrigger,
     OperatorConfig,
     PanePurgingTrigger,
     ProcessingTimeoutTrigger,
@@ -36,6 +37,7 @@ from wql.runtime import (
     count_windows,
 )
 from wql.runtime import snapshot as snap
+from wql.runtime.assigners import DROP_IN_NO_FIRING
 from wql.runtime.testing import Harness
 
 SUM = (AggregateSpec("SUM", 0),)
@@ -174,6 +176,9 @@ MARK_CONFIGS = [
     (TumblingWindows(10, event_time=False), None),
     (TumblingWindows(10), ProcessingTimeoutTrigger(CountTrigger(3), 5)),
     (GlobalWindows(), PurgingTrigger(CountTrigger(2))),
+    (TumblingWindows(10), OnUpdateTrigger(3, True, True, 5)),
+    (SessionWindows(6), EarlyLateTrigger(OnUpdateTrigger(2, True, True), None)),
+    (SessionWindows(6), EarlyLateTrigger(None, OnUpdateTrigger(4, True, True, 30))),
 ]
 
 steps_st = st.lists(
@@ -378,3 +383,117 @@ def test_pane_purging_for_every_timing_equals_purging(shape, lateness, steps):
     # and discarding nothing is the trigger itself
     none = PanePurgingTrigger(trigger, frozenset(), assigner.is_event_time)
     assert run_steps(config(none), steps, True) == run_steps(config(trigger), steps, True)
+
+
+# --------------------------------------------------------------------------- ON UPDATE
+
+
+def on_update(assigner: Any, trigger: Any, script: str, lateness: int = 0) -> list[tuple]:
+    config = OperatorConfig(
+        assigner, SUM, trigger=trigger, allowed_lateness=lateness, mark_last=True
+    )
+    return [
+        (f.value, f.start, f.end, f.pane_index, f.pane_timing, f.is_last)
+        for f in Harness(config).run(script)
+    ]
+
+
+def test_on_update_fires_at_the_next_boundary_only_after_rows():
+    # TUMBLE 10 s, EVERY 2 s ON UPDATE: 500 arms 2000; 700 joins it; nothing is
+    # armed at 4000 (no row since 2000); 4500 arms 6000; the cleanup at 9999
+    # finds nothing pending: every row was in a firing, no ON_TIME repeat.
+    script = "k:1@500, k:2@700, WM 2000, WM 4000, k:4@4500, WM 9999"
+    assert on_update(TumblingWindows(10_000), OnUpdateTrigger(2000, True, True), script) == [
+        (3, 0, 10_000, 0, "EARLY", False),
+        (7, 0, 10_000, 1, "EARLY", False),
+    ]
+    # EVERY 2 s (Flink's ContinuousEventTimeTrigger) fires at every boundary
+    every = Harness(OperatorConfig(TumblingWindows(10_000), SUM, ContinuousEventTimeTrigger(2000)))
+    assert [(f.value, f.pane_timing) for f in every.run(script)] == [
+        (3, "EARLY"),
+        (3, "EARLY"),
+        (7, "EARLY"),
+        (7, "EARLY"),
+        (7, "ON_TIME"),
+    ]
+
+
+def test_on_update_never_passes_the_window_end():
+    # 9500 arms 10000, capped at the window's end 9999: ON_TIME, and the cleanup's
+    script = "k:1@500, WM 2000, k:2@9500, WM 9999"
+    assert on_update(TumblingWindows(10_000), OnUpdateTrigger(2000, True, True), script) == [
+        (1, 0, 10_000, 0, "EARLY", False),
+        (3, 0, 10_000, 1, "ON_TIME", True),
+    ]
+
+
+def test_on_update_as_late_trigger_batches_late_rows_up_to_the_cleanup():
+    # lateness 3 s: after the ON_TIME pane, 600 arms the boundary after the
+    # watermark (10000), 700 joins; 800 at watermark 12000 arms 14000, capped at
+    # the cleanup time 12999: that LATE pane is the window's last.
+    trigger = EarlyLateTrigger(None, OnUpdateTrigger(2000, True, True, lateness=3000))
+    script = "k:1@500, WM 9999, k:2@600, k:4@700, WM 11000, WM 12000, k:8@800, WM 12999"
+    assert on_update(TumblingWindows(10_000), trigger, script, lateness=3000) == [
+        (1, 0, 10_000, 0, "ON_TIME", False),
+        (7, 0, 10_000, 1, "LATE", False),
+        (15, 0, 10_000, 2, "LATE", True),
+    ]
+
+
+def test_on_update_in_processing_time():
+    # processing-time TUMBLE 10 s, EVERY 3 s OF PROCESSING TIME ON UPDATE: the
+    # timer at 3000 fires once the clock passes it; 6500 arms 9000
+    window = TumblingWindows(10_000, event_time=False)
+    script = "PT 1000, k:1@0, k:2@0, PT 3001, PT 6500, k:4@0, PT 9000, PT 10000"
+    assert on_update(window, OnUpdateTrigger(3000, False, True), script) == [
+        (3, 0, 10_000, 0, "EARLY", False),
+        (7, 0, 10_000, 1, "EARLY", False),
+    ]
+
+
+def test_on_update_merges_the_earliest_pending_timer():
+    # SESSION gap 3 s: [0,3000) armed at 1000, [4000,7000) at 5000; 2500 bridges
+    # them: the merged session takes 1000 and fires everything there once.
+    script = "k:1@0, k:2@4000, WM 500, k:4@2500, WM 8000"
+    assert on_update(SessionWindows(3000), OnUpdateTrigger(1000, True, True), script) == [
+        (7, 0, 7000, 0, "EARLY", False),
+    ]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    assigner=st.sampled_from(
+        [TumblingWindows(10), SlidingWindows(size=12, slide=4), SessionWindows(6)]
+        + [DynamicSessionWindows(1)]
+    ),
+    interval=st.sampled_from([1, 3, 7, 20]),
+    lateness=st.sampled_from([0, 5]),
+    steps=steps_st,
+)
+def test_on_update_fires_every_row_once_and_never_without_a_new_row(
+    assigner, interval, lateness, steps
+):
+    config = OperatorConfig(
+        assigner,
+        (AggregateSpec("COUNT_STAR"),),
+        trigger=OnUpdateTrigger(interval, True, True, lateness),
+        allowed_lateness=lateness,
+    )
+    op = WindowOperator(config)
+    out = []
+    for step in steps:
+        if step[0] == "row":
+            op.process_element(step[1], step[2], (step[3], step[4]))
+        elif step[0] == "wm":
+            op.advance_watermark(step[1])
+        out.extend(op.drain())
+    op.end_of_input()
+    out.extend(op.drain())
+    # bounded by the window's end or cleanup: every accepted row is in a firing
+    assert DROP_IN_NO_FIRING not in op.counters.dropped
+    # accumulating COUNT(*): a window's panes grow, so no pane fired without new rows
+    last: dict[tuple, int] = {}
+    for row in out:
+        assert row[-1] > last.get(window_of(row), 0), out
+        last[window_of(row)] = row[-1]
+    assert op.active_keys() == []  # no timer or state left once every window is gone

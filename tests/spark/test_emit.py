@@ -152,3 +152,42 @@ def test_accumulation_through_the_streaming_processor():
         ("k", 0, 2000, 3, "LATE", 16.0),
         ("z", 2000, 4000, 0, "ON_TIME", 1.0),
     ]
+
+
+ON_UPDATE_ROWS = [("a", 1, 0.5), ("a", 1, 0.7), ("z", 1, 2.1), ("z", 1, 4.1), ("a", 1, 4.5)]
+ON_UPDATE_ROWS += [("z", 1, 11)]
+
+
+def test_every_on_update_in_batch(spark):
+    text = SOURCE + (
+        "SELECT k, window_start, pane_index, pane_timing, COUNT(*) AS n FROM s "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) TRIGGER EVERY INTERVAL '2' SECOND ON UPDATE"
+    )
+    # a@0.5 arms a's window at 2 s; z@2.1 arms z's at 4 s; the watermark 2.099
+    # (before z@4.1) fires a's; 4.099 (before a@4.5) fires z's, and a@4.5 arms
+    # 6 s, which fires at end of input; z@11 opens [10,20), armed at 12 s. No
+    # window fires again without a new row (EVERY would fire a's at 4, 6, 8, 9.999).
+    assert run(spark, text, ON_UPDATE_ROWS)["query_1"] == [
+        ("a", at(0), 0, "EARLY", 2),
+        ("a", at(0), 1, "EARLY", 3),
+        ("z", at(0), 0, "EARLY", 2),
+        ("z", at(10), 0, "EARLY", 1),
+    ]
+
+
+def test_every_on_update_through_the_streaming_processor():
+    text = SOURCE.replace("STRING, v BIGINT", "STRING, v DOUBLE") + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) "
+        "TRIGGER EVERY INTERVAL '2' SECOND ON UPDATE"
+    )
+    d = Driver(text)
+    d.batch([("a", 1, 500), ("a", 1, 700)])  # a armed at 2000
+    d.batch([("z", 1, 2100)])  # watermark 699; z armed at 4000
+    d.batch([("z", 1, 4100)])  # watermark 2099: a fires
+    d.batch([("a", 1, 4500)])  # watermark 4099: z fires; a armed at 6000
+    d.end()  # a fires at 6000; the cleanup timers fire nothing
+    assert d.results == [
+        ("a", 0, 10_000, 0, "EARLY", 2.0),
+        ("z", 0, 10_000, 0, "EARLY", 2.0),
+        ("a", 0, 10_000, 1, "EARLY", 3.0),
+    ]

@@ -272,7 +272,14 @@ def _(t: P.CountTrigger) -> NodeText:
 @trigger_text.register
 def _(t: P.EveryTrigger) -> NodeText:
     text = f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
-    return NodeText("EVERY", text, text)
+    if not t.on_update:
+        return NodeText("EVERY", text, text)
+    return NodeText(
+        "EVERY",
+        f"{text} ON UPDATE",
+        f"{text} ON UPDATE (fire at the next {duration(t.interval_ms)} boundary after rows "
+        "arrived, only if rows arrived since the last firing)",
+    )
 
 
 @trigger_text.register

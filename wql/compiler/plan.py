@@ -470,10 +470,16 @@ class CountTrigger(_TriggerNode):
 
 @dataclass(frozen=True)
 class EveryTrigger(_TriggerNode):
-    """ContinuousEventTimeTrigger / ContinuousProcessingTimeTrigger(interval)."""
+    """ContinuousEventTimeTrigger / ContinuousProcessingTimeTrigger(interval).
+
+    ``on_update`` (EVERY ... ON UPDATE): fire at the next boundary after rows
+    arrived, only when rows arrived since the last firing (the runtime's
+    OnUpdateTrigger), instead of at every boundary.
+    """
 
     interval_ms: int
     domain: TimeDomain
+    on_update: bool = False
     span: Span | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -469,10 +469,15 @@ class CountTrigger(TriggerSpec):
 
 @dataclass(frozen=True)
 class EveryTrigger(TriggerSpec):
-    """``EVERY <interval> [OF EVENT TIME | OF PROCESSING TIME]``; ``domain`` None = window's own."""
+    """``EVERY <interval> [OF EVENT TIME | OF PROCESSING TIME] [ON UPDATE]``.
+
+    ``domain`` None = the window's own; ``on_update``: fire only when rows
+    arrived since the last firing (without it: Flink's continuous triggers).
+    """
 
     interval: Interval
     domain: TimeDomain | None = None
+    on_update: bool = False
 
 
 @dataclass(frozen=True)

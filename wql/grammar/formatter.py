@@ -365,9 +365,10 @@ def format_trigger(trigger: ast.Trigger) -> str:
             return "PROCESSING TIME"
         case ast.CountTrigger(count):
             return f"COUNT({count.value})"
-        case ast.EveryTrigger(interval, domain):
+        case ast.EveryTrigger(interval, domain, on_update):
             text = f"EVERY {format_interval(interval)}"
-            return text + (f" OF {domain.value} TIME" if domain is not None else "")
+            text += f" OF {domain.value} TIME" if domain is not None else ""
+            return text + (" ON UPDATE" if on_update else "")
         case ast.DeltaTrigger(expr, threshold):
             return f"DELTA({expr.canonical}, {_decimal_text(threshold.value)})"
         case ast.TimeoutTrigger(inner, timeout):

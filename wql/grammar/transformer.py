@@ -783,8 +783,12 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return ast.CountTrigger(children[0], span=span)
 
     def every_trigger(self, span: Span | None, children: list[Any]) -> ast.EveryTrigger:
-        domain = children[1].value if len(children) > 1 else None
-        return ast.EveryTrigger(children[0], domain, span=span)
+        parts = [c.value for c in children[1:]]
+        domain = next((p for p in parts if isinstance(p, ast.TimeDomain)), None)
+        return ast.EveryTrigger(children[0], domain, "on_update" in parts, span=span)
+
+    def on_update(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part("on_update", span)
 
     def event_domain(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(ast.TimeDomain.EVENT, span)
