@@ -140,3 +140,74 @@ def test_every_on_update_on_sessions_merges_and_is_not_native():
 def test_every_on_update_without_a_clock_is_positioned():
     err = one_error(query("TRIGGER @EVERY INTERVAL '1' SECOND ON UPDATE", "COUNT_WINDOW(3)"))
     assert err.code is ErrorCode.NOT_FOR_WINDOW
+
+
+# --------------------------------------------------------------------------- changelog
+
+CHANGELOG_SELECT = "user_id, window_start, window_end, pane_index, COUNT(*) AS n"
+
+
+def test_changelog_in_the_plan_and_the_output_schema():
+    q = compiled(query("EMIT CHANGELOG", select=CHANGELOG_SELECT))
+    assert q.changelog == P.Changelog()
+    assert [c.name for c in q.output_schema] == [
+        "op",
+        "user_id",
+        "window_start",
+        "window_end",
+        "pane_index",
+        "n",
+    ]
+    assert q.changelog_key == ("user_id", "window_start", "window_end")
+    assert build_operator(q).config.changelog
+    assert q.engine.engine == "operator"
+    text = explain(compile_source(query("EMIT CHANGELOG", select=CHANGELOG_SELECT)))
+    assert "a row is (user_id, window_start, window_end)" in text
+    assert "    op STRING = the change: +I, -U, +U or -D" in text
+
+
+def test_changelog_of_windows_without_an_end_is_keyed_by_the_keys_alone():
+    q = compiled(
+        query("TRIGGER COUNT(3)\nEMIT CHANGELOG", "GLOBAL()", "user_id AS u, pane_index, COUNT(*)")
+    )
+    assert q.changelog_key == ("u",)
+
+
+def test_changelog_forced_native_names_the_clause():
+    text = query("@EMIT CHANGELOG", select=CHANGELOG_SELECT)
+    with pytest.raises(WqlError) as info:
+        compiled(text.replace("@", ""), "native")
+    assert info.value.code is ErrorCode.NOT_NATIVE
+    assert (info.value.line, info.value.column) == (10, 6)
+    assert "EMIT CHANGELOG at line 10 needs the operator engine" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (query("EMIT @CHANGELOG"), "needs window_start, window_end, pane_index in the SELECT"),
+        (
+            query("EMIT @CHANGELOG", select="window_start, window_end, pane_index, COUNT(*)"),
+            "needs user_id in the SELECT",
+        ),
+        (
+            query(
+                "EMIT @CHANGELOG",
+                select="user_id, window_start, window_end + INTERVAL '1' SECOND AS e, pane_index",
+            ),
+            "needs window_end",
+        ),
+        (query("EMIT CHANGELOG, @CHANGELOG", select=CHANGELOG_SELECT), "CHANGELOG twice"),
+        (
+            query("EMIT CHANGELOG", select=CHANGELOG_SELECT + ", COUNT(*) AS @op"),
+            "puts the column 'op' first",
+        ),
+        (
+            query("EMIT CHANGELOG", select=CHANGELOG_SELECT + ", @RAND() AS r"),
+            "RAND() , which is not deterministic".replace(" ,", ","),
+        ),
+    ],
+)
+def test_changelog_mistakes_are_positioned(text, message):
+    err = one_error(text)
+    assert err.code is ErrorCode.EMIT and message in err.message

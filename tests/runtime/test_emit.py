@@ -497,3 +497,134 @@ def test_on_update_fires_every_row_once_and_never_without_a_new_row(
         assert row[-1] > last.get(window_of(row), 0), out
         last[window_of(row)] = row[-1]
     assert op.active_keys() == []  # no timer or state left once every window is gone
+
+
+# --------------------------------------------------------------------------- changelog
+
+#: With early, on-time, late, purging, discarding and merging firings.
+CHANGELOG_CONFIGS = [
+    *MARK_CONFIGS,
+    (SessionWindows(6), CountTrigger(2)),
+    (
+        SessionWindows(6),
+        PanePurgingTrigger(
+            EarlyLateTrigger(CountTrigger(1), CountTrigger(1)), frozenset({"EARLY"}), True
+        ),
+    ),
+    (SessionWindows(5), PurgingTrigger(EarlyLateTrigger(CountTrigger(2), None))),
+    (DynamicSessionWindows(1), OnUpdateTrigger(3, True, True, 30)),
+    count_windows(3)[:2],
+    (GlobalWindows(), CountTrigger(2)),
+]
+
+
+def changelog_pair(shape: tuple, lateness: int) -> tuple[OperatorConfig, OperatorConfig]:
+    """The same query marking last panes (the panes) and as a changelog."""
+    assigner, trigger = shape
+    lateness = lateness if assigner.is_event_time else 0
+    aggs = (AggregateSpec("SUM", 0), AggregateSpec("COLLECT_LIST", 0))
+    marked = OperatorConfig(assigner, aggs, trigger, None, lateness, mark_last=True)
+    changes = OperatorConfig(assigner, aggs, trigger, None, lateness, changelog=True)
+    return marked, changes
+
+
+def fold(table: dict, changes: list[tuple]) -> None:
+    """Apply changelog rows to ``table`` (window -> row without op), checking each kind."""
+    for row in changes:
+        key, op = window_of(row), row[-1]
+        if op in ("+I", "+U"):
+            assert key not in table, ("an insert of a window that has a row", row)
+            table[key] = row[:-1]
+        else:
+            assert op in ("-U", "-D"), row
+            # a retraction carries exactly the values of the row it retracts
+            assert table.get(key) == row[:-1], ("retracts another row", row, table.get(key))
+            del table[key]
+
+
+def live_windows(op: WindowOperator, key: Any) -> set:
+    ks = op.key_states.get(key)
+    if ks is None or ks.merging is None:
+        return set()
+    return set(ks.merging.mapping)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shape=st.sampled_from(CHANGELOG_CONFIGS),
+    lateness=st.sampled_from([0, 5, 30]),
+    steps=steps_st,
+    end=st.booleans(),
+    restore=st.sampled_from([None, "key", "whole"]),
+)
+def test_folding_the_changelog_gives_the_latest_pane_of_every_live_window(
+    shape, lateness, steps, end, restore
+):
+    marked_config, config = changelog_pair(shape, lateness)
+    panes = WindowOperator(marked_config)
+    changes = WindowOperator(config)
+    table: dict = {}
+    latest: dict = {}
+    for i, step in enumerate(steps + ([("end",)] if end else [])):
+        merged: set = set()
+        if step[0] == "row":
+            _, key, ts, value, gap = step
+            if restore == "key":  # the streaming host's round trip, before every row
+                changes.restore_key(key, changes.snapshot_key(key))
+            before = live_windows(panes, key)
+            for op in (panes, changes):
+                op.process_element(key, ts, (value, gap))
+            # a row never cleans a window up: the windows it made vanish were merged away
+            merged = {(key, w.start, w.end) for w in before - live_windows(panes, key)}
+        elif step[0] == "wm":
+            for op in (panes, changes):
+                op.advance_watermark(step[1])
+        elif step[0] == "pt":
+            for op in (panes, changes):
+                op.advance_processing_time(step[1])
+        else:
+            for op in (panes, changes):
+                op.end_of_input()
+        fired = panes.drain()
+        changed = changes.drain()
+        # a changelog adds only retractions: its inserts are the panes (in the same
+        # order per window; restored keys may fire equal-time timers in another key order)
+        inserts = [r[:-1] for r in changed if r[-1] in ("+I", "+U")]
+        assert sorted(inserts, key=window_of) == sorted((r[:-1] for r in fired), key=window_of)
+        assert {r[-1] for r in changed} <= {"+I", "-U", "+U", "-D"}
+        fold(table, changed)
+        for row in fired:
+            latest[window_of(row)] = row[:-1]
+        for window in merged:
+            latest.pop(window, None)
+        assert table == latest
+        if restore == "whole" and i == len(steps) // 2:
+            changes = WindowOperator.restore(config, changes.snapshot())
+    assert changes.counters == panes.counters
+    if end:
+        assert changes.active_keys() == [] or not shape[0].is_event_time
+
+
+def test_changelog_of_an_early_session_that_merges_and_fires_late():
+    # gap 3 s, lateness 2 s, every row fires EARLY, every late row LATE:
+    # k@0 and k@5000 are two sessions (+I each); k@2500 bridges them: both rows
+    # are retracted (-D), the merged session fires a row of its own (+I, pane 1);
+    # the watermark fires it ON_TIME (-U, +U); k@7500 (behind the watermark, its
+    # session not) extends it to [0,10500): -D of [0,8000), +I of the new
+    # window's EARLY pane, which the watermark fires ON_TIME (-U, +U).
+    trigger = EarlyLateTrigger(CountTrigger(1), None)
+    config = OperatorConfig(SessionWindows(3000), SUM, trigger, None, 2000, changelog=True)
+    out = Harness(config).run("k:1@0, k:2@5000, k:4@2500, WM 8000, k:8@7500, WM 10499")
+    assert [(f.op, f.value, f.start, f.end, f.pane_index, f.pane_timing) for f in out] == [
+        ("+I", 1, 0, 3000, 0, "EARLY"),
+        ("+I", 2, 5000, 8000, 0, "EARLY"),
+        ("-D", 1, 0, 3000, 0, "EARLY"),
+        ("-D", 2, 5000, 8000, 0, "EARLY"),
+        ("+I", 7, 0, 8000, 1, "EARLY"),
+        ("-U", 7, 0, 8000, 1, "EARLY"),
+        ("+U", 7, 0, 8000, 2, "ON_TIME"),
+        ("-D", 7, 0, 8000, 2, "ON_TIME"),
+        ("+I", 15, 0, 10500, 3, "EARLY"),
+        ("-U", 15, 0, 10500, 3, "EARLY"),
+        ("+U", 15, 0, 10500, 4, "ON_TIME"),
+    ]

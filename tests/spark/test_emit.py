@@ -191,3 +191,96 @@ def test_every_on_update_through_the_streaming_processor():
         ("z", 0, 10_000, 0, "EARLY", 2.0),
         ("a", 0, 10_000, 1, "EARLY", 3.0),
     ]
+
+
+# k@0 and k@5 are two sessions; k@2.5 comes at the watermark 4.999 s, which
+# fires [0,3) on time, and bridges them; z@8.001 moves the watermark to 8 s;
+# k@7.5 is behind it, its session is not: the on-time pane of [0,8) first, then
+# the merge into [0,10.5). Replayed in arrival order (seq); lateness 3 s keeps
+# the sessions that fired mergeable.
+CHANGELOG_ROWS = [("k", 1, 0), ("k", 2, 5), ("k", 4, 2.5), ("z", 1, 8.001), ("k", 8, 7.5)]
+CHANGELOG_TEXT = (
+    "CREATE SOURCE s (k STRING, v BIGINT, ts TIMESTAMP, seq BIGINT, "
+    "WATERMARK FOR ts AS ts - INTERVAL '0' SECOND) WITH (arrival_order = 'seq');\n"
+    "SELECT k, window_start, window_end, pane_index, pane_timing, SUM(v) AS total FROM s "
+    "GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) ALLOWED LATENESS INTERVAL '3' SECOND "
+    "TRIGGER WATERMARK WITH EARLY COUNT(1) EMIT CHANGELOG"
+)
+#: (op, key, start s, end s, pane_index, pane_timing, total) in emission order, by hand
+CHANGELOG_EXPECTED = [
+    ("+I", "k", 0, 3, 0, "EARLY", 1),
+    ("+I", "k", 5, 8, 0, "EARLY", 2),
+    ("-U", "k", 0, 3, 0, "EARLY", 1),
+    ("+U", "k", 0, 3, 1, "ON_TIME", 1),
+    ("-D", "k", 0, 3, 1, "ON_TIME", 1),
+    ("-D", "k", 5, 8, 0, "EARLY", 2),
+    ("+I", "k", 0, 8, 2, "EARLY", 7),
+    ("+I", "z", 8.001, 11.001, 0, "EARLY", 1),
+    ("-U", "k", 0, 8, 2, "EARLY", 7),
+    ("+U", "k", 0, 8, 3, "ON_TIME", 7),
+    ("-D", "k", 0, 8, 3, "ON_TIME", 7),
+    ("+I", "k", 0, 10.5, 4, "EARLY", 15),
+    ("-U", "k", 0, 10.5, 4, "EARLY", 15),
+    ("+U", "k", 0, 10.5, 5, "ON_TIME", 15),
+    ("-U", "z", 8.001, 11.001, 0, "EARLY", 1),
+    ("+U", "z", 8.001, 11.001, 1, "ON_TIME", 1),
+]
+
+
+def fold_changelog(df):
+    """The latest row of every window: a window's last change, unless it is a retraction.
+
+    A window's rows are ordered by pane_index, a row before its retraction
+    (docs/language.md, "Changelog output") -- Spark gives no row order.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    retraction = F.col("op").isin("-U", "-D").cast("int")
+    w = Window.partitionBy("k", "window_start", "window_end").orderBy(
+        F.col("pane_index").desc(), retraction.desc()
+    )
+    last = df.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+    return last.where(~F.col("op").isin("-U", "-D")).drop("_n", "op")
+
+
+def test_changelog_in_batch_and_its_fold(spark):
+    df = spark.createDataFrame(
+        [(k, v, at(t), i) for i, (k, v, t) in enumerate(CHANGELOG_ROWS)], SCHEMA + ", seq bigint"
+    )
+    results = wql.compile(CHANGELOG_TEXT).apply(spark, s=df)
+    try:
+        got = sorted(tuple(r) for r in results.df.collect())
+        folded = sorted(tuple(r) for r in fold_changelog(results.df).collect())
+    finally:
+        results.release()
+    expected = [(op, k, at(s), at(e), p, t, v) for op, k, s, e, p, t, v in CHANGELOG_EXPECTED]
+    assert got == sorted(expected)
+    assert folded == [
+        ("k", at(0), at(10.5), 5, "ON_TIME", 15),
+        ("z", at(8.001), at(11.001), 1, "ON_TIME", 1),
+    ]
+
+
+def test_changelog_through_the_streaming_processor():
+    text = CHANGELOG_TEXT.replace("v BIGINT", "v DOUBLE").replace(
+        " WITH (arrival_order = 'seq')", ""
+    )
+    d = Driver(text)
+    ops: list[str] = []
+    collect = d._collect
+
+    def keep(frames):
+        for f in frames:
+            ops.extend(r["__wql_op"] for r in f.to_dict("records") if r["__wql_kind"] == "R")
+            collect([f])
+
+    d._collect = keep
+    for k, v, t in CHANGELOG_ROWS:  # one micro-batch per row: batch replay's watermarks
+        d.batch([(k, v, round(t * 1000))])
+    d.end()
+    got = [(op, *r) for op, r in zip(ops, d.results, strict=True)]
+    assert got == [
+        (op, k, round(s * 1000), round(e * 1000), p, t, float(v))
+        for op, k, s, e, p, t, v in CHANGELOG_EXPECTED
+    ]

@@ -49,6 +49,8 @@ class Capabilities:
     """Whether SESSION windows without GROUP BY keys run."""
     float_sums: bool = True
     """Whether floating-point SUM/AVG run (folded in replay order, docs/native.md #11)."""
+    changelog: bool = False
+    """Whether EMIT CHANGELOG runs (retractions need each window's last row)."""
     late_rows: bool = True
     """Whether rows behind the watermark get the operator engine's outcome: counted as
     late (or sent to the late output), never added to a window that already fired."""
@@ -124,6 +126,10 @@ NATIVE = Capabilities(
             "the native backend reserves the column prefix __wql_ for its own columns",
         ),
         ("trigger", "Spark emits each window once, at the watermark; it has no triggers"),
+        (
+            "changelog",
+            "Spark's aggregation emits insert-only rows and keeps no emitted row to retract",
+        ),
         ("evictor", "Spark aggregates have no evictors"),
         ("allowed_lateness", "Spark has no allowed lateness with late re-firings"),
         ("late_output", "Spark has no late side output"),

@@ -99,6 +99,12 @@ def explain_query(q: P.Query) -> str:
         add("  evictor: none")
     if q.accumulation is not None:
         add(f"  accumulation (EMIT): {accumulation_text(q.accumulation)}")
+    if q.changelog is not None:
+        key = ", ".join(q.changelog_key) or "the grouping keys"
+        add(
+            f"  output mode (EMIT CHANGELOG): {P.OP_COLUMN} = +I / -U, +U / -D; a row is "
+            f"({key}), a window's rows in pane_index order, a row before its retraction"
+        )
     add(f"  allowed lateness: {duration(q.allowed_lateness_ms)}")
     if q.late_output is not None:
         late_cols = ", ".join(f"{c.name} {c.type}" for c in q.late_schema or ())
@@ -122,6 +128,8 @@ def explain_query(q: P.Query) -> str:
         add(f"    state: one accumulator per window{merged}")
     add(f"  having: {q.having.sql}" if q.having is not None else "  having: none")
     add("  output:")
+    if q.changelog is not None:
+        add(f"    {P.OP_COLUMN} STRING = the change: +I, -U, +U or -D")
     for o in q.output:
         add(f"    {o.name} {o.type} = {o.expr.sql}")
 

@@ -692,6 +692,28 @@ class Accumulation:
         return self.discarding == PANE_TIMINGS
 
 
+#: The column EMIT CHANGELOG puts first in the output: Flink's RowKind, short form.
+OP_COLUMN = "op"
+CHANGELOG_OPS = ("+I", "-U", "+U", "-D")
+
+
+@dataclass(frozen=True)
+class Changelog:
+    """EMIT CHANGELOG: the output is a changelog of a table with one row per window.
+
+    Every output row carries ``op`` (first column): ``+I`` a window's first
+    row, ``-U`` / ``+U`` the retraction of the row a window emitted last and
+    its new row (every later pane), ``-D`` the retraction of the row of a
+    window a session merge absorbed. A row of the table is identified by the
+    grouping keys and ``window_start``, ``window_end`` (NULL for count and
+    GLOBAL() windows), which the SELECT list must hold as they are
+    (:attr:`Query.changelog_key`), and a window's rows are ordered by
+    ``pane_index`` (also selected), a row before its retraction.
+    """
+
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
 # ---------------------------------------------------------------------------
 # Evictors
 
@@ -908,6 +930,7 @@ class Query:
     late_output_span: Span | None = field(default=None, compare=False, repr=False)
     """Where LATE DATA TO is written (None when absent)."""
     accumulation: Accumulation | None = None
+    changelog: Changelog | None = None
 
     def __post_init__(self) -> None:
         if self.allowed_lateness_ms < 0:
@@ -996,8 +1019,31 @@ class Query:
 
     @property
     def output_schema(self) -> tuple[Column, ...]:
-        """The result's columns (name, WQL type), in SELECT order."""
-        return tuple(Column(c.name, c.type, c.span) for c in self.output)
+        """The result's columns (name, WQL type), in SELECT order; ``op`` first with
+        EMIT CHANGELOG."""
+        cols = tuple(Column(c.name, c.type, c.span) for c in self.output)
+        if self.changelog is not None:
+            return (Column(OP_COLUMN, T.STRING), *cols)
+        return cols
+
+    @property
+    def changelog_key(self) -> tuple[str, ...]:
+        """The output columns that identify a changelog row (EMIT CHANGELOG): the
+        grouping keys, then window_start and window_end for time windows; empty for a
+        key or window column that is not selected as it is."""
+        wanted = [k.name for k in self.keys]
+        if has_bounds(self.window):
+            wanted += ["window_start", "window_end"]
+        plain = {o.expr.sql: o.name for o in self.output if len(o.expr.columns) == 1}
+        out = []
+        for name in wanted:
+            for spelling in (name, "`" + name.replace("`", "``") + "`"):
+                if spelling in plain:
+                    out.append(plain[spelling])
+                    break
+            else:
+                return ()
+        return tuple(out)
 
     @property
     def late_schema(self) -> tuple[Column, ...] | None:

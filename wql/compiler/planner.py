@@ -166,6 +166,8 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
         need(f"TRIGGER {trigger_text(q.trigger).spelling}", q.trigger.span, "trigger")
     if q.evictor is not None and not caps.evictors:
         need(f"EVICT {evictor_text(q.evictor).spelling}", q.evictor.span, "evictor")
+    if q.changelog is not None and not caps.changelog:
+        need("EMIT CHANGELOG", q.changelog.span, "changelog")
     if q.allowed_lateness_ms > 0 and not caps.allowed_lateness:
         need(
             f"ALLOWED LATENESS {duration(q.allowed_lateness_ms)}",

@@ -102,6 +102,7 @@ __all__ = [
     "LateDataTo",
     "PaneKind",
     "Accumulation",
+    "Changelog",
     "EmitItem",
     "EmitClause",
     "Query",
@@ -626,7 +627,12 @@ class Accumulation(Node):
     panes: PaneKind | None = None
 
 
-EmitItem = Accumulation
+@dataclass(frozen=True)
+class Changelog(Node):
+    """``CHANGELOG``: retractions before every later pane and for merged windows."""
+
+
+EmitItem = Accumulation | Changelog
 
 
 @dataclass(frozen=True)

@@ -395,6 +395,8 @@ def format_emit_item(item: ast.EmitItem) -> str:
         case ast.Accumulation(discarding, panes):
             mode = "DISCARDING" if discarding else "ACCUMULATING"
             return mode if panes is None else f"{panes.value} {mode}"
+        case ast.Changelog():
+            return "CHANGELOG"
     raise TypeError(f"not an EMIT item: {item!r}")
 
 

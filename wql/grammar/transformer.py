@@ -754,6 +754,9 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         panes = children[0].value if len(children) > 1 else None
         return ast.Accumulation(children[-1].value, panes, span=span)
 
+    def changelog(self, span: Span | None, children: list[Any]) -> ast.Changelog:
+        return ast.Changelog(span=span)
+
     def early_panes(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(ast.PaneKind.EARLY, span)
 

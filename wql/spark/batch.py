@@ -569,6 +569,7 @@ def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> Data
         # the runtime marks it for such a query (OperatorConfig.mark_last)
         marks.append(F.col(_LAST).alias("is_last"))
     rel = rows.select(
+        *([F.col(_OP)] if query.changelog is not None else []),
         *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
         F.timestamp_millis(F.col(_WS)).alias("window_start"),
         F.timestamp_millis(F.col(_WE)).alias("window_end"),
@@ -581,6 +582,9 @@ def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> Data
     if query.having is not None:
         rel = rel.where(F.expr(query.having.sql))
     out = []
+    if query.changelog is not None:
+        # the runtime's op, kept apart from the relation SELECT and HAVING read
+        out.append(F.col(_OP).alias(P.OP_COLUMN))
     for c in query.output:
         col = F.expr(c.expr.sql)
         if not c.type.is_unknown:

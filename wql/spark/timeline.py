@@ -223,6 +223,8 @@ def _drive(
 
     def fired(position: float) -> None:
         for r in op.drain():
+            if op_plan.config.changelog and r[-1] in ("-U", "-D"):
+                continue  # a retraction repeats a firing drawn already
             start, end = r[1], r[2]
             firings.append(Firing(position, start, end, r[3], r[4], r[5]))
         op.drain_late()

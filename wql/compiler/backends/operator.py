@@ -145,6 +145,7 @@ def build_operator(query: P.Query) -> OperatorPlan:
             late_output=query.late_output is not None,
             late_columns=tuple(i for _, i in late_columns) if late_columns else None,
             mark_last=query.marks_last,
+            changelog=query.changelog is not None,
         )
     except WqlError as e:
         # the runtime's own checks (e.g. a trigger it cannot merge) know no source position

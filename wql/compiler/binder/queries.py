@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, Echo
-from wql.compiler.binder.emit import bind_emit
+from wql.compiler.binder.emit import bind_emit, check_changelog
 from wql.compiler.binder.lateness import bind_late_data, bind_lateness
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
 from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
@@ -142,11 +142,14 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
     if q.late_data is not None:
         late_output = ctx.attempt(bind_late_data, ctx, q.late_data, window, source)
 
-    accumulation = None
+    accumulation = changelog = None
     if q.emit is not None:
         effective_trigger = trigger or (default_trigger(window) if window is not None else None)
-        if q.trigger is None or trigger is not None:  # a broken trigger is reported already
-            accumulation = ctx.attempt(bind_emit, ctx, q.emit, window, effective_trigger)
+        if q.trigger is not None and trigger is None:
+            effective_trigger = None  # a broken trigger is reported already
+        accumulation, changelog = ctx.attempt(
+            bind_emit, ctx, q.emit, window, effective_trigger
+        ) or (None, None)
 
     registry = AggregateRegistry()
     output = ctx.attempt(bind_select, ctx, q, keys, window, relation, tables, registry)
@@ -155,6 +158,9 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
         having = ctx.attempt(
             bind_having, ctx, q.having, keys, window, relation, tables, registry, output or ()
         )
+
+    if changelog is not None and keys is not None and window is not None and output:
+        ctx.attempt(check_changelog, ctx, changelog, q, keys, window, output, having)
 
     if len(ctx.errors) > before or keys is None or window is None or output is None:
         return None
@@ -187,4 +193,5 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
         lateness_span=q.lateness.span if q.lateness is not None else None,
         late_output_span=q.late_data.span if q.late_data is not None else None,
         accumulation=accumulation,
+        changelog=changelog,
     )
