@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import wql
-from tests.spark.test_streaming_processor import BASE, Driver, _rel
+from tests.spark.test_streaming_processor import BASE, Driver, _rel, _rows, _split
 
 pytestmark = pytest.mark.spark
 
@@ -284,3 +286,48 @@ def test_changelog_through_the_streaming_processor():
         (op, k, round(s * 1000), round(e * 1000), p, t, float(v))
         for op, k, s, e, p, t, v in CHANGELOG_EXPECTED
     ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+def test_changelog_through_the_processor_folds_to_the_latest_panes(rows, cuts):
+    """Random rows cut into micro-batches: the processor's changelog (per-key state,
+    snapshots, Spark timers) folds, window by window, to the latest pane of every
+    window a merge did not absorb (the panes: the same stream without CHANGELOG)."""
+    text = SOURCE.replace("STRING, v BIGINT", "STRING, v DOUBLE") + (
+        "SELECT k, window_start, window_end, pane_index, SUM(v) AS total FROM s "
+        "GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) ALLOWED LATENESS INTERVAL '2' SECOND "
+        "TRIGGER WATERMARK WITH EARLY COUNT(2) EMIT CHANGELOG"
+    )
+    batches = _split(rows, cuts)
+    d = Driver(text)
+    ops: list[str] = []
+    collect = d._collect
+
+    def keep(frames):
+        for f in frames:
+            ops.extend(r["__wql_op"] for r in f.to_dict("records") if r["__wql_kind"] == "R")
+            collect([f])
+
+    d._collect = keep
+    for batch in batches:
+        d.batch(batch)
+    d.end()
+    table: dict = {}
+    for op, (k, start, end, *rest) in zip(ops, d.results, strict=True):
+        window = (k, start, end)
+        if op in ("+I", "+U"):
+            assert window not in table
+            table[window] = rest
+        else:
+            assert table.pop(window) == rest  # exactly the row it retracts
+    # the panes of the same stream without CHANGELOG, their latest per window
+    panes = Driver(text.replace(" EMIT CHANGELOG", ""))
+    for batch in batches:
+        panes.batch(batch)
+    panes.end()
+    latest = {(k, s, e): rest for k, s, e, *rest in panes.results}
+    assert all(latest[w] == row for w, row in table.items())
+    # every window without a row in the table was merged into one that has a row
+    for k, s, e in set(latest) - set(table):
+        assert any(k2 == k and s2 <= s and e <= e2 for k2, s2, e2 in table), (k, s, e)
