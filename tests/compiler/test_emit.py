@@ -211,3 +211,49 @@ def test_changelog_forced_native_names_the_clause():
 def test_changelog_mistakes_are_positioned(text, message):
     err = one_error(text)
     assert err.code is ErrorCode.EMIT and message in err.message
+
+
+# --------------------------------------------------------------------------- idle sources
+
+IDLE = (
+    SOURCE.replace(
+        "INTERVAL '5' SECOND\n)", "INTERVAL '5' SECOND IDLE AFTER INTERVAL '1' MINUTE\n)"
+    )
+    .replace("path = 'clicks.csv'", "path = 'clicks.csv', processing_time = 'pt'")
+    .replace("ts      TIMESTAMP,", "ts      TIMESTAMP,\n    pt      BIGINT,")
+)
+
+IDLE_QUERY = (
+    "SELECT user_id, COUNT(*) AS n FROM clicks GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE);"
+)
+
+
+def test_idle_after_in_the_plan_explain_and_engine_choice():
+    text = IDLE + IDLE_QUERY
+    q = compiled(text)
+    assert q.source.event_time.idle_ms == 60_000
+    assert q.engine.engine == "operator"
+    assert "IDLE AFTER 1 min at line 6 needs the operator engine" in q.engine.reasons[0].text
+    assert "idle after 1 min without a row" in explain(compile_source(text))
+    # FROM's WATERMARK FOR takes it too
+    from_clause = SOURCE + (
+        "SELECT user_id, COUNT(*) AS n FROM clicks "
+        "WATERMARK FOR ts AS ts IDLE AFTER INTERVAL '10' SECOND "
+        "GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE);"
+    )
+    assert compiled(from_clause).source.event_time.idle_ms == 10_000
+
+
+def test_idle_after_must_be_positive():
+    err = one_error(
+        IDLE.replace("IDLE AFTER INTERVAL '1'", "IDLE AFTER @INTERVAL '0'") + IDLE_QUERY
+    )
+    assert err.code is ErrorCode.OUT_OF_RANGE and "IDLE AFTER must be > 0" in err.message
+
+
+def test_idle_after_forced_native_names_the_clause():
+    text = IDLE + IDLE_QUERY
+    with pytest.raises(WqlError) as info:
+        compiled(text, "native")
+    assert info.value.code is ErrorCode.NOT_NATIVE
+    assert (info.value.line, info.value.column) == (6, text.splitlines()[5].index("IDLE") + 1)

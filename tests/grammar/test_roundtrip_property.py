@@ -176,6 +176,8 @@ def query(draw: st.DrawFn) -> str:
     parts = [f"{kw('SELECT')} {', '.join(items)}", f"{kw('FROM')} {draw(names)}"]
     if draw(st.booleans()):
         parts[-1] += f" {kw('WATERMARK FOR')} ts {kw('AS')} ts - {draw(interval())}"
+        if draw(st.booleans()):
+            parts[-1] += f" {kw('IDLE AFTER')} {draw(interval())}"
     if draw(st.booleans()):
         parts.append(f"{kw('WHERE')} {draw(expr())}")
     keys = draw(st.lists(names, max_size=2))
@@ -220,7 +222,8 @@ def source(draw: st.DrawFn) -> str:
     types = ["STRING", "INT", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP", "DATE", "DECIMAL(10, 2)"]
     columns = [f"c{i} {kw(draw(st.sampled_from(types)))}" for i in range(draw(st.integers(1, 4)))]
     if draw(st.booleans()):
-        columns.append(f"{kw('WATERMARK FOR')} c0 {kw('AS')} c0 - {draw(interval())}")
+        idle = f" {kw('IDLE AFTER')} {draw(interval())}" if draw(st.booleans()) else ""
+        columns.append(f"{kw('WATERMARK FOR')} c0 {kw('AS')} c0 - {draw(interval())}{idle}")
     text = f"{kw('CREATE SOURCE')} src ({', '.join(columns)})"
     if draw(st.booleans()):
         text += f" {kw('WITH')} (format = 'csv', path = 'data/x.csv', 'header' = 'true')"

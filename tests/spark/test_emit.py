@@ -331,3 +331,84 @@ def test_changelog_through_the_processor_folds_to_the_latest_panes(rows, cuts):
     # every window without a row in the table was merged into one that has a row
     for k, s, e in set(latest) - set(table):
         assert any(k2 == k and s2 <= s and e <= e2 for k2, s2, e2 in table), (k, s, e)
+
+
+# --------------------------------------------------------------------------- idle sources
+
+IDLE_SOURCE = (
+    "CREATE SOURCE s (k STRING, v BIGINT, ts TIMESTAMP, pt BIGINT, "
+    "WATERMARK FOR ts AS ts - INTERVAL '0' SECOND IDLE AFTER INTERVAL '10' SECOND) "
+    "WITH (processing_time = 'pt', arrival_order = 'pt');\n"
+)
+#: (key, event time s, processing time s): three rows, 40 s of quiet, two more
+IDLE_ROWS = [("a", 10, 0), ("a", 20, 1), ("b", 30, 2), ("c", 40, 42), ("d", 90, 43)]
+
+
+def idle_frame(spark):
+    return spark.createDataFrame(
+        [(k, 1, at(t), p * 1000) for k, t, p in IDLE_ROWS], SCHEMA + ", pt bigint"
+    )
+
+
+def test_idle_source_watermarks_in_batch_replay(spark):
+    from wql.spark import replay as R
+
+    spec = R.ReplaySpec(event_time="ts", processing_time="pt", arrival_order="pt", idle_ms=10_000)
+    replayed = R.replay(idle_frame(spark), spec)
+    try:
+        wms = [r[R.WM] for r in replayed.df.orderBy(R.SEQ).collect()]
+    finally:
+        replayed.release()
+    # c comes 40 s after b: the watermark advanced with processing time meanwhile,
+    # max(ts before) + 40 s - 1 ms; it never goes back (d's own would be 39.999 s)
+    assert wms == [R.MIN_TIME, 9_999, 19_999, 69_999, 69_999]
+    # without IDLE AFTER, and without a processing_time column, the rule is off
+    for plain in (
+        R.ReplaySpec(event_time="ts", processing_time="pt", arrival_order="pt"),
+        R.ReplaySpec(event_time="ts", arrival_order="pt", idle_ms=10_000),
+    ):
+        replayed = R.replay(idle_frame(spark), plain)
+        try:
+            wms = [r[R.WM] for r in replayed.df.orderBy(R.SEQ).collect()]
+        finally:
+            replayed.release()
+        assert wms == [R.MIN_TIME, 9_999, 19_999, 29_999, 39_999]
+
+
+def test_an_idle_source_closes_its_windows(spark):
+    text = IDLE_SOURCE + (
+        "SELECT k, window_start, pane_timing, COUNT(*) AS n FROM s "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE) LATE DATA TO late_rows"
+    )
+    results = wql.compile(text).apply(spark, s=idle_frame(spark))
+    try:
+        got = sorted(tuple(r) for r in results.df.collect())
+        late = sorted((r["k"], r["ts"]) for r in results.late.collect())
+    finally:
+        results.release()
+    # the quiet 40 s moved the watermark to 69.999 s: [0,60) fired before c came,
+    # and c (event time 40 s) is late for it
+    assert got == [
+        ("a", at(0), "ON_TIME", 2),
+        ("b", at(0), "ON_TIME", 1),
+        ("d", at(60), "ON_TIME", 1),
+    ]
+    assert late == [("c", at(40))]
+
+
+def test_an_idle_source_is_refused_on_a_stream_at_the_clause():
+    from wql.compiler import compile_source
+    from wql.compiler.backends.operator import build_operator
+    from wql.errors import ErrorCode, WqlUnsupportedError
+    from wql.spark.streaming import time_mode
+
+    text = (
+        IDLE_SOURCE + "SELECT k, COUNT(*) AS n FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)"
+    )
+    q = compile_source(text, streaming=True).queries[0]
+    with pytest.raises(WqlUnsupportedError) as info:
+        time_mode(build_operator(q))
+    err = info.value
+    assert err.code is ErrorCode.UNSUPPORTED
+    assert (err.line, err.column) == (1, text.index("IDLE AFTER") + 1)
+    assert "IDLE AFTER" in err.message and "watermark" in err.message

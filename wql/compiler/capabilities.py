@@ -51,6 +51,8 @@ class Capabilities:
     """Whether floating-point SUM/AVG run (folded in replay order, docs/native.md #11)."""
     changelog: bool = False
     """Whether EMIT CHANGELOG runs (retractions need each window's last row)."""
+    idle_sources: bool = False
+    """Whether a watermark with IDLE AFTER runs (it advances with processing time)."""
     late_rows: bool = True
     """Whether rows behind the watermark get the operator engine's outcome: counted as
     late (or sent to the late output), never added to a window that already fired."""
@@ -129,6 +131,10 @@ NATIVE = Capabilities(
         (
             "changelog",
             "Spark's aggregation emits insert-only rows and keeps no emitted row to retract",
+        ),
+        (
+            "idle_sources",
+            "Spark's watermark moves only with the event times of rows, never with processing time",
         ),
         ("evictor", "Spark aggregates have no evictors"),
         ("allowed_lateness", "Spark has no allowed lateness with late re-firings"),

@@ -103,16 +103,29 @@ class EventTime:
     """Event time: the TIMESTAMP column and the bounded-out-of-orderness delay.
 
     The watermark after a row is ``max_ts_seen - delay_ms - 1`` (spec §3).
+    ``idle_ms`` (``IDLE AFTER``): once no row has arrived for that long in
+    processing time, the watermark advances as if event time passed with
+    processing time since the last row: ``max_ts_seen + (now - last arrival)
+    - delay_ms - 1`` (docs/language.md, "Idle sources"); it never goes back.
     """
 
     column: str
     delay_ms: int
     span: Span | None = field(default=None, compare=False, repr=False)
+    idle_ms: int | None = field(default=None, kw_only=True)
+    idle_span: Span | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """Where IDLE AFTER is written."""
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
             _fail(
                 f"watermark delay must be >= 0, got {self.delay_ms} ms",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
+        if self.idle_ms is not None and self.idle_ms <= 0:
+            _fail(
+                f"IDLE AFTER must be > 0, got {self.idle_ms} ms",
                 self.span,
                 code=ErrorCode.OUT_OF_RANGE,
             )

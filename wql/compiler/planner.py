@@ -162,6 +162,12 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
         for c in q.source.columns:
             if c.name.lower().startswith(caps.reserved_prefix):
                 need(f"source column {c.name!r}", c.span or q.source.span, "reserved_prefix")
+    if et is not None and et.idle_ms is not None and not caps.idle_sources:
+        need(
+            f"IDLE AFTER {duration(et.idle_ms)}",
+            et.idle_span or et.span or q.source.span,
+            "idle_sources",
+        )
     if q.trigger is not None and not _default_like(q):
         need(f"TRIGGER {trigger_text(q.trigger).spelling}", q.trigger.span, "trigger")
     if q.evictor is not None and not caps.evictors:

@@ -60,6 +60,7 @@ __all__ = [
     "Expr",
     "TypeName",
     "ColumnDef",
+    "IdleAfter",
     "Watermark",
     "SourceOption",
     "CreateSource",
@@ -296,8 +297,15 @@ class ColumnDef(Node):
 
 
 @dataclass(frozen=True)
+class IdleAfter(Node):
+    """``IDLE AFTER <interval>`` in a WATERMARK clause: the source's idle timeout."""
+
+    interval: Interval
+
+
+@dataclass(frozen=True)
 class Watermark(Node):
-    """``WATERMARK FOR column AS expr_column [- delay]``.
+    """``WATERMARK FOR column AS expr_column [- delay] [IDLE AFTER <interval>]``.
 
     The spec form is ``WATERMARK FOR ts AS ts - INTERVAL '5' SECOND``; the
     binder checks that ``expr_column`` names ``column``. ``delay`` is ``None``
@@ -307,6 +315,7 @@ class Watermark(Node):
     column: Ident
     expr_column: Ident
     delay: Interval | None = None
+    idle: IdleAfter | None = None
 
 
 @dataclass(frozen=True)

@@ -292,6 +292,8 @@ def _watermark(watermark: ast.Watermark) -> str:
     )
     if watermark.delay is not None:
         text += f" - {format_interval(watermark.delay)}"
+    if watermark.idle is not None:
+        text += f" IDLE AFTER {format_interval(watermark.idle.interval)}"
     return text
 
 

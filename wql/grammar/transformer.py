@@ -471,8 +471,12 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return ast.TypeName(name, args, span=span)
 
     def watermark(self, span: Span | None, children: list[Any]) -> ast.Watermark:
-        delay = children[2] if len(children) > 2 else None
-        return ast.Watermark(children[0], children[1], delay, span=span)
+        delay = next((c for c in children[2:] if isinstance(c, ast.Interval)), None)
+        idle = next((c for c in children[2:] if isinstance(c, ast.IdleAfter)), None)
+        return ast.Watermark(children[0], children[1], delay, idle, span=span)
+
+    def idle_after(self, span: Span | None, children: list[Any]) -> ast.IdleAfter:
+        return ast.IdleAfter(children[0], span=span)
 
     def source_options(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(tuple(children), span)

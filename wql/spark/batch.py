@@ -140,11 +140,14 @@ def run_operator(
 def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
     """How ``query``'s source is replayed for the operator ``op`` (clocks and order)."""
     et = query.source.event_time
+    # an idle timeout measures gaps between arrivals on the processing-time column
+    idle = et is not None and et.idle_ms is not None and query.source.processing_time is not None
     spec = R.ReplaySpec(
         event_time=et.column if et else None,
         delay_ms=et.delay_ms if et else 0,
         arrival_order=query.source.arrival_order,
-        processing_time=query.source.processing_time if op.uses_processing_time else None,
+        processing_time=(query.source.processing_time if op.uses_processing_time or idle else None),
+        idle_ms=et.idle_ms if idle and et is not None else None,
     )
     if op.mixes_time_domains and spec.processing_time is None:
         raise WqlUnsupportedError(

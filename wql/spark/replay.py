@@ -25,6 +25,16 @@ computes, for every row, the global watermark that row sees:
   column, the processing clock a row sees is the running maximum of that
   column up to and including the row (a clock never goes back, and it is one
   global clock across keys, like the watermark).
+* **idle sources** (``WATERMARK ... IDLE AFTER i`` with a ``processing_time``
+  column): a row whose clock ``p`` is at least ``i`` after the previous
+  row's ``p'`` arrives after an idle spell, during which the watermark
+  advanced with processing time: it sees at least
+  ``max(ts of the rows before it) + (p - p') - delay - 1``; the watermark
+  never goes back (a running maximum). Without a ``processing_time`` column
+  the clause changes nothing: a batch has no gaps between arrivals to
+  measure, and end of input closes every window anyway. Computed by the
+  window strategy (it needs each row's gap to the previous arrival in
+  replay order).
 
 Three strategies compute the same columns (tests check they agree):
 
@@ -84,6 +94,7 @@ _ID = "__wql_id"
 _ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
 _BUCKET = "__wql_bucket"
+_IDLE_WM = "__wql_idle_wm"
 
 REASON_NULL_EVENT_TIME = "null event time"
 REASON_NULL_PROCESSING_TIME = "null processing time"
@@ -114,12 +125,20 @@ class ReplaySpec:
         arrival_order: column whose order is the replay order, or ``None``.
         processing_time: column holding each row's processing time
             (TIMESTAMP or epoch ms), or ``None`` (the host then uses the wall clock).
+        idle_ms: the source's idle timeout (``IDLE AFTER``); applies with a
+            ``processing_time`` column only.
     """
 
     event_time: str | None
     delay_ms: int = 0
     arrival_order: str | None = None
     processing_time: str | None = None
+    idle_ms: int | None = None
+
+    @property
+    def idle(self) -> bool:
+        """The idle rule applies: an idle timeout, event time and a processing clock."""
+        return bool(self.idle_ms and self.event_time and self.processing_time)
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
@@ -245,6 +264,9 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(_quote(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
+    if spec.idle:
+        # each row's gap to the previous arrival, in one ordered pass (module docstring)
+        return _replay_window(staged, source_cols, order, spec, dropped)
     if strategy == STRATEGY_AUTO:
         replayed = _replay_window(staged, source_cols, order, spec, dropped)
         if replayed.rows_replayed <= AUTO_WINDOW_MAX_ROWS:
@@ -520,11 +542,21 @@ def _replay_window(
     # dropped rows do not move the clocks, so they take no part in the windows at all
     kept = staged.filter(F.col(_DROP).isNull())
     w = Window.orderBy(*[F.col(c).asc_nulls_first() for c in order])
-    before = F.max(TS).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    earlier = w.rowsBetween(Window.unboundedPreceding, -1)
+    before = F.max(TS).over(earlier)
     floor = MIN_TIME + spec.delay_ms + 1
     wm = F.when(before.isNull() | (before < F.lit(floor)), F.lit(MIN_TIME)).otherwise(
         before - F.lit(spec.delay_ms + 1)
     )
+    if spec.idle:
+        # after an idle spell (a gap of at least idle_ms to the previous arrival) the
+        # watermark advanced with processing time: max ts before + gap - delay - 1;
+        # a running maximum of that, since the watermark never goes back
+        clock = F.max(PT).over(w.rowsBetween(Window.unboundedPreceding, 0))
+        gap = clock - F.max(PT).over(earlier)
+        idle = F.when(gap >= F.lit(spec.idle_ms), before + gap - F.lit(spec.delay_ms + 1))
+        kept = kept.withColumn(_IDLE_WM, F.greatest(wm, idle))
+        wm = F.max(_IDLE_WM).over(w.rowsBetween(Window.unboundedPreceding, 0))
     cols = [F.col(_quote(c)) for c in source_cols]
     out = kept.select(
         *cols,

@@ -72,7 +72,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import OperatorPlan, build_operator
 from wql.compiler.types import WqlType
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 
 # The batch host's tagged-stream layout and conversions are the contract both
 # hosts share: one schema, one post-aggregation projection, one late output.
@@ -118,7 +118,23 @@ def spark_watermark_delay_ms(query: P.Query) -> int:
 
 
 def time_mode(op: OperatorPlan) -> str:
-    """The ``transformWithState`` time mode: ``EventTime``, ``ProcessingTime`` or ``None``."""
+    """The ``transformWithState`` time mode: ``EventTime``, ``ProcessingTime`` or ``None``.
+
+    Raises a positioned :class:`WqlUnsupportedError` for what a stream cannot
+    run: both clocks, and an idle source (docs/streaming.md, "Idle sources").
+    """
+    et = op.query.source.event_time
+    if et is not None and et.idle_ms is not None:
+        raise WqlUnsupportedError(
+            f"query {op.query.name!r} reads a source with IDLE AFTER, which a stream cannot "
+            "run: Spark computes a stream's watermark on the driver from the event times of "
+            "the rows that arrive, and a micro-batch runs only when rows (or timers due by "
+            "that watermark) are there; no operator sees the whole source, so nothing can "
+            "tell it that the source has been quiet, nor move the watermark without rows",
+            et.idle_span or et.span,
+            hint="run it in batch (replay with a processing_time column), or drop IDLE AFTER",
+            code=ErrorCode.UNSUPPORTED,
+        )
     if op.mixes_time_domains:
         q = op.query
         raise WqlUnsupportedError(
