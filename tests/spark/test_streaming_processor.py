@@ -34,10 +34,9 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 from wql.compiler import compile_source  # noqa: E402
 from wql.compiler.backends.operator import build_operator  # noqa: E402
 from wql.runtime.operator import WindowOperator  # noqa: E402
-from wql.spark.batch import _output_schema  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
     WindowProcessor,
-    _Layout,
+    processor_layout,
     spark_watermark_delay_ms,
     time_mode,
 )
@@ -78,20 +77,7 @@ class Driver:
     def __init__(self, text: str) -> None:
         self.query, op = _compiled(text)
         self.op = op
-        _, arrow, aggs, lates = _output_schema(self.query, op)
-        self.proc = WindowProcessor(
-            _Layout(
-                op.config,
-                len(op.keys),
-                len(op.values),
-                tuple(k.type for k in op.keys),
-                aggs,
-                lates,
-                arrow,
-                time_mode(op),
-                True,
-            )
-        )
+        self.proc = WindowProcessor(processor_layout(self.query, op, time_mode(op)))
         self.delay = spark_watermark_delay_ms(self.query)
         self.state: dict = {}
         self.timers: dict = {}

@@ -268,26 +268,10 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def _backquoted(name: str) -> str:
-    """A column name as Spark reads it in ``F.col``: back-quoted, back-quotes doubled."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _write(df: Any, target: str, fmt: str) -> None:
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from wql.spark.layout import writable
 
-    if fmt == "csv":
-        # CSV has no arrays: COLLECT_LIST results are written as JSON text
-        df = df.select(
-            *[
-                F.to_json(F.col(_backquoted(f.name))).alias(f.name)
-                if isinstance(f.dataType, T.ArrayType)
-                else F.col(_backquoted(f.name))
-                for f in df.schema.fields
-            ]
-        )
-    writer = df.write.mode("overwrite").format(fmt)
+    writer = writable(df, fmt).write.mode("overwrite").format(fmt)
     if fmt == "csv":
         writer = writer.option("header", "true")
     writer.save(target)

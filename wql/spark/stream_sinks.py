@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import signal
@@ -57,12 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as ST
 
-from wql.compiler import plan as P
-from wql.compiler import types as T
 from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.spark import layout as L
+from wql.spark.sources import read_stream_source
 
 __all__ = [
     "AVAILABLE_NOW",
@@ -76,7 +73,6 @@ __all__ = [
 
 AVAILABLE_NOW = "available-now"
 TAGGED_DIR = "_wql_tagged"
-_TEXT_FORMATS = ("csv", "json", "text")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
 
 
@@ -94,76 +90,6 @@ def parse_trigger(text: str) -> str | None:
     if re.fullmatch(r"\d+\s+(milliseconds?|seconds?|minutes?|hours?)", value, flags=re.IGNORECASE):
         return value
     raise WqlError(f"--trigger interval: cannot read the duration {value!r} (try 5s or 500ms)")
-
-
-# --------------------------------------------------------------------------- sources
-
-
-def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFrame:
-    """The streaming DataFrame a declared file source describes (new files = new rows)."""
-    from wql.spark.sources import resolve_path
-
-    if not decl.path:
-        raise WqlSemanticError(
-            f"source {decl.name!r} has no path to stream from",
-            decl.span,
-            hint="add WITH (path = '<folder>')",
-        )
-    path = resolve_path(decl.path, base_dir)
-    local = "://" not in path and not path.startswith("file:")
-    if local and Path(path).is_file():
-        raise WqlSemanticError(
-            f"source {decl.name!r}: a streaming source reads a folder of files, {path!r} is a file",
-            decl.span,
-            hint="point path at the folder new files arrive in",
-        )
-    if local and not Path(path).exists():
-        raise WqlSemanticError(f"source {decl.name!r}: no such folder {path!r}", decl.span)
-    fmt = (decl.format or "").lower()
-    if not fmt:
-        raise WqlSemanticError(
-            f"source {decl.name!r}: a streaming source needs WITH (format = ...)",
-            decl.span,
-            hint="format = 'csv' | 'json' | 'parquet'",
-        )
-    options = dict(decl.reader_options)
-    schema = _schema(spark, decl, path, fmt, options)
-    try:
-        return spark.readStream.format(fmt).schema(schema).options(**options).load(path)
-    except Exception as e:  # noqa: BLE001 - Spark's errors become positioned WQL errors
-        raise WqlSemanticError(
-            f"source {decl.name!r}: Spark cannot stream {path!r} as {fmt}: {_first_line(e)}",
-            decl.span,
-        ) from None
-
-
-def _schema(spark: Any, decl: P.SourceDecl, path: str, fmt: str, options: dict) -> str:
-    """The file schema in DDL: declared order, or the CSV header's order when there is one."""
-    columns = {c.name.lower(): c for c in decl.columns}
-    order = [c.name for c in decl.columns]
-    if fmt == "csv" and options.get("header", "false").lower() == "true":
-        # the streaming CSV reader matches the schema by position: take the
-        # header of the files already there, as the batch reader does
-        try:
-            header = spark.read.options(**{**options, "inferSchema": "false"}).csv(path).columns
-        except Exception:  # noqa: BLE001 - an empty folder has no header yet
-            header = []
-        if header:
-            missing = [c for c in order if c.lower() not in {h.lower() for h in header}]
-            if missing:
-                raise WqlSemanticError(
-                    f"source {decl.name!r}: the CSV header of {path!r} has no column "
-                    + ", ".join(repr(m) for m in missing),
-                    decl.span,
-                    hint=f"header columns: {', '.join(header)}",
-                )
-            order = header
-    parts = []
-    for name in order:
-        col = columns.get(name.lower())
-        type_ = T.to_spark(col.type).simpleString() if col is not None else "string"
-        parts.append(f"`{name.replace('`', '``')}` {type_}")
-    return ", ".join(parts)
 
 
 # --------------------------------------------------------------------------- sinks
@@ -255,20 +181,18 @@ def start_streams(
         for r, run in first:
             if run is None:
                 continue
-            from wql.spark.batch import KIND, _late_output, _post_aggregation
-
             spark = run.tagged.sparkSession
             # a continuous stage 2 may start before stage 1 made its folder
             if "://" not in str(sinks.tagged[r.name]):
                 sinks.tagged[r.name].mkdir(parents=True, exist_ok=True)
             tagged = spark.readStream.schema(run.tagged.schema).parquet(str(sinks.tagged[r.name]))
-            result = _post_aggregation(r.plan, run.operator, tagged.where(F.col(KIND) == "R"))
+            result = L.results(r.plan, run.operator, tagged)
             sinks.outputs[r.name] = out / r.name
             stage2.append(
                 _sink(result, out / r.name, ck / r.name / "result", fmt, trigger, f"{r.name}")
             )
             if r.late_name is not None:
-                late = _late_output(r.plan, run.operator, tagged.where(F.col(KIND) == "L"))
+                late = L.late_rows(run.operator, tagged)
                 sinks.outputs[r.late_name] = out / r.late_name
                 stage2.append(
                     _sink(
@@ -292,18 +216,9 @@ def start_streams(
 def _sink(
     df: DataFrame, path: Path, checkpoint: Path, fmt: str, trigger: str | None, name: str
 ) -> Any:
-    if fmt == "csv":
-        # CSV has no arrays: COLLECT_LIST results are written as JSON text (as batch runs)
-        df = df.select(
-            *[
-                F.to_json(F.col(f"`{f.name}`")).alias(f.name)
-                if isinstance(f.dataType, ST.ArrayType)
-                else F.col(f"`{f.name}`")
-                for f in df.schema.fields
-            ]
-        )
     writer = (
-        df.writeStream.format(fmt)
+        L.writable(df, fmt)
+        .writeStream.format(fmt)
         .outputMode("append")
         .option("path", str(path))
         .option("checkpointLocation", str(checkpoint))
@@ -435,18 +350,11 @@ def _summary(spark: Any, file: str, r: Any, sinks: StreamSinks, fmt: str) -> Non
         parts.append(f"late {_committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
     tagged = sinks.tagged.get(r.name)
     if tagged is not None:
-        from wql.spark.batch import COUNTERS, KIND
-
         try:
-            rows = (
-                spark.read.parquet(str(tagged)).where(F.col(KIND) == "C").select(COUNTERS).collect()
-            )
+            rows = L.counters_of(spark.read.parquet(str(tagged))).collect()
         except Exception:  # noqa: BLE001 - nothing committed yet
             rows = []
-        dropped: dict[str, int] = {}
-        for row in rows:
-            for reason, n in json.loads(row[0]).get("dropped", {}).items():
-                dropped[reason] = dropped.get(reason, 0) + int(n)
+        dropped = L.sum_counters(row[L.COUNTERS] for row in rows)["dropped"]
         parts.append(
             "dropped " + (", ".join(f"{n} ({k})" for k, n in sorted(dropped.items())) or "0")
         )

@@ -53,7 +53,6 @@ The contract (docs/streaming.md has the long form and the measurements):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -71,34 +70,26 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from wql.compiler import plan as P
+from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_operator
-from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
+from wql.runtime.windows import MAX_TIME, MIN_TIME
 
-# The batch host's tagged-stream layout and conversions are the contract both
-# hosts share: one schema, one post-aggregation projection, one late output.
-from wql.spark.batch import (
-    COUNTERS,
-    KIND,
-    _column,
-    _late_output,
-    _output_schema,
-    _PartitionTask,
-    _post_aggregation,
-)
+# The tagged-stream layout both hosts share: one schema, one post-aggregation
+# projection, one late output (docs/architecture.md).
+from wql.spark import layout as L
 
 __all__ = [
     "STATE_SCHEMA",
+    "ProcessorLayout",
     "StreamingRun",
     "WindowProcessor",
+    "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
     "stream_query",
     "time_mode",
 ]
-
-MIN_TIME = -(2**63)
-MAX_TIME = 2**63 - 1
 
 #: Per-key Spark state: the runtime's per-key snapshot, the clocks the key last saw and
 #: the Spark timers the processor registered for it (kept here so that no call needs
@@ -182,12 +173,12 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
         # above the watermark (docs/streaming.md, "The streaming watermark").
         keep = F.when(F.rand(0) * 0 == 0, F.expr(query.filter.sql))
         df = df.withColumn(_KEEP, keep).where(F.col(_KEEP)).drop(_KEEP)
-    key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
-    value_cols = [f"__wql_v{i}" for i in range(len(op.values))]
+    key_cols = L.key_columns(len(op.keys))
+    value_cols = L.value_columns(len(op.values))
     ts_col = (
         # a plain BIGINT: the operator's input then has no watermark attribute,
         # so Spark drops no late row; the runtime applies WQL's lateness rule
-        F.unix_millis(F.col(_quote(et.column)).cast("timestamp")).alias(_TS, metadata={})
+        F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")).alias(_TS, metadata={})
         if et is not None
         else F.lit(None).cast("bigint").alias(_TS)
     )
@@ -200,32 +191,17 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
         ts_col,
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
     )
-    out_schema, arrow_schema, agg_types, late_types = _output_schema(query, op)
-    processor = WindowProcessor(
-        _Layout(
-            config=op.config,
-            n_keys=len(key_cols),
-            n_values=len(value_cols),
-            key_types=tuple(k.type for k in op.keys),
-            agg_types=agg_types,
-            late_types=late_types,
-            out_schema=arrow_schema,
-            mode=mode,
-            has_event_time=et is not None,
-        )
-    )
+    out_schema, _ = L.tagged_layout(query, op)
+    processor = WindowProcessor(processor_layout(query, op, mode))
     tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
         timeMode=mode,
     )
-    result = _post_aggregation(query, op, tagged.where(F.col(KIND) == "R"))
-    late = None
-    if query.late_output is not None:
-        late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
-    counters = tagged.where(F.col(KIND) == "C").select(COUNTERS)
-    return StreamingRun(query, op, tagged, result, late, counters, mode)
+    result = L.results(query, op, tagged)
+    late = L.late_rows(op, tagged) if query.late_output is not None else None
+    return StreamingRun(query, op, tagged, result, late, L.counters_of(tagged), mode)
 
 
 def stream_query(query: P.Query, source: DataFrame) -> Any:
@@ -262,20 +238,24 @@ _STREAMING: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """What the processor needs besides the runtime config (pickled to the workers)."""
+class ProcessorLayout:
+    """What the processor needs: runtime config, input and output (pickled to the workers)."""
 
     config: Any
     n_keys: int
     n_values: int
-    key_types: tuple[WqlType, ...]
-    agg_types: tuple[WqlType, ...]
-    late_types: tuple[WqlType, ...]
-    out_schema: pa.Schema
+    tagged: L.TaggedLayout
     mode: str
     #: the source has event time: rows carry it (ordering, TIME evictor,
     #: FIRST/LAST_VALUE) whatever the time mode, as in batch replay
     has_event_time: bool
+
+
+def processor_layout(query: P.Query, op: OperatorPlan, mode: str) -> ProcessorLayout:
+    """The :class:`WindowProcessor` configuration of ``query`` in time mode ``mode``."""
+    _, tagged = L.tagged_layout(query, op)
+    has_event_time = query.source.event_time is not None
+    return ProcessorLayout(op.config, len(op.keys), len(op.values), tagged, mode, has_event_time)
 
 
 class WindowProcessor(StatefulProcessor):
@@ -288,7 +268,7 @@ class WindowProcessor(StatefulProcessor):
     without rows. Both return pandas frames of the tagged layout.
     """
 
-    def __init__(self, layout: _Layout) -> None:
+    def __init__(self, layout: ProcessorLayout) -> None:
         self.layout = layout
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -299,24 +279,6 @@ class WindowProcessor(StatefulProcessor):
         self.op = WindowOperator(self.layout.config)
         self._had_state = False
         self._spark_timers: set[int] = set()
-        # an output helper sharing the batch host's Arrow conversions
-        lay = self.layout
-        self.out = _PartitionTask(
-            config=lay.config,
-            n_keys=lay.n_keys,
-            n_values=lay.n_values,
-            agg_types=lay.agg_types,
-            key_types=lay.key_types,
-            late_index=(),
-            late_types=lay.late_types,
-            has_event_time=lay.has_event_time,
-            processing=lay.mode == "ProcessingTime",
-            wall_clock=False,
-            final_watermark=MIN_TIME,
-            final_processing_time=MIN_TIME,
-            clock_events=None,
-            out_schema=lay.out_schema,
-        )
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -405,7 +367,9 @@ class WindowProcessor(StatefulProcessor):
             timestamp_valid: Any = valid if not valid.all() else None
         else:
             timestamps, timestamp_valid = None, None
-        columns = tuple(_column(batch.column(first_value + i)) for i in range(lay.n_values))
+        columns = tuple(
+            L.runtime_column(batch.column(first_value + i)) for i in range(lay.n_values)
+        )
         wm = np.full(n, self.op.watermark, dtype=np.int64)
         pt = (
             np.full(n, self.op.processing_time, dtype=np.int64)
@@ -434,23 +398,14 @@ class WindowProcessor(StatefulProcessor):
         elif self._had_state:
             self.state.clear()
         op.forget_key(k)
-        if results:
-            yield self.out._results_batch(results).to_pandas()
-        if late:
-            yield self.out._late_batch(late).to_pandas()
         delta = {
             r: n - dropped_before.get(r, 0)
             for r, n in op.counters.dropped.items()
             if n != dropped_before.get(r, 0)
         }
-        if delta:
-            yield self.out._batch(
-                {
-                    KIND: pa.array(["C"], pa.string()),
-                    COUNTERS: pa.array([json.dumps({"dropped": delta})], pa.string()),
-                },
-                1,
-            ).to_pandas()
+        if results or late or delta:
+            counters = {"dropped": delta} if delta else None
+            yield self.layout.tagged.rows(results, late, counters).to_pandas()
 
     def _sync_timers(self, due: list[int], now: int) -> set[int]:
         """Spark timers at the distinct times the key's runtime timers become due.
@@ -490,7 +445,3 @@ def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
         for c in batch.columns
     ]
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
