@@ -111,6 +111,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="available-now|interval=DURATION",
         help="streaming trigger (default: available-now)",
     )
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="end the stream after the files there, as a bounded source ends: every "
+        "remaining window fires; the checkpoint then takes no more rows",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -151,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
     show = args.show if args.show is not None else (None if args.output else 20)
     if args.timeline:
         _check_timeline(args, compiled)
+    if getattr(args, "drain", False) and not getattr(args, "stream", False):
+        raise WqlError("--drain ends a stream: use it with --stream")
     if getattr(args, "stream", False):  # wql/spark/stream_sinks.py
         from wql.spark.stream_sinks import run_stream_command
 

@@ -3,7 +3,8 @@
 ::
 
     wql run FILE... --stream --checkpoint CK --output OUT
-                    [--trigger available-now|interval=<duration>] [--format csv|json|parquet]
+                    [--trigger available-now|interval=<duration>] [--drain]
+                    [--format csv|json|parquet]
 
 Sources: every ``CREATE SOURCE`` is read with ``spark.readStream`` from its
 ``path`` (a folder; new files are new data) with the declared schema
@@ -20,8 +21,8 @@ docs/native.md "Streaming"):
 * an **operator** query is three streaming queries, so that the operator
   runs once and its two outputs come from the same micro-batches:
 
-  1. source -> operator -> the tagged stream (results, late rows, drop
-     counters) -> parquet file sink ``OUT/_wql_tagged/N``
+  1. source (+ end stream) -> operator -> the tagged stream (results, late
+     rows, counters) -> parquet file sink ``OUT/_wql_tagged/N``
      (checkpoint ``CK/N/operator``);
   2. that sink read as a stream (Spark's file source reads only the files
      its ``_spark_metadata`` log committed) -> results (HAVING + SELECT) ->
@@ -39,12 +40,22 @@ stages 2 and 3); ``interval=<duration>`` runs every stage continuously
 (``5s``, ``500ms``, ``1m``, or Spark's ``'5 seconds'``) until interrupted.
 Processing-time windows need ``interval=``: Spark's processing-time timers
 keep an available-now query alive forever.
+
+``--drain`` (available-now) ends a bounded stream: stage 1 runs to the end
+of the files there, then once more with a marker file in the query's end
+stream ``CK/N/end`` (:func:`wql.spark.streaming.run_streaming` unions it
+with the source), whose watermark is +inf: every remaining event-time window
+fires, rows in windows that never fire are counted, and ``CK/N/DRAINED``
+records the end; stages 2 and 3 then write everything out. A drained
+checkpoint refuses any later run (its stream has ended). Every operator
+query except processing-time ones has that end stream, drained or not.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import signal
@@ -60,6 +71,7 @@ from pyspark.sql import DataFrame
 from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
 from wql.spark import layout as L
 from wql.spark.sources import read_stream_source
+from wql.spark.streaming import run_streaming
 
 __all__ = [
     "AVAILABLE_NOW",
@@ -69,6 +81,7 @@ __all__ = [
     "read_stream_source",
     "run_stream_command",
     "start_streams",
+    "tagged_counters",
 ]
 
 AVAILABLE_NOW = "available-now"
@@ -95,17 +108,33 @@ def parse_trigger(text: str) -> str | None:
 # --------------------------------------------------------------------------- sinks
 
 
+#: Per query, the folder of the end-of-input stream (``CK/N/end``) and the record of
+#: a finished drain (``CK/N/DRAINED``).
+END_DIR = "end"
+END_FILE = "end.json"
+DRAINED = "DRAINED"
+
+
 @dataclass
 class StreamSinks:
-    """The streaming queries of one run; :meth:`stop` stops them all."""
+    """The streaming queries of one run; :meth:`stop` stops them all.
+
+    ``drained``: the operator queries whose stream has ended (``--drain``).
+    """
 
     stages: list[list[Any]] = field(default_factory=list)
     outputs: dict[str, Path] = field(default_factory=dict)
     tagged: dict[str, Path] = field(default_factory=dict)
+    drained: set[str] = field(default_factory=set)
 
     @property
     def queries(self) -> list[Any]:
         return [q for stage in self.stages for q in stage]
+
+    def counters(self, spark: Any) -> dict[str, dict[str, Any]]:
+        """Per operator query, its counters over every run on the checkpoint (see
+        :func:`tagged_counters`); complete once the stream is drained."""
+        return {name: tagged_counters(spark, path) for name, path in self.tagged.items()}
 
     def stop(self) -> None:
         for q in self.queries:
@@ -121,15 +150,29 @@ def start_streams(
     *,
     fmt: str = "parquet",
     trigger: str | None = None,
+    drain: bool = False,
 ) -> StreamSinks:
     """Write every output of streaming ``results`` (:class:`wql.api.Results`) exactly once.
 
     ``trigger`` is ``None`` for available-now (this call then returns after
     every stage finished) or a Spark processing-time interval (the queries
     keep running; stop them with :meth:`StreamSinks.stop`).
+
+    ``drain`` (available-now only): after the rows there, end every stream:
+    its watermark jumps to +inf, as at the end of a bounded source, so every
+    remaining event-time window fires, rows that wait in windows that never
+    fire are counted (``in no firing``), and ``CK/N/DRAINED`` records it. A
+    later call on a drained checkpoint is refused. Every operator query of an
+    event-time or count window runs with an end stream (``CK/N/end``), so a
+    checkpoint started without ``drain`` can be drained later.
     """
     out = Path(output_dir)
     ck = Path(checkpoint_dir)
+    if drain and trigger is not None:
+        raise WqlError(
+            "--drain ends the stream after the rows already there: it runs with "
+            "--trigger available-now"
+        )
     sinks = StreamSinks()
     first: list[tuple[Any, Any]] = []
     for r in results.queries:
@@ -138,45 +181,59 @@ def start_streams(
                 f"query {r.name!r} reads a batch source; start_streams needs streaming results",
                 hint="pass streaming DataFrames to apply() (spark.readStream...)",
             )
+        _refuse_drained(r.name, ck / r.name)
         if r._run is None:  # native: one streaming query
+            if drain:
+                raise WqlUnsupportedError(
+                    f"query {r.name!r} runs on the native engine, which has no end of input",
+                    r.plan.span,
+                )
             first.append((r, None))
-        else:
-            if trigger is None and r._run.time_mode == "ProcessingTime":
+            continue
+        run = r._run
+        if run.time_mode == "ProcessingTime":
+            if drain:
+                raise WqlUnsupportedError(
+                    f"query {r.name!r} uses processing time, which has no end of input: its "
+                    "windows never fire at the end (as in batch) and Spark's processing-time "
+                    "timers cannot reach every key there, so its stream cannot be drained",
+                    r.plan.span,
+                    hint="run it without --drain (with --trigger interval=<duration>)",
+                )
+            if trigger is None:
                 raise WqlUnsupportedError(
                     f"query {r.name!r} uses processing time: its Spark timers keep an "
                     "available-now stream alive forever",
                     r.plan.span,
                     hint="use --trigger interval=<duration>",
                 )
-            first.append((r, r._run))
+        else:
+            end = ck / r.name / END_DIR
+            end.mkdir(parents=True, exist_ok=True)
+            spark = run.tagged.sparkSession
+            markers = spark.readStream.schema("drained_at STRING").json(str(end))
+            run = run_streaming(r.plan, run.source, end=markers)
+        first.append((r, run))
     try:
-        stage1 = []
-        for r, run in first:
-            if run is None:
-                sinks.outputs[r.name] = out / r.name
-                stage1.append(
-                    _sink(r.df, out / r.name, ck / r.name / "result", fmt, trigger, f"{r.name}")
-                )
-            else:
-                path = out / TAGGED_DIR / r.name
-                sinks.tagged[r.name] = path
-                stage1.append(
-                    _sink(
-                        run.tagged,
-                        path,
-                        ck / r.name / "operator",
-                        "parquet",
-                        trigger,
-                        f"{r.name} operator",
-                    )
-                )
-                # one operator query starting at a time: each start launches a Python
-                # worker on the driver that Spark waits 10 s for; several at once on
-                # a busy machine failed with "Python worker failed to connect back"
-                _first_batch(stage1[-1])
+        stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
         sinks.stages.append(stage1)
         if trigger is None:
             _await(stage1)
+            if drain:
+                # a second pass: the end marker is read after every row that was
+                # there (with it in the first pass, rows of later micro-batches
+                # would arrive after the end)
+                for r, run in first:
+                    if run is not None and run.drainable:
+                        _write_once(ck / r.name / END_DIR / END_FILE, _now_json("drained_at"))
+                stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
+                sinks.stages.append(stage1)
+                _await(stage1)
+            for r, run in first:
+                # also when an earlier drain stopped before it finished: this run ended it
+                if run is not None and (ck / r.name / END_DIR / END_FILE).exists():
+                    _write_once(ck / r.name / DRAINED, _now_json("drained_at"))
+                    sinks.drained.add(r.name)
         stage2 = []
         for r, run in first:
             if run is None:
@@ -211,6 +268,63 @@ def start_streams(
         sinks.stop()
         raise
     return sinks
+
+
+def _start_operators(
+    first: list[tuple[Any, Any]],
+    sinks: StreamSinks,
+    out: Path,
+    ck: Path,
+    fmt: str,
+    trigger: str | None,
+) -> list[Any]:
+    """Start stage 1: native queries to their outputs, operator queries to the tagged sinks."""
+    stage1 = []
+    for r, run in first:
+        if run is None:
+            sinks.outputs[r.name] = out / r.name
+            stage1.append(_sink(r.df, out / r.name, ck / r.name / "result", fmt, trigger, r.name))
+            continue
+        path = out / TAGGED_DIR / r.name
+        sinks.tagged[r.name] = path
+        checkpoint = ck / r.name / "operator"
+        stage1.append(_sink(run.tagged, path, checkpoint, "parquet", trigger, f"{r.name} operator"))
+        # one operator query starting at a time: each start launches a Python
+        # worker on the driver that Spark waits 10 s for; several at once on
+        # a busy machine failed with "Python worker failed to connect back"
+        _first_batch(stage1[-1])
+    return stage1
+
+
+def _refuse_drained(name: str, ck: Path) -> None:
+    marker = ck / DRAINED
+    if marker.exists():
+        try:
+            when = json.loads(marker.read_text()).get("drained_at", "?")
+        except ValueError:
+            when = "?"
+        raise WqlError(
+            f"query {name!r}: its stream was drained ({marker}, at {when}): it has ended "
+            "and takes no more rows",
+            hint="start a new stream with another --checkpoint (and --output) folder",
+        )
+
+
+def _write_once(path: Path, text: str) -> None:
+    """``path`` with ``text``, unless it exists (written under a hidden name, then renamed:
+    the end stream's file source never sees half a file)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.rename(path)
+
+
+def _now_json(key: str) -> str:
+    import datetime as dt
+
+    return json.dumps({key: dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}) + "\n"
 
 
 def _sink(
@@ -258,6 +372,9 @@ def run_stream_command(
     if not args.output or not args.checkpoint:
         raise WqlError("--stream needs --output DIR and --checkpoint DIR")
     trigger = parse_trigger(args.trigger)
+    drain = bool(getattr(args, "drain", False))
+    if drain and trigger is not None:
+        raise WqlError("--drain ends the stream after the files there: it needs available-now")
     from wql.spark.session import default_session
 
     conf = dict(conf)
@@ -290,7 +407,9 @@ def run_stream_command(
                 f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
             )
             try:
-                sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
+                sinks = start_streams(
+                    results, out, ck, fmt=args.format, trigger=trigger, drain=drain
+                )
             except WqlError as e:
                 raise e.with_source(c.text, c.filename) from None
             all_sinks.append(sinks)
@@ -342,23 +461,46 @@ def _wait_for_signal(spark: Any) -> bool:
 
 
 def _summary(spark: Any, file: str, r: Any, sinks: StreamSinks, fmt: str) -> None:
-    """Rows written so far (all runs on this checkpoint), from the committed sinks."""
-    parts = [f"{file}: {r.name} [{r.engine}, stream]"]
-    out = sinks.outputs.get(r.name)
-    parts.append(f"rows out {_committed_rows(spark, out, fmt)}")
+    """Rows so far (all runs on this checkpoint), from the committed sinks.
+
+    A stream's ``rows in`` are the rows that reached the operator (WHERE runs
+    before it); ``in = fired + late + dropped`` holds once the stream is drained
+    (until then rows waiting in windows are in no count but ``in``).
+    """
+    drained = ", drained" if r.name in sinks.drained else ""
+    parts = [f"{file}: {r.name} [{r.engine}, stream{drained}]"]
+    tagged = sinks.tagged.get(r.name)
+    counters = tagged_counters(spark, tagged) if tagged is not None else None
+    if counters is not None:
+        parts.append(f"rows in {counters['rows_in']}")
+    parts.append(f"rows out {_committed_rows(spark, sinks.outputs.get(r.name), fmt)}")
     if r.late_name and r.late_name in sinks.outputs:
         parts.append(f"late {_committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
-    tagged = sinks.tagged.get(r.name)
-    if tagged is not None:
-        try:
-            rows = L.counters_of(spark.read.parquet(str(tagged))).collect()
-        except Exception:  # noqa: BLE001 - nothing committed yet
-            rows = []
-        dropped = L.sum_counters(row[L.COUNTERS] for row in rows)["dropped"]
+    if counters is not None:
+        if drained:
+            parts.append(f"fired {counters['rows_fired']}")
+        dropped = counters["dropped"]
         parts.append(
             "dropped " + (", ".join(f"{n} ({k})" for k, n in sorted(dropped.items())) or "0")
         )
     print(" | ".join(parts), file=sys.stderr)
+
+
+def tagged_counters(spark: Any, tagged: str | Path) -> dict[str, Any]:
+    """The counters of an operator query's tagged sink, over every run on its checkpoint.
+
+    ``rows_in`` (rows that reached the operator: WHERE runs before it),
+    ``rows_emitted``, ``late_rows``, ``dropped`` by reason and ``rows_fired``
+    (``rows_in - late_rows - dropped``: exact once the stream is drained, as
+    in batch).
+    """
+    try:
+        rows = L.counters_of(spark.read.parquet(str(tagged))).collect()
+    except Exception:  # noqa: BLE001 - nothing committed yet
+        rows = []
+    total = L.sum_counters(row[L.COUNTERS] for row in rows)
+    total["rows_fired"] = total["rows_in"] - total["late_rows"] - sum(total["dropped"].values())
+    return total
 
 
 def _committed_rows(spark: Any, path: Path | None, fmt: str) -> int | str:
