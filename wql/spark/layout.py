@@ -35,6 +35,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -141,23 +142,24 @@ class TaggedLayout:
         if nr:
             pad = [None] * (nl + nc)
 
-            def first(values: list) -> list:  # result rows come first; the others are NULL
+            def field(index: int) -> list:  # result rows come first; the others are NULL
+                values = list(map(itemgetter(index), results))
                 return values + pad if pad else values
 
-            for i, t in enumerate(self.key_types):
-                cols[_key_column(i)] = _arrow(first([r[EMIT_KEY][i] for r in results]), t)
-            for name, idx in (
+            if self.key_types:
+                keys = field(EMIT_KEY)
+                for i, t in enumerate(self.key_types):
+                    cols[_key_column(i)] = _arrow([None if k is None else k[i] for k in keys], t)
+            for name, index in (
                 (WINDOW_START, EMIT_WINDOW_START),
                 (WINDOW_END, EMIT_WINDOW_END),
                 (WINDOW_TIME, EMIT_WINDOW_TIME),
                 (PANE_INDEX, EMIT_PANE_INDEX),
             ):
-                cols[name] = pa.array(first([r[idx] for r in results]), pa.int64())
-            timing = first([r[EMIT_PANE_TIMING] for r in results])
-            cols[PANE_TIMING] = pa.array(timing, pa.string())
+                cols[name] = pa.array(field(index), pa.int64())
+            cols[PANE_TIMING] = pa.array(field(EMIT_PANE_TIMING), pa.string())
             for i, t in enumerate(self.agg_types):
-                col = first([r[EMIT_RESULTS + i] for r in results])
-                cols[_aggregate_column(i)] = _arrow(col, t)
+                cols[_aggregate_column(i)] = _arrow(field(EMIT_RESULTS + i), t)
         if nl:
             head, tail = [None] * nr, [None] * nc
             for j, t in enumerate(self.late_types):
