@@ -209,8 +209,8 @@ def _values(text: str, k: str, v: float, t: int) -> tuple:
     return tuple(sample[c.sql] for c in _compiled(text)[1].values)
 
 
-def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
-    """One operator, the documented streaming semantics (watermark per micro-batch)."""
+def _fed(text: str, batches: list[list[tuple]]) -> tuple[WindowOperator, list, list]:
+    """One operator fed the documented streaming semantics (watermark per micro-batch)."""
     q, plan = _compiled(text)
     op = WindowOperator(plan.config)
     delay = q.source.event_time.delay_ms + 1
@@ -226,6 +226,12 @@ def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Co
         if rows:
             top = BASE + max(r[2] for r in rows)
             max_ts = top if max_ts is None else max(max_ts, top)
+    return op, results, late
+
+
+def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
+    """One operator, the documented streaming semantics, then a watermark past every window."""
+    op, results, late = _fed(text, batches)
     op.advance_watermark(END)
     _emitted(op, results, late)
     return Counter(results), Counter(late)
@@ -431,21 +437,7 @@ DRAINED = {
 
 def reference_drained(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter, dict]:
     """One operator, the streaming semantics, then ``end_of_input()``: results, late, counters."""
-    q, plan = _compiled(text)
-    op = WindowOperator(plan.config)
-    delay = q.source.event_time.delay_ms + 1
-    results: list = []
-    late: list = []
-    max_ts = None
-    for rows in batches:
-        if max_ts is not None and max_ts - delay > 0:
-            op.advance_watermark(max_ts - delay)
-        for k, v, t in sorted(rows, key=lambda r: r[2]):
-            op.process_element((k,), BASE + t, _values(text, k, v, t))
-        _emitted(op, results, late)
-        if rows:
-            top = BASE + max(r[2] for r in rows)
-            max_ts = top if max_ts is None else max(max_ts, top)
+    op, results, late = _fed(text, batches)
     op.end_of_input()
     _emitted(op, results, late)
     return Counter(results), Counter(late), op.counters.as_dict()
