@@ -210,7 +210,7 @@ def partition_task(
     (rows of :func:`stage`, sorted by replay position) it yields the tagged
     output batches.
     """
-    clock = final_clocks(replayed, spec)
+    final_watermark, final_processing_time = final_clocks(replayed, spec)
     clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
     _, layout = L.tagged_layout(query, op)
     return _PartitionTask(
@@ -221,8 +221,8 @@ def partition_task(
         has_event_time=spec.event_time is not None,
         processing=op.uses_processing_time,
         wall_clock=op.uses_processing_time and spec.processing_time is None,
-        final_watermark=clock[0],
-        final_processing_time=clock[1],
+        final_watermark=final_watermark,
+        final_processing_time=final_processing_time,
         clock_events=clock_events,
         slicing=slicing,
     )

@@ -17,7 +17,8 @@ by :data:`KIND`:
 * ``C`` (:data:`COUNTS`): runtime counters as JSON under :data:`COUNTERS`
   (``rows_in``, ``rows_emitted``, ``late_rows``, ``dropped`` by reason),
   summed with :func:`sum_counters` (the batch host writes one per partition,
-  the streaming host one per call whose counters moved).
+  the streaming host one with a key's output, or when its state ends,
+  docs/streaming.md "Counters and drops").
 
 Every other column of a row is NULL. The post-aggregation projection
 (:func:`results`: HAVING + SELECT over the relation of keys, window columns

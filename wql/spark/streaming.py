@@ -167,9 +167,9 @@ class StreamingRun:
     ``tagged`` is the processor's single output (``__wql_kind`` R/L/C);
     ``result`` and ``late`` are its splits with the plan's output and
     late-output schemas (``late`` is ``None`` without ``LATE DATA TO``).
-    ``counters`` (a split too) has one row per processor call whose counters
-    moved: a JSON object under ``__wql_counters`` (the runtime's counters of
-    that call, :func:`wql.spark.layout.sum_counters` adds them up).
+    ``counters`` (a split too) holds the runtime's counters as JSON under
+    ``__wql_counters``, one row with a key's output or when its state ends
+    (:func:`wql.spark.layout.sum_counters` adds them up).
     ``source`` is the input it was built on; ``drainable``: it has an end
     stream (``run_streaming(..., end=...)``).
     """
@@ -205,7 +205,7 @@ def run_streaming(
     df = source
     watermark = et.column if et is not None else None
     keep: list[Column] = []
-    if end is not None and drainable:
+    if drainable and end is not None:
         df = _with_end(source, end, watermark)
         watermark = watermark or _END_TS
         keep.append(~F.col(_END))
