@@ -105,6 +105,39 @@ def test_merge_equals_adding_everything(a, b):
     )
 
 
+@settings(max_examples=100, deadline=None)
+@given(rows_strategy, st.lists(st.integers(0, 12), max_size=4))
+def test_merge_all_of_any_split_equals_adding_everything(rows, cuts):
+    # slicing rebuilds a window from its slices with merge_all (integer values: exact)
+    agg = Aggregator(ALL)
+    entries = [(ts, i, v) for i, (ts, v) in enumerate(rows)]
+    bounds = sorted({0, len(entries), *(c for c in cuts if c <= len(entries))})
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        part = agg.create()
+        for ts, seq, v in entries[lo:hi]:
+            agg.add(part, ts, seq, (v,))
+        parts.append(part)
+    acc = agg.create()
+    agg.merge_all(acc, parts)
+    assert agg.result(acc) == brute(entries)
+
+
+def test_the_table_of_kinds_is_the_compilers_list_of_aggregates():
+    from wql.compiler.expressions import aggregate_type
+    from wql.compiler.plan import AggKind
+    from wql.compiler.types import BIGINT, DOUBLE
+    from wql.runtime.aggregates import AGGREGATE_KINDS, KINDS
+
+    assert [k.value for k in AggKind] == list(KINDS)
+    for name, kind in AGGREGATE_KINDS.items():
+        assert kind.name == name
+        assert aggregate_type(AggKind(name), BIGINT) is not None
+    # the kinds that add round over floating-point arguments (native folds them in order)
+    assert {n for n, k in AGGREGATE_KINDS.items() if k.rounds} == {"SUM", "AVG"}
+    assert aggregate_type(AggKind.AVG, BIGINT) == DOUBLE
+
+
 def test_aggregate_spec_validation():
     with pytest.raises(ValueError):
         AggregateSpec("MEDIAN", 0)

@@ -215,12 +215,33 @@ def test_processing_time_windows_fire_on_processing_time_only():
     h.run("PT 900")
     h.op.process_element(("k",), None, ())
     assert h.run("WM 5000") == []
-    fired = h.run("PT 999")
+    # a processing-time timer at T fires once the clock passes T (Flink's 1 ms delay)
+    assert h.run("PT 999") == []
+    fired = h.run("PT 1000")
     assert [(f.value, f.start, f.end, f.pane_timing) for f in fired] == [(2, 0, 1000, "ON_TIME")]
     h.run("PT 1500")
     h.op.process_element(("k",), None, ())
     assert h.run("END") == []  # processing-time timers do not fire at end of input
     assert h.op.timers(("k",)) == ([], [1999])
+
+
+def test_rows_at_a_processing_time_windows_last_millisecond_reach_it():
+    """Nexmark q12's shape, rows derived by hand. Flink delays a processing-time timer
+    at T by 1 ms (``ProcessingTimeServiceUtil.getProcessingTimeDelay``): rows processed
+    while the clock reads T = 999 (the window's max timestamp) are in [0, 1000), which
+    fires once, when the clock reads 1000. Firing at 999 emitted [0, 1000) twice."""
+    cfg = OperatorConfig(TumblingWindows(1000, event_time=False), COUNT)
+    op = WindowOperator(cfg)
+    for pt, key in ((500, "a"), (999, "a"), (999, "b"), (999, "a"), (1000, "a"), (1999, "b")):
+        op.advance_processing_time(pt)
+        op.process_element((key,), None, ())
+    op.advance_processing_time(2000)
+    assert op.drain() == [
+        (("a",), 0, 1000, 999, 0, "ON_TIME", 999, 3),
+        (("b",), 0, 1000, 999, 0, "ON_TIME", 999, 1),
+        (("a",), 1000, 2000, 1999, 0, "ON_TIME", 1999, 1),
+        (("b",), 1000, 2000, 1999, 0, "ON_TIME", 1999, 1),
+    ]
 
 
 def test_processing_time_session():
@@ -295,11 +316,11 @@ def test_timeout_fires_on_timeout_and_clears_nested():
     trigger = ProcessingTimeoutTrigger(CountTrigger(3), 500)
     h = Harness(OperatorConfig(GlobalWindows(), COUNT, trigger))
     h.run("PT 0, k@0, PT 100, k@0")
-    assert [f.value for f in h.run("PT 499")] == []
-    assert [f.value for f in h.run("PT 500")] == [2]
+    assert [f.value for f in h.run("PT 500")] == []  # due at 500: fires once the clock passes it
+    assert [f.value for f in h.run("PT 501")] == [2]
     # nested count was cleared: 2 more rows do not reach 3; the next timeout does
     h.run("PT 600, k@0, k@0")
-    assert [f.value for f in h.run("PT 1100")] == [4]
+    assert [f.value for f in h.run("PT 1101")] == [4]
     fired = h.run("PT 1200, k@0, k@0, k@0")  # nested fires first: timeout cleared
     assert [f.value for f in fired] == [7]
     assert h.op.timers(("k",)) == ([], [])

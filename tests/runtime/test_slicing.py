@@ -1,13 +1,11 @@
-"""Sliced HOP/CUMULATE (``wql.runtime.slicing``) equal the per-window path.
+"""Sliced HOP/CUMULATE (``wql.runtime.slicing``): what only slicing has.
 
-``WindowOperator(config, slicing=True)`` slices an event-time HOP or CUMULATE with the
-default trigger and no evictor; ``WindowOperator(config, fast=False)`` runs
-the plain per-window path. Both get the same out-of-order rows, watermarks,
-lateness and late output, and must agree after every step on emitted rows
-(in order), late rows, counters and the snapshot's content; a snapshot of
-the sliced operator restored mid-way must continue exactly as well. A
-floating value for SUM/AVG/MIN/MAX switches slicing off (exactness policy),
-which must not change anything observable either.
+That the sliced operator equals ``WindowOperator(config, fast=False)`` on
+random streams (every aggregate kind, lateness, late output, a whole
+snapshot restored mid-way, per-key restores, a float that switches slicing
+off) is the sliced case of ``test_plain_path.py``. Here: one accumulator per
+slice, slices freed with their last window, per-key snapshots holding the
+per-window state, and where slicing applies.
 """
 
 from __future__ import annotations
@@ -15,23 +13,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.runtime.test_plain_path import ALL_AGGS
 from wql.runtime import AggregateSpec, OperatorConfig, WindowOperator
 from wql.runtime import snapshot as snap
 from wql.runtime.assigners import CumulateWindows, SlidingWindows, TumblingWindows
+from wql.runtime.fastpath import WindowPath
+from wql.runtime.slicing import Slicer
 from wql.runtime.triggers import CountTrigger
 
-AGGS = (
-    AggregateSpec("COUNT_STAR"),
-    AggregateSpec("COUNT", 0),
-    AggregateSpec("SUM", 0),
-    AggregateSpec("AVG", 0),
-    AggregateSpec("MIN", 0),
-    AggregateSpec("MAX", 1),
-    AggregateSpec("COUNT_DISTINCT", 0),
-    AggregateSpec("FIRST_VALUE", 1),
-    AggregateSpec("LAST_VALUE", 0),
-    AggregateSpec("COLLECT_LIST", 1),
-)
+AGGS = ALL_AGGS
 
 
 @st.composite
@@ -73,40 +63,6 @@ def _assert_same(sliced: WindowOperator, plain: WindowOperator) -> None:
     assert _content(sliced) == _content(plain)
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    assigner=assigners(),
-    rows=rows_st,
-    lateness=st.sampled_from([0, 1, 7, 40, 2**63]),
-    late_output=st.booleans(),
-    restore_at=st.one_of(st.none(), st.integers(0, 50)),
-    float_at=st.one_of(st.none(), st.integers(0, 50)),
-)
-def test_sliced_equals_per_window_path(
-    assigner, rows, lateness, late_output, restore_at, float_at
-) -> None:
-    config = OperatorConfig(assigner, AGGS, allowed_lateness=lateness, late_output=late_output)
-    sliced = WindowOperator(config, slicing=True)
-    plain = WindowOperator(config, fast=False)
-    assert sliced._slicer is not None and plain._slicer is None
-    wm = -60
-    for i, (key, ts, v, s, step) in enumerate(rows):
-        if i == restore_at:
-            sliced = WindowOperator.restore(config, sliced.snapshot(), slicing=True)
-        if i == float_at and v is not None:
-            v = v + 0.5  # not exact when summed in another order: slicing stops
-        wm += step
-        for op in (sliced, plain):
-            op.advance_watermark(wm)
-            op.process_element(key, ts, (v, s))
-        _assert_same(sliced, plain)
-    for op in (sliced, plain):
-        op.end_of_input()
-        op.process_element(("a",), 5, (1, "x"))  # after end of input every window is late
-    _assert_same(sliced, plain)
-    assert sliced.active_keys() == plain.active_keys()
-
-
 @settings(max_examples=60, deadline=None)
 @given(assigner=assigners(), rows=rows_st)
 def test_sliced_per_key_snapshots_equal_per_window(assigner, rows) -> None:
@@ -133,15 +89,15 @@ def test_slicing_keeps_one_accumulator_per_slice() -> None:
     sliced = WindowOperator(config, slicing=True)
     for t in range(100):
         sliced.process_element(("k",), t, (t,))
-    assert sliced._slicer is not None
-    assert len(sliced._slicer.slices[("k",)]) == 100
+    assert isinstance(sliced._path, Slicer)
+    assert len(sliced._path.slices[("k",)]) == 100
     assert sliced.open_windows() == 159  # windows [t - 59, t + 1) for t in -59..99
     sliced.advance_watermark(59)
     out = sliced.drain()
     # window [0, 60) holds rows 0..59: 59 * 60 / 2 = 1770
     assert out[-1][1:4] == (0, 60, 59) and out[-1][-1] == 1770
     # slices of windows that are cleaned up are freed
-    assert min(sliced._slicer.slices[("k",)]) == 1
+    assert min(sliced._path.slices[("k",)]) == 1
 
 
 def test_float_values_switch_slicing_off_exactly() -> None:
@@ -153,16 +109,20 @@ def test_float_values_switch_slicing_off_exactly() -> None:
         op.process_element(("k",), 12, (0.1,))
         op.process_element(("k",), 25, (0.2,))
         op.end_of_input()
-    assert sliced._slicer is not None and not sliced._slicer.active
+    assert type(sliced._path) is WindowPath  # back on the per-window path
     _assert_same(sliced, plain)
 
 
 def test_only_hop_and_cumulate_with_the_default_trigger_are_sliced() -> None:
     aggs = (AggregateSpec("COUNT_STAR"),)
     cumulate = OperatorConfig(CumulateWindows(2, 10), aggs)
-    assert WindowOperator(cumulate, slicing=True)._slicer is not None
-    assert WindowOperator(cumulate)._slicer is None  # opt-in
-    assert WindowOperator(cumulate, fast=False, slicing=True)._slicer is None
-    assert WindowOperator(OperatorConfig(TumblingWindows(10), aggs), slicing=True)._slicer is None
+
+    def sliced(op: WindowOperator) -> bool:
+        return isinstance(op._path, Slicer)
+
+    assert sliced(WindowOperator(cumulate, slicing=True))
+    assert not sliced(WindowOperator(cumulate))  # opt-in
+    assert not sliced(WindowOperator(cumulate, fast=False, slicing=True))
+    assert not sliced(WindowOperator(OperatorConfig(TumblingWindows(10), aggs), slicing=True))
     counted = OperatorConfig(SlidingWindows(10, 2), aggs, trigger=CountTrigger(3))
-    assert WindowOperator(counted, slicing=True)._slicer is None
+    assert not sliced(WindowOperator(counted, slicing=True))

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wql.runtime.vectorized import (
+from wql.runtime.vectorized.kernels import (
     RangeTable,
     floor_start,
     group_rows,

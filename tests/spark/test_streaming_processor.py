@@ -555,7 +555,9 @@ def test_processing_time_windows_fire_on_the_micro_batch_clock():
     d.batch([("a", 1, 0), ("b", 1, 0)], BASE + 1000)
     d.batch([("a", 1, 0)], BASE + 9000)
     assert d.results == []
-    d.batch([], BASE + 9999)  # the clock reaches the window's max timestamp: it fires
+    d.batch([], BASE + 9999)  # the clock reads the window's max timestamp: not yet
+    assert d.results == []
+    d.batch([], BASE + 10000)  # the clock passed it (Flink's 1 ms timer delay): it fires
     assert sorted((r[0], r[1], r[4], r[5]) for r in d.results) == [
         ("a", 0, "ON_TIME", 2.0),
         ("b", 0, "ON_TIME", 1.0),

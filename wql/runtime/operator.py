@@ -10,7 +10,8 @@ Calls (time is int ms; the watermark and processing time start at MIN_TIME):
 
 - ``process_element(key, timestamp, values)`` at the current clocks;
 - ``advance_watermark(wm)`` / ``advance_processing_time(t)``: on a rise, fire
-  every timer of that domain <= the new time, in time order (timers
+  every timer of that domain <= the new watermark / < the new processing
+  time (Flink fires processing-time timers 1 ms late), in time order (timers
   registered while firing are included when due);
 - ``end_of_input()``: the watermark jumps to MAX_TIME; processing-time timers
   do not fire (Flink quiesces the processing-time service at end of input);
@@ -31,8 +32,7 @@ Calls (time is int ms; the watermark and processing time start at MIN_TIME):
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from heapq import heappush
+from collections.abc import Hashable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -44,20 +44,19 @@ from wql.runtime.assigners import (
     DROP_LATE,
     DROP_LATE_WINDOW,
     DROP_MISSING_TIMESTAMP,
-    CumulateWindows,
     DropRow,
     DynamicSessionWindows,
     GlobalWindows,
     SessionWindows,
-    SlidingWindows,
-    TumblingWindows,
 )
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
+from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
-from wql.runtime.slicing import slicer_for
+from wql.runtime.slicing import Slicer, can_slice
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
 from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
+from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import (
     GLOBAL_WINDOW,
     MAX_TIME,
@@ -65,12 +64,10 @@ from wql.runtime.windows import (
     GlobalWindow,
     TimeWindow,
     Window,
-    make_window,
 )
 
 Key = Hashable
 _by_seq = itemgetter(1)
-_BEYOND = 2**64  # above every cleanup time
 
 
 class _Context:
@@ -105,6 +102,12 @@ class _Context:
     @property
     def merged_windows(self) -> Sequence[Window]:
         return self.root.merged
+
+    def bind(self, key: Any, ks: KeyState, window: Any) -> None:
+        """Bind the root context to the key, its state and the window a trigger call is for."""
+        self.key = key
+        self.ks = ks
+        self.window = window
 
     def child(self, index: int) -> _Context:
         c = self._children.get(index)
@@ -146,22 +149,27 @@ class _Context:
 
 
 class WindowOperator:
-    """The window operator of one query (all keys of one partition)."""
+    """The window operator of one query (all keys of one partition).
+
+    The methods below are the plain port of Flink's ``WindowOperator`` /
+    ``EvictingWindowOperator``: every row goes through the assigner's
+    ``assign_windows`` and the trigger's ``on_element`` / ``on_merge`` /
+    ``on_event_time``. ``fast=True`` (the default) installs a faster per-row
+    path where one applies (``wql.runtime.fastpath``, ``wql.runtime.slicing``)
+    and lets ``process_batch`` try the NumPy path (``wql.runtime.vectorized``);
+    each of them equals ``fast=False`` in everything observable. They work
+    through the section "the fast paths' interface" at the end of the class.
+    """
 
     def __init__(self, config: OperatorConfig, fast: bool = True, slicing: bool = False) -> None:
         self.config = config
-        #: ``fast=False``: the plain per-row path only (no specialised per-row
-        #: method, no slicing, no vectorized batches); every fast path must
-        #: equal it in everything observable. ``slicing``: HOP/CUMULATE keep
-        #: one accumulator per (key, slice) (``wql.runtime.slicing``; opt-in,
-        #: see docs/runtime.md "Slicing" for when it pays).
-        self._fast = fast
         assigner = config.assigner
         self._assign = assigner.assign_windows
         self._merge_windows = assigner.merge_windows if assigner.is_merging else None
         self._trigger = config.effective_trigger
         self._evictor = config.evictor
-        self._agg = Aggregator(config.aggregates)
+        #: The compiled aggregates (``wql.runtime.aggregates``).
+        self.aggregator = Aggregator(config.aggregates)
         self._event_time = assigner.is_event_time
         self._merging = assigner.is_merging
         self._lateness = config.allowed_lateness
@@ -194,197 +202,86 @@ class WindowOperator:
         # The key being processed by the merging path (the merge callback's target).
         self._merge_key: Any = None
         self._merge_ks: KeyState | None = None
-        # Dispatch decided once (the per-row path must stay lean).
-        self._agg_create = self._agg.create
-        self._agg_add = self._agg.add
-        self._tumbling = (
-            (assigner.size, assigner.offset) if type(assigner) is TumblingWindows else None
-        )
-        self._last_window: TimeWindow | None = None
-        self._slotted: tuple[int, int] | None = None
-        if type(assigner) is SlidingWindows and assigner.size % assigner.slide == 0:
-            self._slotted = (assigner.slide, assigner.offset)
-        elif type(assigner) is CumulateWindows:
-            self._slotted = (assigner.step, assigner.offset)
-        self._last_slot: int | None = None
-        self._session_gap = assigner.gap if type(assigner) is SessionWindows else 0
-        self._last_windows: Sequence[Window] = ()
-        self._inline_event_trigger = type(self._trigger) is EventTimeTrigger and self._event_time
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
-        if (
-            fast
-            and type(assigner) is SessionWindows
-            and self._inline_event_trigger
-            and self._evictor is None
-        ):
-            # Static event-time sessions with the default trigger: a dedicated
-            # per-row method (same behaviour, see _session_element).
-            self.process_element = self._session_element  # type: ignore[method-assign]
-        if not fast:
-            # The plain Flink port: the assigner's assign_windows and the
-            # trigger's own on_element/on_merge/on_event_time for every row.
-            self._tumbling = None
-            self._slotted = None
-            self._session_gap = 0
-            self._inline_event_trigger = False
-        # HOP / CUMULATE: one accumulator per (key, slice) (wql.runtime.slicing).
-        # Slicing keeps no per-row firing record: "rows" tracking needs the per-window path.
-        self._slicer = slicer_for(self) if fast and slicing and not self._track else None
-        if self._slicer is not None:
-            self.process_element = self._slicer.process_element  # type: ignore[method-assign]
-            self._on_timer = self._slicer.on_timer  # type: ignore[method-assign]
-
-    def _slicing_off(self) -> None:
-        """Back to the per-window methods (the slicer rebuilt every window's accumulator)."""
-        vars(self).pop("process_element", None)
-        vars(self).pop("_on_timer", None)
+        #: ``fast=False``: the plain port only (no fast per-row path, no slicing,
+        #: no vectorized batches); every fast path must equal it.
+        self._fast = fast
+        self._path: RowPath | None = None
+        self._on_timer = self.on_timer
+        if fast:
+            self.use_path(_fast_path(self, slicing))
 
     # ------------------------------------------------------------------ input
 
     def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
         """One row of ``key`` (Flink's ``processElement``) at the current clocks."""
-        counters = self.counters
-        counters.rows_in += 1
-        seq = self._seq
-        self._seq = seq + 1
+        seq = self.admit()
         if self._event_time:
             if timestamp is None:
-                self._drop(DROP_MISSING_TIMESTAMP)
+                self.drop(DROP_MISSING_TIMESTAMP)
                 return
             t = timestamp
         else:
             t = self.processing_time
-        tumbling = self._tumbling
-        if tumbling is not None:
-            # Inlined TumblingWindows.assign_windows; consecutive rows mostly
-            # share a window, so the last one is reused.
-            size, offset = tumbling
-            start = t - (t - offset) % size
-            tw = self._last_window
-            if tw is None or tw[0] != start:
-                tw = self._last_window = make_window((start, start + size))
-            windows: Sequence[Window] = (tw,)
-        elif self._session_gap:
-            windows = (make_window((t, t + self._session_gap)),)
-        elif self._slotted is not None:
-            # Sliding (size a multiple of slide) and cumulate windows depend
-            # only on the slide-/step-aligned slot of t: reuse the last list.
-            unit, offset = self._slotted
-            slot = t - (t - offset) % unit
-            if slot == self._last_slot:
-                windows = self._last_windows
-            else:
-                windows = self._last_windows = self._assign(t, values)
-                self._last_slot = slot
-        else:
-            try:
-                windows = self._assign(t, values)
-            except DropRow as d:
-                self._drop(d.reason)
-                return
+        try:
+            windows = self._assign(t, values)
+        except DropRow as d:
+            self.drop(d.reason)
+            return
+        self.process_windows(key, timestamp, seq, values, windows)
+
+    def process_windows(
+        self, key: Key, timestamp: int | None, seq: int, values: tuple, windows: Sequence[Window]
+    ) -> None:
+        """``processElement`` after the assigner: the row (arrival ``seq``) into ``windows``."""
         ks = self._keys.get(key)
         if ks is None:
-            ks = self._new_key_state(key)
+            ks = self.new_key_state(key)
         if self._merging:
-            if not self._process_merging(key, ks, timestamp, seq, values, windows):
-                self._not_accepted(key, ks, timestamp, values)
-            return
-        # The non-merging half of processElement, inline: it runs for every
-        # (row, window) pair. The default event-time trigger and the cleanup
-        # timer are inlined too (the same calls EventTimeTrigger.on_element and
-        # _register_cleanup_timer would make).
-        accepted = False
+            accepted = self._process_merging(key, ks, timestamp, seq, values, windows)
+        else:
+            accepted = False
+            for w in windows:
+                if self._is_window_late(w):
+                    continue
+                accepted = True
+                self._add(key, ks, w, timestamp, seq, values)
+                self._ctx.bind(key, ks, w)
+                r = self._trigger.on_element(timestamp, values, w, self._ctx)
+                if r & 1:
+                    acc = ks.contents.get(w)
+                    if acc is None:
+                        continue  # FIRE on empty contents: nothing (not even the cleanup timer)
+                    self.emit(key, ks, w, w, acc, self.timing_now(w))
+                if r & 2:
+                    self._purge(key, ks, w)
+                self.register_cleanup_timer(key, w)
+        if not accepted:
+            self.not_accepted(key, timestamp, values)
+
+    def _add(
+        self, key: Key, ks: KeyState, sw: Window, timestamp: int | None, seq: int, values: tuple
+    ) -> None:
+        """Add the row to state window ``sw``: its accumulator, or its rows (an evictor)."""
         contents = ks.contents
-        evictor = self._evictor
-        ctx = self._ctx
-        event_time = self._event_time
-        lateness = self._lateness
-        inline_trigger = self._inline_event_trigger
-        agg_add = self._agg_add
-        wm = self.watermark
-        # cleanupTime <= watermark, where cleanupTime is capped at MAX_TIME: at
-        # MAX_TIME (after end of input) every window is late.
-        late_bound = wm if wm < MAX_TIME else _BEYOND
-        for w in windows:
-            if event_time:
-                max_ts = w[1] - 1  # type: ignore[index]
-                if max_ts + lateness <= late_bound:
-                    continue  # the window is late: already cleaned up or never to fire
-            accepted = True
-            acc: Any = contents.get(w)
-            new = acc is None
-            if evictor is None:
-                if new:
-                    acc = contents[w] = self._agg_create()
-                agg_add(acc, timestamp, seq, values)
-            elif new:
-                contents[w] = [(timestamp, seq, values)]
+        acc = contents.get(sw)
+        if self._evictor is not None:
+            if acc is None:
+                contents[sw] = [(timestamp, seq, values)]
             else:
                 acc.append((timestamp, seq, values))
-            if self._track:
-                self._track_add(key, w, seq)
-            if inline_trigger:
-                # EventTimeTrigger.on_element + the cleanup timer. A window that
-                # already had contents registered both timers with its first
-                # row, and they are still pending while max_ts > watermark.
-                if max_ts <= wm:
-                    r = 1
-                else:
-                    if new:
-                        self._timers.register_event_time_timer(key, w, max_ts)
-                        if lateness and max_ts + lateness < MAX_TIME:
-                            self._timers.register_event_time_timer(key, w, max_ts + lateness)
-                    continue
-            else:
-                ctx.key = key
-                ctx.ks = ks
-                ctx.window = w
-                r = self._trigger.on_element(timestamp, values, w, ctx)
-                wm = self.watermark
-            if r:
-                if r & 1:
-                    acc = contents.get(w)
-                    if acc is None:
-                        continue
-                    self._emit(key, ks, w, w, acc, self._timing_now(w))
-                if r & 2:
-                    contents.pop(w, None)
-                    if self._track:
-                        self._track_discard(key, w)
-            self._register_cleanup_timer(key, w)
-        if not accepted:
-            self._not_accepted(key, ks, timestamp, values)
-
-    def _not_accepted(self, key: Key, ks: KeyState, timestamp: int | None, values: tuple) -> None:
-        """Flink's "skipped element": side output if late, else counted (never lost)."""
-        # isElementLate, with ts + lateness capped at MAX_TIME like cleanup times
-        # (Java's long would wrap around and call the row late as well).
-        if (
-            self._event_time and min(timestamp + self._lateness, MAX_TIME) <= self.watermark  # type: ignore[operator]
-        ):
-            if self.config.late_output:
-                cols = self._late_columns
-                out_values = values if cols is None else tuple(values[i] for i in cols)
-                self._late.append((key, timestamp, out_values))
-                self.counters.late_rows += 1
-            else:
-                self._drop(DROP_LATE)
         else:
-            # No window took a row that is not late: a HOP with size < slide
-            # leaves gaps between windows (Flink loses such rows silently).
-            self._drop(DROP_LATE_WINDOW)
-        if ks.is_empty() and not self._timers.has_timers(key):
-            del self._keys[key]
+            if acc is None:
+                acc = contents[sw] = self.aggregator.create()
+            self.aggregator.add(acc, timestamp, seq, values)
+        if self._track:
+            self._track_add(key, sw, seq)
 
-    def _new_key_state(self, key: Key) -> KeyState:
-        ks = KeyState(
-            MergingWindowSet(self._merge_windows, {}, eager=self._eager_merge)  # type: ignore[arg-type]
-            if self._merging
-            else None
-        )
-        self._keys[key] = ks
-        return ks
+    def _purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+        ks.contents.pop(sw, None)
+        if self._track:
+            self._track_discard(key, sw)
 
     def _process_merging(
         self,
@@ -395,169 +292,30 @@ class WindowOperator:
         values: tuple,
         windows: Sequence[Window],
     ) -> bool:
+        """The merging half of ``processElement``; whether a window accepted the row."""
         accepted = False
         mws = ks.merging
         assert mws is not None
-        contents = ks.contents
-        evictor = self._evictor
-        trigger = self._trigger
-        ctx = self._ctx
-        inline_trigger = self._inline_event_trigger
-        timers = self._timers
-        event_time = self._event_time
-        lateness = self._lateness
-        on_merge = self._on_merge
         self._merge_key, self._merge_ks = key, ks
         for w in windows:
-            actual = mws.add_window(w, on_merge)  # type: ignore[arg-type]
-            if event_time and min(actual[1] - 1 + lateness, MAX_TIME) <= self.watermark:  # type: ignore[index]
+            actual = mws.add_window(w, self._on_merge)  # type: ignore[arg-type]
+            if self._is_window_late(actual):
                 mws.retire_window(actual)
                 continue
             accepted = True
             sw = mws.mapping[actual]
-            acc = contents.get(sw)
-            if evictor is not None:
+            self._add(key, ks, sw, timestamp, seq, values)
+            self._ctx.bind(key, ks, actual)
+            r = self._trigger.on_element(timestamp, values, actual, self._ctx)
+            if r & 1:
+                acc = ks.contents.get(sw)
                 if acc is None:
-                    contents[sw] = [(timestamp, seq, values)]
-                else:
-                    acc.append((timestamp, seq, values))
-            else:
-                if acc is None:
-                    acc = contents[sw] = self._agg.create()
-                self._agg.add(acc, timestamp, seq, values)
-            if self._track:
-                self._track_add(key, sw, seq)
-            if inline_trigger:
-                max_ts = actual[1] - 1  # type: ignore[index]
-                if max_ts <= self.watermark:
-                    r = 1
-                else:
-                    r = 0
-                    by_key = timers.event.by_key.get(key)
-                    if by_key is None or (actual, max_ts) not in by_key:
-                        timers.register_event_time_timer(key, actual, max_ts)
-            else:
-                ctx.key = key
-                ctx.ks = ks
-                ctx.window = actual
-                r = trigger.on_element(timestamp, values, actual, ctx)
-            if r:
-                if r & 1:
-                    acc = contents.get(sw)
-                    if acc is None:
-                        continue
-                    self._emit(key, ks, actual, sw, acc, self._timing_now(actual))
-                if r & 2:
-                    contents.pop(sw, None)
-                    if self._track:
-                        self._track_discard(key, sw)
-            elif inline_trigger and not lateness:
-                continue  # the cleanup timer is the trigger's timer, registered above
-            self._register_cleanup_timer(key, actual)
+                    continue
+                self.emit(key, ks, actual, sw, acc, self.timing_now(actual))
+            if r & 2:
+                self._purge(key, ks, sw)
+            self.register_cleanup_timer(key, actual)
         return accepted
-
-    def _session_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
-        """``process_element`` for static event-time sessions, default trigger, no evictor.
-
-        The same steps as ``process_element`` -> ``_process_merging`` ->
-        ``MergingWindowSet.add_window`` (eager shortcut) -> ``_on_merge`` ->
-        ``TimerService`` register/delete, inlined for the common cases (the
-        row opens a session alone, falls inside one, or extends exactly one):
-        the same state changes and timer registrations in the same order.
-        A row bridging several sessions takes the general ``add_window``.
-        """
-        self.counters.rows_in += 1
-        seq = self._seq
-        self._seq = seq + 1
-        if timestamp is None:
-            self._drop(DROP_MISSING_TIMESTAMP)
-            return
-        start = timestamp
-        end = timestamp + self._session_gap
-        ks = self._keys.get(key)
-        if ks is None:
-            ks = self._new_key_state(key)
-        mapping = ks.merging.mapping  # type: ignore[union-attr]
-        wm = self.watermark
-        lateness = self._lateness
-        service = self._timers
-        queue = service.event
-        by_key = queue.by_key
-        hit: Any = None
-        hits = 0
-        for w in mapping:
-            if w[0] <= end and w[1] >= start:
-                hit = w
-                hits += 1
-        if hits == 0:
-            actual = make_window((start, end))
-            mapping[actual] = actual
-        elif hits == 1:
-            if hit[0] <= start and hit[1] >= end:
-                actual = hit  # inside one session, unchanged: no merge callback
-            else:
-                # One session extended: add_window's one-hit shortcut, then
-                # _on_merge with EventTimeTrigger.on_merge/clear inlined
-                # (register the cover's timer, delete the absorbed window's).
-                h0, h1 = hit
-                actual = make_window((h0 if h0 < start else start, h1 if h1 > end else end))
-                mapping[actual] = mapping.pop(hit)
-                max_ts = actual[1] - 1
-                if max_ts > wm:
-                    kt = by_key.get(key)
-                    if kt is None:
-                        kt = by_key[key] = {}
-                    if (actual, max_ts) not in kt:
-                        n = service.seq
-                        kt[(actual, max_ts)] = n
-                        heappush(queue.heap, (max_ts, n, key, actual))
-                        queue.live += 1
-                        service.seq = n + 1
-                m_max = h1 - 1
-                kt = by_key.get(key)
-                if kt is not None and kt.pop((hit, m_max), None) is not None:
-                    queue.live -= 1
-                    if not kt:
-                        del by_key[key]
-                    heap = queue.heap
-                    if len(heap) > 1024 and len(heap) > 4 * queue.live:
-                        queue._compact()
-                if lateness and m_max + lateness < MAX_TIME:
-                    queue.delete(key, hit, m_max + lateness)
-        else:
-            self._merge_key, self._merge_ks = key, ks
-            actual = ks.merging.add_window(make_window((start, end)), self._on_merge)  # type: ignore[union-attr]
-        max_ts = actual[1] - 1
-        # isWindowLate: cleanup time (capped at MAX_TIME) <= watermark.
-        if max_ts + lateness <= wm or wm == MAX_TIME:
-            # A late merge result: retired and skipped (the row is not accepted).
-            ks.merging.retire_window(actual)  # type: ignore[union-attr]
-            self._not_accepted(key, ks, timestamp, values)
-            return
-        sw = mapping[actual]
-        contents = ks.contents
-        acc = contents.get(sw)
-        if acc is None:
-            acc = contents[sw] = self._agg_create()
-        self._agg_add(acc, timestamp, seq, values)
-        if max_ts > wm:
-            # EventTimeTrigger.on_element: CONTINUE after registering the
-            # max_ts timer (at lateness 0 it is also the cleanup timer).
-            kt = by_key.get(key)
-            if kt is None:
-                kt = by_key[key] = {}
-            if (actual, max_ts) not in kt:
-                n = service.seq
-                kt[(actual, max_ts)] = n
-                heappush(queue.heap, (max_ts, n, key, actual))
-                queue.live += 1
-                service.seq = n + 1
-            if not lateness:
-                return
-        else:
-            # Late but within allowed lateness: FIRE on this row.
-            self._emit(key, ks, actual, sw, acc, self._timing_now(actual))
-        self._register_cleanup_timer(key, actual)
 
     def _on_merge(
         self,
@@ -569,29 +327,17 @@ class WindowOperator:
         """The MergingWindowSet callback (WindowOperator's anonymous MergeFunction)."""
         key, ks = self._merge_key, self._merge_ks
         assert ks is not None
-        if self._inline_event_trigger:
-            # EventTimeTrigger.on_merge / clear, inlined (sessions merge on most rows).
-            timers = self._timers
-            max_ts = merge_result[1] - 1
-            if max_ts > self.watermark:
-                timers.register_event_time_timer(key, merge_result, max_ts)
-            lateness = self._lateness
-            for m in merged_windows:
-                m_max = m[1] - 1
-                timers.delete_event_time_timer(key, m, m_max)
-                if lateness and m_max + lateness < MAX_TIME:
-                    timers.delete_event_time_timer(key, m, m_max + lateness)
-        else:
-            ctx = self._ctx
-            ctx.key, ctx.ks, ctx.window, ctx.merged = key, ks, merge_result, merged_windows
-            try:
-                self._trigger.on_merge(merge_result, ctx)
-            finally:
-                ctx.merged = ()
-            for m in merged_windows:
-                ctx.window = m
-                self._trigger.clear(m, ctx)
-                self._delete_cleanup_timer(key, m)
+        ctx = self._ctx
+        ctx.bind(key, ks, merge_result)
+        ctx.merged = merged_windows
+        try:
+            self._trigger.on_merge(merge_result, ctx)
+        finally:
+            ctx.merged = ()
+        for m in merged_windows:
+            ctx.window = m
+            self._trigger.clear(m, ctx)
+            self.delete_cleanup_timer(key, m)
         if not merged_state_windows:
             return  # the result kept its only state window: nothing to fold
         if self._track:
@@ -602,14 +348,14 @@ class WindowOperator:
                     moved = pending.pop((key, m), None)
                     if moved:
                         pending.setdefault((key, state_window), []).extend(moved)
-        ks.merge_namespaces(state_window, merged_state_windows, self._merge_contents)
+        ks.merge_namespaces(state_window, merged_state_windows, self.merge_contents)
 
-    def _merge_contents(self, target: Any, source: Any) -> Any:
+    def merge_contents(self, target: Any, source: Any) -> Any:
         """Fold one state window's contents into another's (returns the result)."""
         if self._evictor is not None:
             # WQL: merged rows in arrival order (Flink: hash-set order).
             return sorted(target + source, key=_by_seq)
-        self._agg.merge(target, source)
+        self.aggregator.merge(target, source)
         return target
 
     # ----------------------------------------------------------------- clocks
@@ -630,13 +376,22 @@ class WindowOperator:
             self._on_timer(timer[0], timer[1], timer[2], True)
 
     def advance_processing_time(self, time: int) -> None:
-        """Raise processing time and fire due processing-time timers."""
+        """Raise processing time and fire the processing-time timers *before* ``time``.
+
+        A timer at ``T`` fires once the clock has passed ``T`` (reads
+        ``T + 1`` or later), not when it reads ``T``: Flink delays every
+        processing-time timer by 1 ms (``ProcessingTimeServiceUtil
+        .getProcessingTimeDelay``) so that rows processed at ``T`` still
+        reach the window whose max timestamp is ``T`` -- the same bound a
+        watermark ``T`` gives event time (docs/runtime.md, decision 7).
+        """
         if time <= self.processing_time:
             return
         self.processing_time = time
+        due = time - 1
         pop = self._timers.pop_processing_time_timer
         while True:
-            timer = pop(time)
+            timer = pop(due)
             if timer is None:
                 return
             self._on_timer(timer[0], timer[1], timer[2], False)
@@ -665,46 +420,22 @@ class WindowOperator:
             dropped = self.counters.dropped
             dropped[DROP_IN_NO_FIRING] = dropped.get(DROP_IN_NO_FIRING, 0) + never
 
-    def _on_timer(self, key: Key, window: Window, time: int, event: bool) -> None:
+    def on_timer(self, key: Key, window: Window, time: int, event: bool) -> None:
         """Flink's ``onEventTime`` / ``onProcessingTime`` for one timer."""
         ks = self._keys.get(key)
         if ks is None:
-            ks = self._new_key_state(key)
+            ks = self.new_key_state(key)
+        sw = window
         if self._merging:
-            sw = ks.merging.mapping.get(window)  # type: ignore[union-attr,arg-type]
-            if sw is None:
+            state_window = ks.merging.mapping.get(window)  # type: ignore[union-attr,arg-type]
+            if state_window is None:
                 # A timer of a window that was merged away or cleaned up and
                 # whose trigger left it behind: nothing to do (as Flink).
-                if ks.is_empty() and not self._timers.has_timers(key):
-                    del self._keys[key]
+                self.release_key(key)
                 return
-        else:
-            sw = window
-            if self._inline_event_trigger and event:
-                # EventTimeTrigger inlined: FIRE at max_ts (ON_TIME), and its
-                # clear() deletes the max_ts timer, which has fired by now.
-                max_ts = window[1] - 1  # type: ignore[index]
-                contents = ks.contents
-                if time == max_ts:
-                    acc = contents.get(window)
-                    if acc is not None:
-                        self._emit(key, ks, window, window, acc, ON_TIME)
-                cleanup = max_ts + self._lateness
-                if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
-                    contents.pop(window, None)
-                    ks.panes.pop(window, None)
-                    if self._track:
-                        self._track_discard(key, window)
-                if (
-                    not contents
-                    and not ks.panes
-                    and not ks.trigger
-                    and not self._timers.has_timers(key)
-                ):
-                    del self._keys[key]
-                return
+            sw = state_window
         ctx = self._ctx
-        ctx.key, ctx.ks, ctx.window = key, ks, window
+        ctx.bind(key, ks, window)
         if event:
             r = self._trigger.on_event_time(time, window, ctx)
         else:
@@ -712,24 +443,20 @@ class WindowOperator:
         if r & 1:
             acc = ks.contents.get(sw)
             if acc is not None:
-                self._emit(key, ks, window, sw, acc, self._timing_timer(window, time, event))
+                self.emit(key, ks, window, sw, acc, self._timing_timer(window, time, event))
         if r & 2:
-            ks.contents.pop(sw, None)
-            if self._track:
-                self._track_discard(key, sw)
+            self._purge(key, ks, sw)
         if event == self._event_time and time == self._cleanup_time(window):
             self._clear_all_state(key, ks, window, sw)
-        if ks.is_empty() and not self._timers.has_timers(key):
-            del self._keys[key]
+        self.release_key(key)
 
     def _clear_all_state(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
         """Flink's ``clearAllState``: contents, trigger state, pane count, merging entry."""
         ks.clear_namespace(sw)
         if self._track:
             self._track_discard(key, sw)
-        ctx = self._ctx
-        ctx.key, ctx.ks, ctx.window = key, ks, window
-        self._trigger.clear(window, ctx)
+        self._ctx.bind(key, ks, window)
+        self._trigger.clear(window, self._ctx)
         if ks.merging is not None:
             ks.merging.mapping.pop(window, None)  # type: ignore[arg-type]
 
@@ -744,7 +471,7 @@ class WindowOperator:
     def _is_window_late(self, window: Window) -> bool:
         return self._event_time and self._cleanup_time(window) <= self.watermark
 
-    def _register_cleanup_timer(self, key: Key, window: Window) -> None:
+    def register_cleanup_timer(self, key: Key, window: Window) -> None:
         t = self._cleanup_time(window)
         if t == MAX_TIME:
             return  # no cleanup timer for "end of time" (GlobalWindow, overflow)
@@ -753,7 +480,7 @@ class WindowOperator:
         else:
             self._timers.register_processing_time_timer(key, window, t)
 
-    def _delete_cleanup_timer(self, key: Key, window: Window) -> None:
+    def delete_cleanup_timer(self, key: Key, window: Window) -> None:
         t = self._cleanup_time(window)
         if t == MAX_TIME:
             return
@@ -764,7 +491,7 @@ class WindowOperator:
 
     # ----------------------------------------------------------------- output
 
-    def _timing_now(self, window: Window) -> str:
+    def timing_now(self, window: Window) -> str:
         """Pane timing of a firing not caused by a timer of the window's own domain."""
         return EARLY if self.watermark < window.max_timestamp else LATE
 
@@ -774,9 +501,9 @@ class WindowOperator:
             if time == max_ts:
                 return ON_TIME
             return EARLY if time < max_ts else LATE
-        return self._timing_now(window)
+        return self.timing_now(window)
 
-    def _emit(
+    def emit(
         self, key: Key, ks: KeyState, window: Window, sw: Window, acc: Any, timing: str
     ) -> None:
         pane = ks.panes.get(sw, 0)
@@ -785,7 +512,7 @@ class WindowOperator:
         if evictor is not None:
             held = [r[1] for r in acc] if self._track else None
             rows = evictor.evict_before(acc, window)
-            results = self._agg.result_of_rows(rows)
+            results = self.aggregator.result_of_rows(rows)
             if held is not None:
                 self._track_fired(key, sw, rows, held)
             rows = evictor.evict_after(rows, window)
@@ -794,7 +521,7 @@ class WindowOperator:
             else:
                 ks.contents.pop(sw, None)
         else:
-            results = self._agg.result(acc)
+            results = self.aggregator.result(acc)
             if self._track:
                 self._track_fired(key, sw, None, None)
         if type(window) is GlobalWindow:
@@ -870,13 +597,9 @@ class WindowOperator:
             unfired[seq] = n - 1
             return
         del unfired[seq]
-        self._drop(DROP_IN_NO_FIRING)
+        self.drop(DROP_IN_NO_FIRING)
         if seq == self._seq - 1:
             self._gone_seq = seq
-
-    def _drop(self, reason: str) -> None:
-        dropped = self.counters.dropped
-        dropped[reason] = dropped.get(reason, 0) + 1
 
     def drain(self) -> list[tuple]:
         """Emitted rows since the last drain (layout: ``config.EMITTED_FIELDS`` + aggregates)."""
@@ -893,12 +616,13 @@ class WindowOperator:
     def process_batch(self, batch: RowBatch) -> None:
         """The vectorized entry point; equal to the per-row loop in every observable way."""
         # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
-        fast = (
-            _vectorized_entry()
-            if self._fast and not self._track and (self._slicer is None or not self._slicer.active)
-            else None
-        )
-        if fast is not None and fast(self, batch):
+        path = self._path
+        if (
+            self._fast
+            and not self._track
+            and (path is None or path.vectorizable)
+            and try_process_batch(self, batch)
+        ):
             return
         n = len(batch)
         if n == 0:
@@ -974,8 +698,8 @@ class WindowOperator:
 
     def _key_data(self, key: Key, ks: KeyState) -> tuple:
         """A key's state as snapshots hold it (sliced windows as per-window accumulators)."""
-        if self._slicer is not None:
-            return self._slicer.key_data(key, ks)
+        if self._path is not None:
+            return self._path.key_data(key, ks)
         return ks.to_data()
 
     @classmethod
@@ -996,13 +720,14 @@ class WindowOperator:
         op._seq = payload["seq"]
         c = payload["counters"]
         op.counters = Counters(c["rows_in"], c["rows_emitted"], c["late_rows"], dict(c["dropped"]))
-        op._keys = {
-            k: KeyState.from_data(d, op._merge_windows, op._eager_merge)
+        # in place: the fast paths hold the operator's key mapping
+        op._keys.update(
+            (k, KeyState.from_data(d, op._merge_windows, op._eager_merge))
             for k, d in payload["keys"].items()
-        }
+        )
         for ks in op._keys.values():
             op._after_restore(ks)
-        op._timers = TimerService.from_data(payload["timers"])
+        op._timers.load(payload["timers"])
         op._out = list(payload["out"])
         op._late = list(payload["late"])
         pending, unfired, ended = payload.get("unfired", ((), {}, False))
@@ -1056,9 +781,9 @@ class WindowOperator:
         self._seq = max(self._seq, payload["seq"])
 
     def _after_restore(self, ks: KeyState) -> None:
-        if self._evictor is None and any(s.kind == "COUNT_DISTINCT" for s in self._agg.specs):
+        if self._evictor is None and any(s.kind == "COUNT_DISTINCT" for s in self.aggregator.specs):
             for acc in ks.contents.values():
-                self._agg.after_restore(acc)
+                self.aggregator.after_restore(acc)
 
     def forget_key(self, key: Key) -> None:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
@@ -1068,8 +793,8 @@ class WindowOperator:
             for k, w in [kw for kw in self._pending if kw[0] == key]:
                 for s in self._pending.pop((k, w)):
                     self._unfired.pop(s, None)
-        if self._slicer is not None:
-            self._slicer.forget(key)
+        if self._path is not None:
+            self._path.forget(key)
 
     def _key_tracking(self, key: Key) -> tuple | None:
         """``key``'s rows that no firing included yet: (window, arrival numbers), counts."""
@@ -1080,8 +805,90 @@ class WindowOperator:
         counts = {s: unfired[s] for _, seqs in pending for s in seqs if s in unfired}
         return pending, counts
 
+    # ------------------------------------------------- the fast paths' interface
+    # wql.runtime.fastpath, wql.runtime.slicing and wql.runtime.vectorized work
+    # through these methods and the objects they hand out (KeyState, TimerService,
+    # Aggregator); they read ``config``, ``watermark``, ``processing_time`` and
+    # ``aggregator`` and never assign a field of the operator.
 
-_VECTORIZED: list[Any] = []
+    def admit(self, n: int = 1) -> int:
+        """Count ``n`` rows in; returns the first of their ``n`` arrival numbers."""
+        self.counters.rows_in += n
+        seq = self._seq
+        self._seq = seq + n
+        return seq
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` rows as dropped for ``reason``."""
+        dropped = self.counters.dropped
+        dropped[reason] = dropped.get(reason, 0) + n
+
+    @property
+    def key_states(self) -> Mapping[Key, KeyState]:
+        """Every key that holds state or timers -> its state (the same mapping for the
+        operator's lifetime; changed only through the methods of this section)."""
+        return self._keys
+
+    def new_key_state(self, key: Key) -> KeyState:
+        """Empty state for ``key`` (which holds none yet)."""
+        ks = KeyState(
+            MergingWindowSet(self._merge_windows, {}, eager=self._eager_merge)  # type: ignore[arg-type]
+            if self._merging
+            else None
+        )
+        self._keys[key] = ks
+        return ks
+
+    def release_key(self, key: Key) -> None:
+        """Forget ``key`` when it holds no state and no timers (Flink's state is then empty)."""
+        ks = self._keys.get(key)
+        if ks is not None and ks.is_empty() and not self._timers.has_timers(key):
+            del self._keys[key]
+
+    @property
+    def timer_service(self) -> TimerService:
+        """The timers of every key (both time domains)."""
+        return self._timers
+
+    def not_accepted(
+        self, key: Key, timestamp: int | None, values: tuple, watermark: int | None = None
+    ) -> None:
+        """Flink's "skipped element": side output if late, else counted (never lost).
+
+        ``watermark``: the one the row saw (default: the current one).
+        """
+        wm = self.watermark if watermark is None else watermark
+        # isElementLate, with ts + lateness capped at MAX_TIME like cleanup times
+        # (Java's long would wrap around and call the row late as well).
+        if self._event_time and min(timestamp + self._lateness, MAX_TIME) <= wm:  # type: ignore[operator]
+            if self.config.late_output:
+                cols = self._late_columns
+                out_values = values if cols is None else tuple(values[i] for i in cols)
+                self._late.append((key, timestamp, out_values))
+                self.counters.late_rows += 1
+            else:
+                self.drop(DROP_LATE)
+        else:
+            # No window took a row that is not late: a HOP with size < slide
+            # leaves gaps between windows (Flink loses such rows silently).
+            self.drop(DROP_LATE_WINDOW)
+        self.release_key(key)
+
+    def emit_rows(self, rows: list[tuple]) -> None:
+        """Append firings built by the caller (``EMITTED_FIELDS`` + aggregate results)."""
+        self._out.extend(rows)
+        self.counters.rows_emitted += len(rows)
+
+    def use_path(self, path: RowPath | None) -> None:
+        """Make ``path`` the per-row path (None: the plain methods)."""
+        self._path = path
+        if path is None:
+            vars(self).pop("process_element", None)
+            self._on_timer = self.on_timer
+        else:
+            self.process_element = path.process_element  # type: ignore[method-assign]
+            self._on_timer = path.on_timer  # type: ignore[method-assign]
+
 
 #: The CountTrigger's count under PurgingTrigger on the global window (child 0).
 _COUNT_STATE = (GLOBAL_WINDOW, "0.count")
@@ -1114,16 +921,16 @@ def _firing_guarantee(config: OperatorConfig) -> str | None:
     return "rows"
 
 
-def _vectorized_entry() -> Any:
-    """``wql.runtime.vectorized.try_process_batch`` (the NumPy path), looked up once.
-
-    Imported on first use because that module imports this one.
-    """
-    if not _VECTORIZED:
-        from wql.runtime import vectorized
-
-        _VECTORIZED.append(vectorized.try_process_batch)
-    return _VECTORIZED[0]
+def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
+    """The fastest per-row path for ``op``'s configuration (None: the plain methods)."""
+    config = op.config
+    if config.assigner.is_merging:
+        return SessionPath(op) if SessionPath.applies(config) else None
+    if not WindowPath.applies(config):
+        return None
+    path = WindowPath(op)
+    # HOP / CUMULATE: one accumulator per (key, slice) (opt-in, wql.runtime.slicing)
+    return Slicer(op, path) if slicing and can_slice(config) else path
 
 
 def _as_list(column: Any) -> list:

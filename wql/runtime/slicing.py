@@ -33,10 +33,14 @@ while keeping every observable of the per-window path:
   per-window path's state; a restored key continues on the per-window path
   (keys are sliced only when they start without state).
 
-Where it applies (decided once per operator, see :func:`slicer_for`): an
+Where it applies (decided once per operator, see :func:`can_slice`): an
 event-time HOP or CUMULATE with the default trigger, no evictor. The
 vectorized batch path does not run while slicing is on (it works on
-per-window accumulators); batches go through the per-row loop.
+per-window accumulators); batches go through the per-row loop. The slicer
+is a per-row path of the operator (``wql.runtime.fastpath``): it works
+through the operator's fast-path interface, on top of the per-window
+:class:`~wql.runtime.fastpath.WindowPath`, which takes over for keys
+restored from a snapshot and for the whole operator once slicing is off.
 """
 
 from __future__ import annotations
@@ -44,37 +48,43 @@ from __future__ import annotations
 from math import gcd
 from typing import TYPE_CHECKING, Any
 
+from wql.runtime.aggregates import exact_merge_types
 from wql.runtime.assigners import DROP_MISSING_TIMESTAMP, CumulateWindows, SlidingWindows
-from wql.runtime.config import ON_TIME
+from wql.runtime.config import ON_TIME, OperatorConfig
+from wql.runtime.fastpath import RowPath, WindowPath
+from wql.runtime.triggers import EventTimeTrigger
 from wql.runtime.windows import MAX_TIME
 
 if TYPE_CHECKING:
     from wql.runtime.operator import Key, WindowOperator
+    from wql.runtime.state import KeyState
 
 #: ``contents`` value of a window whose accumulator lives in its slices.
 OPEN = True
 _BEYOND = 2**64
-#: Argument types whose SUM/AVG (and MIN/MAX) do not depend on the order of the rows.
-_EXACT_SUM = frozenset((int, bool))
-_EXACT_MINMAX = frozenset((int, bool, str))
 
 
-def slicer_for(op: WindowOperator) -> Slicer | None:
-    """A :class:`Slicer` for ``op`` when its configuration can be sliced, else ``None``."""
-    cfg = op.config
-    assigner = cfg.assigner
-    if type(assigner) not in (SlidingWindows, CumulateWindows) or not assigner.is_event_time:
-        return None
-    if cfg.evictor is not None or not op._inline_event_trigger:
-        return None
-    return Slicer(op)
+def can_slice(config: OperatorConfig) -> bool:
+    """An event-time HOP or CUMULATE with the default trigger and no evictor."""
+    assigner = config.assigner
+    return (
+        type(assigner) in (SlidingWindows, CumulateWindows)
+        and assigner.is_event_time
+        and type(config.effective_trigger) is EventTimeTrigger
+        and config.evictor is None
+    )
 
 
-class Slicer:
+class Slicer(RowPath):
     """The sliced per-row path and timer handling of one operator (see the module doc)."""
 
-    def __init__(self, op: WindowOperator) -> None:
+    #: the NumPy path works on per-window accumulators
+    vectorizable = False
+
+    def __init__(self, op: WindowOperator, per_window: WindowPath) -> None:
         self.op = op
+        #: The per-window path: restored keys, and everything once slicing is off.
+        self.per_window = per_window
         assigner: Any = op.config.assigner
         if type(assigner) is SlidingWindows:
             self.unit = gcd(assigner.size, assigner.slide)
@@ -86,20 +96,21 @@ class Slicer:
             self.cumulate = True
         self.size = assigner.size
         self.offset = assigner.offset
-        self.active = True
+        self.lateness = op.config.allowed_lateness
         #: key -> slice start -> accumulator (only keys on the sliced path).
         self.slices: dict[Key, dict[int, list]] = {}
-        agg = op._agg
+        agg = op.aggregator
         self._create = agg.create
         self._add = agg.add
-        self._merge = _compile_merge(agg)
+        self._merge = agg.merge_all
         self._collect_slots = [
-            s for spec, s in zip(agg.specs, agg._slot, strict=True) if spec.kind == "COLLECT_LIST"
+            s for spec, s in zip(agg.specs, agg.slots, strict=True) if spec.kind == "COLLECT_LIST"
         ]
+        # (argument, the value types its kind merges exactly) where not every type does
         self._checks: tuple[tuple[int, frozenset[type]], ...] = tuple(
-            (spec.arg or 0, _EXACT_SUM if spec.kind in ("SUM", "AVG") else _EXACT_MINMAX)
+            (spec.arg or 0, types)
             for spec in agg.specs
-            if spec.kind in ("SUM", "AVG", "MIN", "MAX")
+            if (types := exact_merge_types(spec.kind)) is not None
         )
         self._slot: int | None = None
         self._windows: Any = ()
@@ -113,27 +124,22 @@ class Slicer:
     def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
         """``WindowOperator.process_element`` for a HOP/CUMULATE key on the sliced path."""
         op = self.op
-        if not self.active:
-            return type(op).process_element(op, key, timestamp, values)
         for arg, exact in self._checks:
             v = values[arg]
             if v is not None and type(v) not in exact:
                 self.deactivate()
-                return type(op).process_element(op, key, timestamp, values)
-        ks = op._keys.get(key)
+                return self.per_window.process_element(key, timestamp, values)
+        ks = op.key_states.get(key)
         slices = self.slices.get(key)
         if ks is not None and slices is None:
             # a key restored from a snapshot holds per-window accumulators
-            return type(op).process_element(op, key, timestamp, values)
-        counters = op.counters
-        counters.rows_in += 1
-        seq = op._seq
-        op._seq = seq + 1
+            return self.per_window.process_element(key, timestamp, values)
+        seq = op.admit()
         if timestamp is None:
-            op._drop(DROP_MISSING_TIMESTAMP)
+            op.drop(DROP_MISSING_TIMESTAMP)
             return None
         if ks is None:
-            ks = op._new_key_state(key)
+            ks = op.new_key_state(key)
             slices = self.slices[key] = {}
             self._last.pop(key, None)
         assert slices is not None
@@ -141,19 +147,19 @@ class Slicer:
         unit = self.unit
         slot = t - (t - self.offset) % unit
         if slot != self._slot:
-            self._windows = op._assign(t, values)
+            self._windows = self.per_window.assign(t, values)
             self._slot = slot
             ends = [w[1] for w in self._windows]
             self._max_end = max(ends, default=0)
             self._min_end = min(ends, default=0)
         windows = self._windows
         wm = op.watermark
-        lateness = op._lateness
+        lateness = self.lateness
         late_bound = wm if wm < MAX_TIME else _BEYOND
         if not windows or self._max_end - 1 + lateness <= late_bound:
             # no window takes the row (the latest-ending one is late)
-            op._not_accepted(key, ks, timestamp, values)
-            if key not in op._keys:
+            op.not_accepted(key, timestamp, values)
+            if op.key_states.get(key) is None:
                 self.slices.pop(key, None)
                 self._last.pop(key, None)
             return
@@ -169,7 +175,7 @@ class Slicer:
         # accumulator work removed (done once above): same markers, timers
         # and firings, in the same order.
         contents = ks.contents
-        timers = op._timers
+        timers = op.timer_service
         all_taken = True
         for w in windows:
             max_ts = w[1] - 1
@@ -186,8 +192,8 @@ class Slicer:
                         timers.register_event_time_timer(key, w, max_ts + lateness)
                 continue
             all_taken = False
-            op._emit(key, ks, w, w, self.window_acc(slices, w), op._timing_now(w))
-            op._register_cleanup_timer(key, w)
+            op.emit(key, ks, w, w, self.window_acc(slices, w), op.timing_now(w))
+            op.register_cleanup_timer(key, w)
         if all_taken:
             self._last[key] = slot
         else:
@@ -197,23 +203,23 @@ class Slicer:
     # ---------------------------------------------------------------- timers
 
     def on_timer(self, key: Key, window: Any, time: int, event: bool) -> None:
-        """``WindowOperator._on_timer`` (inline event-time trigger) for a sliced key."""
+        """``WindowPath.on_timer`` (the inlined event-time trigger) for a sliced key."""
         op = self.op
-        slices = self.slices.get(key) if self.active else None
-        ks = op._keys.get(key)
+        slices = self.slices.get(key)
+        ks = op.key_states.get(key)
         if slices is None or ks is None or not event:
-            return type(op)._on_timer(op, key, window, time, event)
+            return self.per_window.on_timer(key, window, time, event)
         max_ts = window[1] - 1
         contents = ks.contents
         if time == max_ts and window in contents:
-            op._emit(key, ks, window, window, self.window_acc(slices, window), ON_TIME)
-        cleanup = max_ts + op._lateness
+            op.emit(key, ks, window, window, self.window_acc(slices, window), ON_TIME)
+        cleanup = max_ts + self.lateness
         if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
             if contents.pop(window, None) is not None:
                 self._free(slices, window)
             ks.panes.pop(window, None)
-        if not contents and not ks.panes and not ks.trigger and not op._timers.has_timers(key):
-            del op._keys[key]
+        op.release_key(key)
+        if op.key_states.get(key) is None:
             del self.slices[key]
             self._last.pop(key, None)
 
@@ -242,10 +248,10 @@ class Slicer:
             acc[slot].sort(key=_arrival)
         return acc
 
-    def key_data(self, key: Key, ks: Any) -> tuple:
+    def key_data(self, key: Key, ks: KeyState) -> tuple:
         """``ks.to_data()`` with the per-window accumulators (the per-window path's state)."""
         data = ks.to_data()
-        slices = self.slices.get(key) if self.active else None
+        slices = self.slices.get(key)
         if slices is None:
             return data
         contents = {w: self.window_acc(slices, w) for w in data[0]}
@@ -259,7 +265,7 @@ class Slicer:
         """Rebuild every sliced window's accumulator and leave the per-window path on."""
         op = self.op
         for key, slices in self.slices.items():
-            ks = op._keys.get(key)
+            ks = op.key_states.get(key)
             if ks is None:
                 continue
             contents = ks.contents
@@ -267,52 +273,7 @@ class Slicer:
                 contents[w] = self.window_acc(slices, w)
         self.slices.clear()
         self._last.clear()
-        self.active = False
-        op._slicing_off()
-
-
-def _compile_merge(agg: Any) -> Any:
-    """``merge(acc, parts)``: ``Aggregator.merge`` of every part into ``acc``, straight-line.
-
-    Generated once per configuration like ``Aggregator.add`` (a window merges
-    many slices when it fires); same rules as ``Aggregator.merge``.
-    """
-    lines = ["def merge(acc, parts):"]
-    lines.append("    for p in parts:")
-    for spec, s in zip(agg.specs, agg._slot, strict=True):
-        k = spec.kind
-        if k in ("COUNT_STAR", "COUNT"):
-            lines.append(f"        acc[{s}] += p[{s}]")
-        elif k in ("SUM", "AVG"):
-            lines.append(f"        b = p[{s}]")
-            lines.append("        if b is not None:")
-            lines.append(f"            a = acc[{s}]")
-            lines.append(f"            acc[{s}] = b if a is None else a + b")
-            if k == "AVG":
-                lines.append(f"        acc[{s + 1}] += p[{s + 1}]")
-        elif k in ("MIN", "MAX"):
-            op = "<" if k == "MIN" else ">"
-            lines.append(f"        b = p[{s}]")
-            lines.append("        if b is not None:")
-            lines.append(f"            a = acc[{s}]")
-            # Aggregator.merge: min(a, b) / max(a, b) keep a on a tie
-            lines.append(f"            if a is None or b {op} a: acc[{s}] = b")
-        elif k == "COUNT_DISTINCT":
-            lines.append(f"        acc[{s}] |= p[{s}]")
-        elif k in ("FIRST_VALUE", "LAST_VALUE"):
-            op = "<" if k == "FIRST_VALUE" else ">"
-            lines.append(f"        b = p[{s}]")
-            lines.append(f"        a = acc[{s}]")
-            lines.append(
-                f"        if a is None or (b is not None and b[:2] {op} a[:2]): acc[{s}] = b"
-            )
-        elif k == "COLLECT_LIST":
-            lines.append(f"        acc[{s}].extend(p[{s}])")
-    if len(lines) == 2:
-        lines.append("        pass")
-    ns: dict[str, Any] = {}
-    exec(compile("\n".join(lines) + "\n", "<wql.runtime.slicing.merge>", "exec"), ns)  # noqa: S102
-    return ns["merge"]
+        op.use_path(self.per_window)
 
 
 def _arrival(entry: tuple) -> int:

@@ -5,10 +5,12 @@ Flink's ``InternalTimerServiceImpl`` semantics:
 - a timer is unique per (key, window, time): registering it again is a no-op
   (it keeps its place in the firing order), deleting it removes it;
 - timers fire in time order (ties: registration order) when the clock is
-  advanced past them; a timer registered *while firing* at a time <= the new
-  clock fires in the same pass, one registered earlier at a time <= the
-  current clock waits for the next advance (the operator only advances on a
-  rise, as Flink forwards only rising watermarks);
+  advanced to them (``pop_due(now)`` returns timers ``<= now``; the operator
+  asks for processing-time timers ``<= now - 1``: Flink fires those 1 ms
+  late); a timer registered *while firing* at a due time fires in the same
+  pass, one registered earlier at a time <= the current clock waits for the
+  next advance (the operator only advances on a rise, as Flink forwards only
+  rising watermarks);
 - a per-key index gives the distinct due times of a key, which streaming
   hosts register with Spark (Spark timers have no namespace).
 
@@ -19,7 +21,7 @@ registration number) and are compacted away when they outnumber live ones.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from wql.runtime.windows import Window
@@ -30,25 +32,31 @@ KeyTimers = dict[tuple[Window, int], int]
 
 
 class _Queue:
-    """One time domain: a heap of (time, seq, key, window) plus the per-key live index."""
+    """One time domain: a heap of (time, seq, key, window) plus the per-key live index.
 
-    __slots__ = ("heap", "by_key", "live")
+    ``numbers`` is the registration counter both domains share (a one-item list).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("heap", "by_key", "live", "numbers")
+
+    def __init__(self, numbers: list[int]) -> None:
         self.heap: list[tuple[int, int, Any, Window]] = []
         self.by_key: dict[Key, KeyTimers] = {}
         self.live = 0
+        self.numbers = numbers
 
-    def register(self, key: Key, window: Window, time: int, seq: int) -> bool:
+    def register(self, key: Key, window: Window, time: int) -> None:
         timers = self.by_key.get(key)
         if timers is None:
             timers = self.by_key[key] = {}
         elif (window, time) in timers:
-            return False
+            return
+        numbers = self.numbers
+        seq = numbers[0]
+        numbers[0] = seq + 1
         timers[(window, time)] = seq
         heapq.heappush(self.heap, (time, seq, key, window))
         self.live += 1
-        return True
 
     def delete(self, key: Key, window: Window, time: int) -> None:
         timers = self.by_key.get(key)
@@ -93,28 +101,41 @@ class _Queue:
 
 
 class TimerService:
-    """Both time domains; registration numbers are shared so ties order globally."""
+    """Both time domains; registration numbers are shared so ties order globally.
 
-    __slots__ = ("event", "processing", "seq")
+    ``register_*`` / ``delete_*`` are the domains' own methods (one call each:
+    sessions and windows register a timer per row). The operator keeps one
+    service for its lifetime (a restore loads into it), so its fast paths may
+    hold on to it and to these methods.
+    """
+
+    __slots__ = (
+        "event",
+        "processing",
+        "_numbers",
+        "register_event_time_timer",
+        "delete_event_time_timer",
+        "register_processing_time_timer",
+        "delete_processing_time_timer",
+    )
 
     def __init__(self) -> None:
-        self.event = _Queue()
-        self.processing = _Queue()
-        self.seq = 0
+        self._numbers = [0]
+        self.event = _Queue(self._numbers)
+        self.processing = _Queue(self._numbers)
+        self.register_event_time_timer: Callable[[Key, Window, int], None] = self.event.register
+        self.delete_event_time_timer: Callable[[Key, Window, int], None] = self.event.delete
+        self.register_processing_time_timer: Callable[[Key, Window, int], None] = (
+            self.processing.register
+        )
+        self.delete_processing_time_timer: Callable[[Key, Window, int], None] = (
+            self.processing.delete
+        )
 
-    def register_event_time_timer(self, key: Key, window: Window, time: int) -> None:
-        if self.event.register(key, window, time, self.seq):
-            self.seq += 1
-
-    def delete_event_time_timer(self, key: Key, window: Window, time: int) -> None:
-        self.event.delete(key, window, time)
-
-    def register_processing_time_timer(self, key: Key, window: Window, time: int) -> None:
-        if self.processing.register(key, window, time, self.seq):
-            self.seq += 1
-
-    def delete_processing_time_timer(self, key: Key, window: Window, time: int) -> None:
-        self.processing.delete(key, window, time)
+    @property
+    def seq(self) -> int:
+        """The next registration number."""
+        return self._numbers[0]
 
     def pop_event_time_timer(self, watermark: int) -> tuple[Any, Window, int] | None:
         """The next live event-time timer with time <= ``watermark`` (removed), or None."""
@@ -158,13 +179,11 @@ class TimerService:
     def to_data(self) -> tuple:
         return (self.event.by_key, self.processing.by_key, self.seq)
 
-    @classmethod
-    def from_data(cls, data: tuple) -> TimerService:
+    def load(self, data: tuple) -> None:
+        """Replace every timer with a ``to_data()`` result."""
         event, processing, seq = data
-        service = cls()
-        service.event.by_key = event
-        service.processing.by_key = processing
-        service.seq = seq
-        service.event.rebuild()
-        service.processing.rebuild()
-        return service
+        self.event.by_key = event
+        self.processing.by_key = processing
+        self._numbers[0] = seq
+        self.event.rebuild()
+        self.processing.rebuild()

@@ -29,7 +29,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
-from wql.errors import WqlError, WqlSemanticError
+from wql.errors import ErrorCode, WqlError, WqlSemanticError
 
 __all__ = ["conform", "read_source", "read_stream_source", "resolve_path"]
 
@@ -59,10 +59,15 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
             f"source {decl.name!r} has no path to read",
             decl.span,
             hint=f"add WITH (path = '...') or pass a DataFrame named {decl.name!r}",
+            code=ErrorCode.SOURCE_DATA,
         )
     path = resolve_path(decl.path, base_dir)
     if _is_local(path) and not _exists(path):
-        raise WqlSemanticError(f"source {decl.name!r}: no such file or folder {path!r}", decl.span)
+        raise WqlSemanticError(
+            f"source {decl.name!r}: no such file or folder {path!r}",
+            decl.span,
+            code=ErrorCode.SOURCE_DATA,
+        )
     fmt = _required_format(
         decl,
         decl.format or Path(decl.path).suffix.lstrip("."),
@@ -81,6 +86,7 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
         raise WqlSemanticError(
             f"source {decl.name!r}: Spark cannot read {path!r} as {fmt}: {_first_line(e)}",
             decl.span,
+            code=ErrorCode.SOURCE_DATA,
         ) from None
 
 
@@ -96,6 +102,7 @@ def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) ->
             f"source {decl.name!r} has no path to stream from",
             decl.span,
             hint="add WITH (path = '<folder>')",
+            code=ErrorCode.SOURCE_DATA,
         )
     path = resolve_path(decl.path, base_dir)
     if _is_local(path) and Path(path).is_file():
@@ -103,9 +110,12 @@ def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) ->
             f"source {decl.name!r}: a streaming source reads a folder of files, {path!r} is a file",
             decl.span,
             hint="point path at the folder new files arrive in",
+            code=ErrorCode.SOURCE_DATA,
         )
     if _is_local(path) and not Path(path).exists():
-        raise WqlSemanticError(f"source {decl.name!r}: no such folder {path!r}", decl.span)
+        raise WqlSemanticError(
+            f"source {decl.name!r}: no such folder {path!r}", decl.span, code=ErrorCode.SOURCE_DATA
+        )
     fmt = _required_format(
         decl,
         decl.format,
@@ -120,13 +130,16 @@ def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) ->
         raise WqlSemanticError(
             f"source {decl.name!r}: Spark cannot stream {path!r} as {fmt}: {_first_line(e)}",
             decl.span,
+            code=ErrorCode.SOURCE_DATA,
         ) from None
 
 
 def _required_format(decl: P.SourceDecl, fmt: str | None, message: str, hint: str) -> str:
     """The reader format, lower case; a positioned error saying ``message`` when there is none."""
     if not fmt:
-        raise WqlSemanticError(f"source {decl.name!r}: {message}", decl.span, hint=hint)
+        raise WqlSemanticError(
+            f"source {decl.name!r}: {message}", decl.span, hint=hint, code=ErrorCode.SOURCE_DATA
+        )
     return fmt.lower()
 
 
@@ -159,6 +172,7 @@ def _file_schema(
                     + ", ".join(repr(m) for m in missing),
                     decl.span,
                     hint=f"header columns: {', '.join(header)}",
+                    code=ErrorCode.SOURCE_DATA,
                 )
             order = header
     parts = []
@@ -182,6 +196,7 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
                 f"the DataFrame for source {decl.name!r} has no column {col.name!r}",
                 col.span or decl.span,
                 hint=f"its columns: {', '.join(df.columns)}",
+                code=ErrorCode.SCHEMA,
             )
         actual = T.from_spark(f.dataType, column=f.name)
         if not _compatible(actual, col.type):
@@ -189,6 +204,7 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
                 f"column {col.name!r} of source {decl.name!r} is declared {col.type.ddl} "
                 f"but the DataFrame has {actual.ddl}",
                 col.span or decl.span,
+                code=ErrorCode.SCHEMA,
             )
         c = F.col(sql_identifier(f.name))
         if actual != col.type:

@@ -1,15 +1,11 @@
-"""Streaming sources and exactly-once file sinks: what ``wql run --stream`` runs.
-
-::
-
-    wql run FILE... --stream --checkpoint CK --output OUT
-                    [--trigger available-now|interval=<duration>] [--drain]
-                    [--format csv|json|parquet]
+"""Exactly-once streaming file sinks and the end of a stream: what ``wql run --stream``
+runs (its command line: :mod:`wql.commands.run_stream`).
 
 Sources: every ``CREATE SOURCE`` is read with ``spark.readStream`` from its
 ``path`` (a folder; new files are new data) with the declared schema
 (Spark's streaming file source needs one) and every reader option of its
-``WITH`` clause (e.g. ``maxFilesPerTrigger = '1'``).
+``WITH`` clause (e.g. ``maxFilesPerTrigger = '1'``):
+:func:`wql.spark.sources.read_stream_source`.
 
 Sinks, per query (``N`` its name, ``L`` its ``LATE DATA TO`` name), for
 the engine the planner chose for a stream (``wql run --stream`` compiles
@@ -53,14 +49,9 @@ query except processing-time ones has that end stream, drained or not.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import datetime as dt
 import json
-import os
-import re
-import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,41 +59,21 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedError
 from wql.spark import layout as L
 from wql.spark.sources import read_stream_source
 from wql.spark.streaming import run_streaming
 
 __all__ = [
-    "AVAILABLE_NOW",
     "StreamSinks",
-    "parse_trigger",
+    "committed_rows",
     "read_output",
     "read_stream_source",
-    "run_stream_command",
     "start_streams",
     "tagged_counters",
 ]
 
-AVAILABLE_NOW = "available-now"
 TAGGED_DIR = "_wql_tagged"
-_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
-
-
-def parse_trigger(text: str) -> str | None:
-    """``None`` for ``available-now``, else a Spark ``processingTime`` string."""
-    if text == AVAILABLE_NOW:
-        return None
-    kind, sep, value = text.partition("=")
-    if kind != "interval" or not sep or not value.strip():
-        raise WqlError(f"--trigger must be available-now or interval=<duration>, got {text!r}")
-    value = value.strip()
-    m = re.fullmatch(r"(\d+)\s*(ms|s|m|h)", value)
-    if m:
-        return f"{m.group(1)} {_UNITS[m.group(2)]}"
-    if re.fullmatch(r"\d+\s+(milliseconds?|seconds?|minutes?|hours?)", value, flags=re.IGNORECASE):
-        return value
-    raise WqlError(f"--trigger interval: cannot read the duration {value!r} (try 5s or 500ms)")
 
 
 # --------------------------------------------------------------------------- sinks
@@ -171,7 +142,8 @@ def start_streams(
     if drain and trigger is not None:
         raise WqlError(
             "--drain ends the stream after the rows already there: it runs with "
-            "--trigger available-now"
+            "--trigger available-now",
+            code=ErrorCode.USAGE,
         )
     sinks = StreamSinks()
     first: list[tuple[Any, Any]] = []
@@ -180,6 +152,7 @@ def start_streams(
             raise WqlSemanticError(
                 f"query {r.name!r} reads a batch source; start_streams needs streaming results",
                 hint="pass streaming DataFrames to apply() (spark.readStream...)",
+                code=ErrorCode.USAGE,
             )
         _refuse_drained(r.name, ck / r.name)
         if r._run is None:  # native: one streaming query
@@ -187,6 +160,7 @@ def start_streams(
                 raise WqlUnsupportedError(
                     f"query {r.name!r} runs on the native engine, which has no end of input",
                     r.plan.span,
+                    code=ErrorCode.UNSUPPORTED,
                 )
             first.append((r, None))
             continue
@@ -199,6 +173,7 @@ def start_streams(
                     "timers cannot reach every key there, so its stream cannot be drained",
                     r.plan.span,
                     hint="run it without --drain (with --trigger interval=<duration>)",
+                    code=ErrorCode.UNSUPPORTED,
                 )
             if trigger is None:
                 raise WqlUnsupportedError(
@@ -206,6 +181,7 @@ def start_streams(
                     "available-now stream alive forever",
                     r.plan.span,
                     hint="use --trigger interval=<duration>",
+                    code=ErrorCode.UNSUPPORTED,
                 )
         else:
             end = ck / r.name / END_DIR
@@ -307,6 +283,7 @@ def _refuse_drained(name: str, ck: Path) -> None:
             f"query {name!r}: its stream was drained ({marker}, at {when}): it has ended "
             "and takes no more rows",
             hint="start a new stream with another --checkpoint (and --output) folder",
+            code=ErrorCode.USAGE,
         )
 
 
@@ -322,8 +299,6 @@ def _write_once(path: Path, text: str) -> None:
 
 
 def _now_json(key: str) -> str:
-    import datetime as dt
-
     return json.dumps({key: dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}) + "\n"
 
 
@@ -359,131 +334,12 @@ def _await(queries: list[Any]) -> None:
         q.awaitTermination()
         err = q.exception()
         if err is not None:
-            raise WqlError(f"streaming query {q.name} failed: {_first_line(err)}")
-
-
-# --------------------------------------------------------------------------- wql run --stream
-
-
-def run_stream_command(
-    args: argparse.Namespace, compiled: list[Any], stems: list[str], conf: dict[str, str]
-) -> int:
-    """``wql run --stream``: the hook :mod:`wql.commands.run` calls."""
-    if not args.output or not args.checkpoint:
-        raise WqlError("--stream needs --output DIR and --checkpoint DIR")
-    trigger = parse_trigger(args.trigger)
-    drain = bool(getattr(args, "drain", False))
-    if drain and trigger is not None:
-        raise WqlError("--drain ends the stream after the files there: it needs available-now")
-    from wql.spark.session import default_session
-
-    conf = dict(conf)
-    # Stateful streaming runs one state store (and one Python worker) per shuffle
-    # partition in every micro-batch; Spark's default of 200 makes a local stream
-    # crawl (measured: 8 min vs 1 min for six tiny files). The number is fixed in
-    # the checkpoint the first time a query runs.
-    conf.setdefault("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
-    _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
-    verbose = getattr(args, "verbose", False)
-    spark = default_session(args.master, "wql run --stream", conf, quiet=not verbose)
-    if verbose:
-        spark.sparkContext.setLogLevel("WARN")
-    started = time.perf_counter()
-    all_sinks: list[StreamSinks] = []
-    try:
-        for path, stem, c in zip(args.files, stems, compiled, strict=True):
-            many = len(args.files) > 1
-            out = Path(args.output) / stem if many else Path(args.output)
-            ck = Path(args.checkpoint) / stem if many else Path(args.checkpoint)
-            sources = {
-                s.name: read_stream_source(spark, s, c.base_dir)
-                for s in c.program.sources
-                if s.declared
-                and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
-            }
-            results = c.apply(spark, **sources)
-            _progress(
-                f"{path}: streaming {len(results.queries)} quer"
-                f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
+            raise WqlError(
+                f"streaming query {q.name} failed: {_first_line(err)}", code=ErrorCode.SPARK
             )
-            try:
-                sinks = start_streams(
-                    results, out, ck, fmt=args.format, trigger=trigger, drain=drain
-                )
-            except WqlError as e:
-                raise e.with_source(c.text, c.filename) from None
-            all_sinks.append(sinks)
-            if trigger is None:
-                for r in results.queries:
-                    _summary(spark, path, r, sinks, args.format)
-        if trigger is not None:
-            _progress(f"running every {trigger}; Ctrl-C stops")
-            if _wait_for_signal(spark):
-                _progress("interrupted; stopping (the checkpoints resume the run)")
-            for s in all_sinks:
-                for q in s.queries:
-                    if q.exception() is not None:
-                        raise WqlError(
-                            f"streaming query {q.name} failed: {_first_line(q.exception())}"
-                        )
-    except KeyboardInterrupt:
-        _progress("interrupted; stopping (the checkpoints resume the run)")
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(f"Spark failed while streaming: {_first_line(e)}") from None
-    finally:
-        for s in all_sinks:
-            s.stop()
-    _progress(f"done in {time.perf_counter() - started:.1f} s")
-    return 0
 
 
-def _wait_for_signal(spark: Any) -> bool:
-    """Block until a stream ends (True) or SIGINT/SIGTERM arrives (False).
-
-    The signals only set a flag: a KeyboardInterrupt raised inside a py4j
-    call breaks the gateway connection, and then the queries cannot be stopped
-    cleanly. Waiting in 1 s slices lets the loop see the flag.
-    """
-    stop = threading.Event()
-    handlers = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        handlers[sig] = signal.signal(sig, lambda *_: stop.set())
-    try:
-        while not stop.is_set():
-            if spark.streams.awaitAnyTermination(1):
-                return False
-        return True
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-
-
-def _summary(spark: Any, file: str, r: Any, sinks: StreamSinks, fmt: str) -> None:
-    """Rows so far (all runs on this checkpoint), from the committed sinks.
-
-    A stream's ``rows in`` are the rows that reached the operator (WHERE runs
-    before it); ``in = fired + late + dropped`` holds once the stream is drained
-    (until then rows waiting in windows are in no count but ``in``).
-    """
-    drained = ", drained" if r.name in sinks.drained else ""
-    parts = [f"{file}: {r.name} [{r.engine}, stream{drained}]"]
-    tagged = sinks.tagged.get(r.name)
-    counters = tagged_counters(spark, tagged) if tagged is not None else None
-    if counters is not None:
-        parts.append(f"rows in {counters['rows_in']}")
-    parts.append(f"rows out {_committed_rows(spark, sinks.outputs.get(r.name), fmt)}")
-    if r.late_name and r.late_name in sinks.outputs:
-        parts.append(f"late {_committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
-    if counters is not None:
-        if drained:
-            parts.append(f"fired {counters['rows_fired']}")
-        dropped = counters["dropped"]
-        parts.append(
-            "dropped " + (", ".join(f"{n} ({k})" for k, n in sorted(dropped.items())) or "0")
-        )
-    print(" | ".join(parts), file=sys.stderr)
+# --------------------------------------------------------------------------- what was committed
 
 
 def tagged_counters(spark: Any, tagged: str | Path) -> dict[str, Any]:
@@ -503,9 +359,8 @@ def tagged_counters(spark: Any, tagged: str | Path) -> dict[str, Any]:
     return total
 
 
-def _committed_rows(spark: Any, path: Path | None, fmt: str) -> int | str:
-    if path is None:
-        return "?"
+def committed_rows(spark: Any, path: Path, fmt: str) -> int:
+    """Rows an output sink committed so far (all runs on its checkpoint)."""
     try:
         return read_output(spark, path, fmt).count()
     except Exception:  # noqa: BLE001 - a sink that committed nothing has no files yet
@@ -518,10 +373,6 @@ def read_output(spark: Any, path: str | Path, fmt: str = "parquet") -> DataFrame
     if fmt == "csv":
         reader = reader.option("header", "true")
     return reader.load(str(path))
-
-
-def _progress(message: str) -> None:
-    print(f"wql run: {message}", file=sys.stderr, flush=True)
 
 
 def _first_line(e: Any) -> str:

@@ -1,9 +1,8 @@
 """The streaming host: a query's ``WindowOperator`` as a Spark Structured Streaming operator.
 
 A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
-(:func:`stream_query`) with the engine the planner chose for a stream
-(today always the operator engine: docs/native.md, "Streaming"). Operator
-queries run as::
+(:func:`run_streaming`) when the planner chose the operator engine for a
+stream (today always: docs/native.md, "Streaming"). Operator queries run as::
 
     source -> withWatermark(ts, delay + 1 ms) -> WHERE -> key/value expressions
            -> groupBy(key).transformWithStateInPandas(WindowProcessor, timeMode)
@@ -102,7 +101,6 @@ __all__ = [
     "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
-    "stream_query",
     "time_mode",
 ]
 
@@ -280,36 +278,6 @@ def _with_end(source: DataFrame, end: DataFrame, event_time: str | None) -> Data
         rows = rows.withColumn(_END_TS, F.timestamp_millis(F.lit(0)))
         markers = markers.withColumn(_END_TS, at_end)
     return rows.unionByName(markers)
-
-
-def stream_query(query: P.Query, source: DataFrame) -> Any:
-    """The :class:`wql.api.QueryResult` of ``query`` over a streaming ``source`` (api hook).
-
-    Runs the engine the planner chose for a stream (``query.engine``,
-    :func:`wql.compiler.planner.choose_engines` with ``streaming``); it is
-    never re-decided here.
-    """
-    from wql.api import QueryResult
-    from wql.compiler.backends.native import build_native
-
-    engine = query.engine.engine if query.engine is not None else "operator"
-    if engine == "native":
-        return QueryResult(
-            query, engine, build_native(query, source), None, source, dict(_STREAMING)
-        )
-    run = run_streaming(query, source)
-    return QueryResult(query, engine, run.result, run.late, source, dict(_STREAMING), None, run)
-
-
-#: Counters of a streaming result: unknown until a streaming query runs (see
-#: ``StreamingQuery.lastProgress`` and :attr:`StreamingRun.counters`).
-_STREAMING: dict[str, Any] = {
-    "rows_in": None,
-    "rows_out": None,
-    "late_rows": None,
-    "dropped": {},
-    "streaming": True,
-}
 
 
 # --------------------------------------------------------------------------- the processor
@@ -511,7 +479,10 @@ class WindowProcessor(StatefulProcessor):
         if self.layout.mode == "EventTime":
             spark_timers = self._sync_timers(event_timers, wm, keep)
         elif self.layout.mode == "ProcessingTime":
-            spark_timers = self._sync_timers(processing_timers, pt, keep)
+            # a processing-time timer at T is due once the clock passes T (reads T + 1:
+            # Flink's 1 ms delay, WindowOperator.advance_processing_time)
+            due = [t + 1 for t in processing_timers]
+            spark_timers = self._sync_timers(due, pt, keep)
         else:
             spark_timers = set()
         counters = _moved(before, op.counters.as_dict(), after_end, self._pending_rows)
@@ -539,7 +510,9 @@ class WindowProcessor(StatefulProcessor):
         """Spark timers at the distinct times the key's runtime timers become due.
 
         Spark fires a timer whose time is strictly below the batch's clock;
-        a runtime timer at ``T`` is due when the clock reaches ``T``, and one
+        ``due`` are the clock readings at which the key's runtime timers fire
+        (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
+        one); a timer due at ``T`` needs the clock to reach ``T``, and one
         at or below the current clock waits for the next rise: Spark time
         ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
         firing them in this batch and deletes them after), a stale one at

@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import build_operator
-from wql.errors import WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlSemanticError, WqlUnsupportedError
 from wql.runtime.config import (
     EMIT_PANE_INDEX,
     EMIT_PANE_TIMING,
@@ -139,7 +139,7 @@ def collect(
     grouping keys); default: the ``top`` keys with the most rows.
     """
     if top < 1:
-        raise WqlSemanticError("--timeline-top needs a number of keys >= 1")
+        raise WqlSemanticError("--timeline-top needs a number of keys >= 1", code=ErrorCode.USAGE)
     op_plan = build_operator(query)
     spec = B.replay_spec(query, op_plan)
     replayed = R.replay(source, spec)
@@ -165,7 +165,10 @@ def _choose_keys(
 ) -> list[tuple]:
     if n_keys == 0:
         if keys:
-            raise WqlSemanticError("the query has no grouping keys: --timeline-key does not apply")
+            raise WqlSemanticError(
+                "the query has no grouping keys: --timeline-key does not apply",
+                code=ErrorCode.USAGE,
+            )
         return [()]
     if keys:
         chosen = [k if isinstance(k, tuple) else (k,) for k in keys]
@@ -174,6 +177,7 @@ def _choose_keys(
                 raise WqlSemanticError(
                     f"a key of this query has {n_keys} values, got {len(k)}: {k!r}",
                     hint="separate the values of a composite key with commas",
+                    code=ErrorCode.USAGE,
                 )
         return [_typed_key(staged, key_cols, k) for k in chosen]
     counts = (
@@ -295,6 +299,7 @@ def _suffix(path: Path) -> str:
         raise WqlSemanticError(
             f"cannot draw a timeline as {suffix or 'a file without extension'!r}",
             expected=FORMATS,
+            code=ErrorCode.USAGE,
         )
     return suffix
 
@@ -320,6 +325,7 @@ def _pyplot() -> Any:
         raise WqlUnsupportedError(
             "drawing a timeline needs matplotlib, which is not installed",
             hint="pip install 'wql[viz]'",
+            code=ErrorCode.UNSUPPORTED,
         ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,0 +1,108 @@
+"""The NumPy fast path of ``WindowOperator.process_batch``.
+
+``try_process_batch(operator, batch)`` either processes the whole batch and
+returns ``True``, leaving the operator exactly as the per-row loop
+
+    for i: advance_watermark(wm_before[i]); process_element(key[i], ts[i], values[i])
+
+would (same emitted rows with pane index/timing and timestamps, same late
+rows, same counters, same window contents, pane counts, merging sets and
+timers), or it changes nothing and returns ``False`` so that the loop runs.
+It only says ``True`` when it can *prove* the equivalence for this batch.
+
+Ordering contract (agreed with the runtime): emitted rows are compared as
+a multiset keyed by (key, window, pane_index).  Rows fired inside the batch
+are emitted in window-time order, rows fired by the final watermark advance
+in the runtime's timer order; the interleaving may differ from the loop's.
+
+When it applies (everything else falls back):
+
+- an event-time TUMBLE / HOP / CUMULATE / SESSION (static or integer dynamic
+  gap) assigner with the default ``WATERMARK`` trigger and no evictor, or a
+  tumbling ``COUNT_WINDOW(n)`` (GlobalWindows + PURGING COUNT(n));
+- aggregates ``COUNT(*)``, ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG``,
+  ``FIRST_VALUE``, ``LAST_VALUE``, ``COUNT(DISTINCT)``, ``COLLECT_LIST`` over
+  numeric columns without nulls (int64-exact or float64; no NaN or negative
+  zero where MIN/MAX look, no NaN in COUNT DISTINCT);
+- no processing-time column;
+- every (row, window) pair is either *pending* (the window's end is ahead
+  of the watermark the row sees, so the row only adds to it) or *dropped*
+  (the window's cleanup time has passed).  A pair whose window already
+  fired but is still within the allowed lateness would fire at once with
+  the contents of that moment, which the batch form does not reproduce;
+- sessions: no row can touch a session that already fired (see
+  ``_plan_sessions``), and no batch bridges two sessions that existed
+  before it.
+
+Why "add everything, then advance the watermark once" is exact under those
+conditions: a pending pair only ever adds to a window that has not fired,
+and a window fires at the first watermark >= its end - 1, after which every
+later pair for it is dropped (lateness 0) or would be a late firing
+(declined).  So each window fires once within the batch, with all of its
+accepted rows, and its pane timing depends only on the timer's time.
+Windows that fire and are cleaned up before the batch ends are emitted
+directly: from the batch partial when they are new (no operator state is
+touched), from their folded accumulator when they existed before the batch
+(their state and timers are removed, as the cleanup timer would).  All
+others are merged into the window state with their timers registered, and
+the operator's own ``advance_watermark`` fires what is due (windows the
+batch did not touch).
+
+Exact arithmetic: NumPy's ``reduce``/``reduceat`` sum floats pairwise,
+which rounds differently from the per-row ``acc = acc + x``.  Float sums
+therefore go through :func:`sequential_sums` (left to right, starting from
+the window's existing accumulator).  Integer sums are computed in int64
+only when no overflow is possible.  HOP and CUMULATE share panes (slices of
+``gcd(size, slide)`` / ``step``): rows are aggregated once per pane and panes
+are combined per window with prefix sums and range-min/max tables, which is
+exact for counts, integer sums (and integer-valued float sums below 2**53),
+min/max and first/last; float sums that are not provably exact use one
+(row, window) pair per membership instead.
+
+Modules, by concern: ``kernels`` (exact NumPy kernels), ``prepare`` (which
+configurations and batches qualify; the batch as NumPy columns),
+``time_windows`` and ``sessions`` (plans: the groups a batch touches),
+``apply`` (folding a plan into the operator's state, generated per-group
+loops), ``count_windows`` (``COUNT_WINDOW(n)``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from wql.runtime.config import RowBatch
+from wql.runtime.vectorized.apply import apply_plan, lookup
+from wql.runtime.vectorized.count_windows import process_count_windows
+from wql.runtime.vectorized.prepare import count_window_size, prepare
+from wql.runtime.vectorized.sessions import plan_sessions
+from wql.runtime.vectorized.time_windows import plan_time_windows
+
+if TYPE_CHECKING:
+    from wql.runtime.operator import WindowOperator
+
+__all__ = ["try_process_batch"]
+
+
+def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
+    """Process ``batch`` with NumPy when provably equal to the per-row loop.
+
+    Returns ``False`` without touching the operator when it cannot prove it
+    (see the module docstring for the conditions); ``process_batch`` then
+    runs the loop.
+    """
+    prepared = prepare(operator, batch)
+    if prepared is None:
+        return False
+    if count_window_size(operator) is not None:
+        return process_count_windows(operator, prepared)
+    if prepared.merging:
+        plan = plan_sessions(operator, prepared)
+    else:
+        plan = plan_time_windows(operator, prepared)
+    if plan is None:
+        return False
+    found = lookup(operator, prepared, plan)
+    if found is None:
+        return False
+    apply_plan(operator, prepared, plan, found)
+    return True
