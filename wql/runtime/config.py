@@ -6,7 +6,9 @@ no per-key state and can be shared. ``RowBatch`` is the columnar input of
 ``WindowOperator.process_batch``. Emitted rows are plain tuples, laid out as
 ``EMITTED_FIELDS`` followed by the aggregate results in config order, and
 ``EXTENDED_FIELDS`` after them when the config asks for them
-(``OperatorConfig.extended_rows``: ``mark_last`` or ``changelog``).
+(``OperatorConfig.extended_rows``: ``mark_last`` or ``changelog``); late
+rows as ``LATE_FIELDS``; hosts read both by the positions named here
+(``EMIT_*``, ``LATE_*``), never by bare numbers.
 
 >>> cfg = OperatorConfig(TumblingWindows(3000), (AggregateSpec("SUM", 0),))
 >>> type(cfg.effective_trigger).__name__
@@ -33,7 +35,19 @@ from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
 
 __all__ = [
     "EMITTED_FIELDS",
+    "EMIT_KEY",
+    "EMIT_PANE_INDEX",
+    "EMIT_PANE_TIMING",
+    "EMIT_RESULTS",
+    "EMIT_TIMESTAMP",
+    "EMIT_WINDOW_END",
+    "EMIT_WINDOW_START",
+    "EMIT_WINDOW_TIME",
     "EXTENDED_FIELDS",
+    "LATE_FIELDS",
+    "LATE_KEY",
+    "LATE_TIMESTAMP",
+    "LATE_VALUES",
     "Counters",
     "OperatorConfig",
     "RowBatch",
@@ -57,12 +71,31 @@ EMITTED_FIELDS = (
     "timestamp",
 )
 
+#: Positions in an emitted row, named once for every host (``row[EMIT_PANE_INDEX]``).
+(
+    EMIT_KEY,
+    EMIT_WINDOW_START,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_TIME,
+    EMIT_PANE_INDEX,
+    EMIT_PANE_TIMING,
+    EMIT_TIMESTAMP,
+) = range(len(EMITTED_FIELDS))
+#: Position of the first aggregate result in an emitted row.
+EMIT_RESULTS = len(EMITTED_FIELDS)
+
 #: Fields after the aggregate results when ``OperatorConfig.extended_rows``:
 #: ``is_last`` (bool, the firing cleaned the window up: no later pane can
 #: follow) and ``op`` (Flink's RowKind in its short form: ``+I`` insert,
 #: ``-U`` / ``+U`` the previous pane's row retracted / the new one, ``-D`` the
 #: row of a window merged away; without ``changelog`` every row is ``+I``).
+#: They are the last two fields: ``row[-2]``, ``row[-1]``.
 EXTENDED_FIELDS = ("is_last", "op")
+
+#: A late row (``drain_late()``) is ``(key, timestamp, values)``; ``values`` holds the
+#: late-output columns (``OperatorConfig.late_columns``).
+LATE_FIELDS = ("key", "timestamp", "values")
+LATE_KEY, LATE_TIMESTAMP, LATE_VALUES = range(len(LATE_FIELDS))
 
 # The pane timings live with the windows (wql.runtime.windows.pane_timing).
 EARLY, ON_TIME, LATE = W.EARLY, W.ON_TIME, W.LATE
