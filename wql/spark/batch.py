@@ -130,9 +130,7 @@ def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
         event_time=et.column if et else None,
         delay_ms=et.delay_ms if et else 0,
         arrival_order=query.source.arrival_order,
-        processing_time=(
-            query.source.processing_time if op.uses_processing_time or idle else None
-        ),
+        processing_time=query.source.processing_time if op.uses_processing_time or idle else None,
         idle_ms=et.idle_ms if idle and et is not None else None,
     )
     if op.mixes_time_domains and spec.processing_time is None:
