@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.compiler.test_one_mistake_one_error import SOURCE
 from wql.compiler import check_source, compile_source
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import build_operator
 from wql.compiler.explain import explain
 from wql.errors import ErrorCode, WqlError
 from wql.runtime import triggers as TR
-
-SOURCE = """CREATE SOURCE clicks (
-    user_id STRING,
-    amount  DOUBLE,
-    ts      TIMESTAMP,
-    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
-) WITH (format = 'csv', path = 'clicks.csv');
-"""
 
 
 def query(tail: str, window: str = "TUMBLE(ts, INTERVAL '1' MINUTE)", select: str = "") -> str:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wql
-from tests.spark.test_streaming_processor import BASE, Driver, _rel, _rows, _split
+from tests.spark.test_streaming_processor import Driver, _rel, _rows, _split
 
 pytestmark = pytest.mark.spark
 
@@ -42,6 +42,20 @@ def run(spark, text: str, rows=ROWS, engine: str = "auto") -> dict[str, list[tup
         return {r.name: sorted(tuple(row) for row in r.df.collect()) for r in results.queries}
     finally:
         results.release()
+
+
+def recorded(d: Driver) -> list[dict]:
+    """The result records (``R``) the processor hands ``d``, extended fields included."""
+    records: list[dict] = []
+    collect = d._collect
+
+    def keep(frames):
+        for f in frames:
+            records.extend(r for r in f.to_dict("records") if r["__wql_kind"] == "R")
+            collect([f])
+
+    d._collect = keep
+    return records
 
 
 def test_is_first_and_is_last_in_batch(spark):
@@ -76,23 +90,13 @@ def test_is_last_through_the_streaming_processor():
         "TRIGGER WATERMARK WITH EARLY COUNT(1)"
     )
     d = Driver(text)
-    marks: list[tuple] = []
-    collect = d._collect
-
-    def keep(frames):
-        for f in frames:
-            for rec in f.to_dict("records"):
-                if rec["__wql_kind"] == "R":
-                    marks.append((_rel(rec["__wql_we"]), rec["__wql_pane"], rec["__wql_last"]))
-                    assert rec["__wql_op"] == "+I"
-            collect([f])
-
-    d._collect = keep
-    d.batch([("a", 1, 500)])  # (times are ms after BASE)
+    records = recorded(d)
+    d.batch([("a", 1, 500)])  # (times are ms after the driver's BASE)
     d.batch([("a", 1, 2500)])  # watermark 499: nothing due
     d.batch([("a", 1, 4100)])  # watermark 2499 fires [0,2000) ON_TIME first
     d.end()
-    assert BASE > 0
+    marks = [(_rel(r["__wql_we"]), r["__wql_pane"], r["__wql_last"]) for r in records]
+    assert {r["__wql_op"] for r in records} == {"+I"}
     # every row fires an EARLY pane; each ON_TIME pane is its window's cleanup: the last
     assert marks == [
         (2000, 0, False),
@@ -269,19 +273,11 @@ def test_changelog_through_the_streaming_processor():
         " WITH (arrival_order = 'seq')", ""
     )
     d = Driver(text)
-    ops: list[str] = []
-    collect = d._collect
-
-    def keep(frames):
-        for f in frames:
-            ops.extend(r["__wql_op"] for r in f.to_dict("records") if r["__wql_kind"] == "R")
-            collect([f])
-
-    d._collect = keep
+    records = recorded(d)
     for k, v, t in CHANGELOG_ROWS:  # one micro-batch per row: batch replay's watermarks
         d.batch([(k, v, round(t * 1000))])
     d.end()
-    got = [(op, *r) for op, r in zip(ops, d.results, strict=True)]
+    got = [(rec["__wql_op"], *r) for rec, r in zip(records, d.results, strict=True)]
     assert got == [
         (op, k, round(s * 1000), round(e * 1000), p, t, float(v))
         for op, k, s, e, p, t, v in CHANGELOG_EXPECTED
@@ -301,20 +297,13 @@ def test_changelog_through_the_processor_folds_to_the_latest_panes(rows, cuts):
     )
     batches = _split(rows, cuts)
     d = Driver(text)
-    ops: list[str] = []
-    collect = d._collect
-
-    def keep(frames):
-        for f in frames:
-            ops.extend(r["__wql_op"] for r in f.to_dict("records") if r["__wql_kind"] == "R")
-            collect([f])
-
-    d._collect = keep
+    records = recorded(d)
     for batch in batches:
         d.batch(batch)
     d.end()
     table: dict = {}
-    for op, (k, start, end, *rest) in zip(ops, d.results, strict=True):
+    for rec, (k, start, end, *rest) in zip(records, d.results, strict=True):
+        op = rec["__wql_op"]
         window = (k, start, end)
         if op in ("+I", "+U"):
             assert window not in table

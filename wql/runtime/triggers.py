@@ -492,8 +492,23 @@ class DeltaTrigger(Trigger):
         return ("last",)
 
 
+class _Wrapping(Trigger):
+    """A trigger that changes what ``nested`` returns: it merges and clears as ``nested``."""
+
+    nested: Trigger
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window, ctx) -> None:
+        self.nested.on_merge(window, ctx.child(0))
+
+    def clear(self, window, ctx) -> None:
+        self.nested.clear(window, ctx.child(0))
+
+
 @dataclass(frozen=True)
-class PurgingTrigger(Trigger):
+class PurgingTrigger(_Wrapping):
     """PURGING <t>: every FIRE of ``nested`` becomes FIRE_AND_PURGE."""
 
     nested: Trigger
@@ -510,18 +525,9 @@ class PurgingTrigger(Trigger):
         r = self.nested.on_processing_time(time, window, ctx.child(0))
         return FIRE_AND_PURGE if r & 1 else r
 
-    def can_merge(self) -> bool:
-        return self.nested.can_merge()
-
-    def on_merge(self, window, ctx) -> None:
-        self.nested.on_merge(window, ctx.child(0))
-
-    def clear(self, window, ctx) -> None:
-        self.nested.clear(window, ctx.child(0))
-
 
 @dataclass(frozen=True)
-class PanePurgingTrigger(Trigger):
+class PanePurgingTrigger(_Wrapping):
     """EMIT ... DISCARDING for some pane timings: PurgingTrigger, but only for those panes.
 
     Every FIRE of ``nested`` becomes FIRE_AND_PURGE when the pane it fires
@@ -538,34 +544,26 @@ class PanePurgingTrigger(Trigger):
     discard: frozenset[str]
     event_time: bool
 
-    def on_element(self, timestamp, values, window, ctx):
-        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
-        if r & 1 and pane_timing(window, ctx.watermark) in self.discard:
+    def _discarding(
+        self, r: TriggerResult, window: Window, ctx: TriggerContext, own: int | None
+    ) -> TriggerResult:
+        """``r``, purging when it fires a pane of a discarding timing (``own``: the
+        time of the window's own-clock timer that fired it, see ``pane_timing``)."""
+        if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
             return FIRE_AND_PURGE
         return r
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
+        return self._discarding(r, window, ctx, None)
 
     def on_event_time(self, time, window, ctx):
         r = self.nested.on_event_time(time, window, ctx.child(0))
-        own = time if self.event_time else None
-        if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
-            return FIRE_AND_PURGE
-        return r
+        return self._discarding(r, window, ctx, time if self.event_time else None)
 
     def on_processing_time(self, time, window, ctx):
         r = self.nested.on_processing_time(time, window, ctx.child(0))
-        own = None if self.event_time else time
-        if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
-            return FIRE_AND_PURGE
-        return r
-
-    def can_merge(self) -> bool:
-        return self.nested.can_merge()
-
-    def on_merge(self, window, ctx) -> None:
-        self.nested.on_merge(window, ctx.child(0))
-
-    def clear(self, window, ctx) -> None:
-        self.nested.clear(window, ctx.child(0))
+        return self._discarding(r, window, ctx, None if self.event_time else time)
 
 
 @dataclass(frozen=True)
