@@ -52,6 +52,13 @@ class Fired(NamedTuple):
     is_last: bool | None = None
     op: str | None = None
 
+    def __repr__(self) -> str:
+        # the extended fields only when there are any (rows of a plain config read as before)
+        shown = [(n, v) for n, v in zip(self._fields, self, strict=True)]
+        if self.is_last is None and self.op is None:
+            shown = shown[:-2]
+        return "Fired(" + ", ".join(f"{n}={v!r}" for n, v in shown) + ")"
+
 
 class Late(NamedTuple):
     key: Any
