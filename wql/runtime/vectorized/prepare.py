@@ -22,7 +22,7 @@ from wql.runtime.assigners import (
     SlidingWindows,
     TumblingWindows,
 )
-from wql.runtime.config import RowBatch
+from wql.runtime.config import EncodedKeys, RowBatch
 from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
 from wql.runtime.vectorized.kernels import BoolArray, IntArray
 from wql.runtime.windows import MAX_TIME, MIN_TIME
@@ -213,6 +213,8 @@ def _assigner_lengths(assigner: Any) -> list[int]:
 def _factorize(keys: Any, n: int) -> tuple[IntArray, list[Hashable]] | None:
     if len(keys) != n:
         return None
+    if isinstance(keys, EncodedKeys):
+        return keys.codes.astype(np.int64, copy=False), keys.keys
     index: dict[Hashable, int] = {}
     setdefault = index.setdefault
     try:
