@@ -122,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         table = staged.withColumn("__pid", F.spark_partition_id()).toArrow()
         task_factory = B.partition_task(query, op, spec, replayed)
         pids = table.column("__pid").to_numpy()
-        parts = [
-            table.filter(pids == pid).drop(["__pid"]) for pid in sorted(set(pids.tolist()))
-        ]
+        parts = [table.filter(pids == pid).drop(["__pid"]) for pid in sorted(set(pids.tolist()))]
 
         def run_task(profile: cProfile.Profile | None = None) -> int:
             out_rows = 0
