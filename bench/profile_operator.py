@@ -3,7 +3,7 @@
 One command (from the repository root)::
 
     .venv/bin/python bench/profile_operator.py [--data spark|nexmark] [--rows N] [--top T]
-                                               [--no-stages]
+                                               [--no-stages] [--batch-rows B]
 
 ``--data spark`` (default) profiles ``bench/spark.py``'s scenario b (SESSION
 5 s per key, COUNT + SUM, N rows over 1 000 keys); ``--data nexmark``
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--no-stages", action="store_true", help="time the partition task only")
+    ap.add_argument(
+        "--batch-rows", type=int, default=10_000, help="Arrow batch size (Spark's default)"
+    )
     args = ap.parse_args(argv)
 
     spark = default_session(app_name="wql-profile")
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         def run_task(profile: cProfile.Profile | None = None) -> int:
             out_rows = 0
             for part in parts:
-                batches = part.to_batches(max_chunksize=10_000)  # Spark's Arrow batch size
+                batches = part.to_batches(max_chunksize=args.batch_rows)
                 if profile is not None:
                     profile.enable()
                 for rb in task_factory(iter(batches)):

@@ -136,7 +136,9 @@ class EncodedKeys:
     def __len__(self) -> int:
         return len(self.codes)
 
-    def __getitem__(self, i: int) -> Any:
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return EncodedKeys(self.codes[i], self.keys)
         return self.keys[int(self.codes[i])]
 
     def tolist(self) -> list[Any]:
@@ -184,6 +186,21 @@ class RowBatch:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def slice(self, start: int, stop: int) -> RowBatch:
+        """Rows ``start`` to ``stop`` (exclusive) as a batch of their own."""
+
+        def cut(column: Any) -> Any:
+            return None if column is None else column[start:stop]
+
+        return RowBatch(
+            self.keys[start:stop],
+            cut(self.timestamps),
+            tuple(c[start:stop] for c in self.columns),
+            self.watermark_before[start:stop],
+            cut(self.processing_time),
+            cut(self.timestamp_valid),
+        )
 
 
 @dataclass

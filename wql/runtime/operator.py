@@ -624,6 +624,11 @@ class WindowOperator:
             and try_process_batch(self, batch)
         ):
             return
+        self.process_rows(batch)
+
+    def process_rows(self, batch: RowBatch) -> None:
+        """The per-row loop ``process_batch`` must equal, row by row (also for the NumPy
+        path's rows it leaves to the loop): advance the clocks, then the row."""
         n = len(batch)
         if n == 0:
             return
