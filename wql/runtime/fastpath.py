@@ -42,8 +42,9 @@ from wql.runtime.assigners import (
     SlidingWindows,
     TumblingWindows,
 )
-from wql.runtime.config import ON_TIME, OperatorConfig
+from wql.runtime.config import ON_TIME, OperatorConfig, RowBatch
 from wql.runtime.triggers import EventTimeTrigger
+from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import MAX_TIME, TimeWindow, Window, make_window
 
 if TYPE_CHECKING:
@@ -73,12 +74,36 @@ class RowPath:
     def on_timer(self, key: Key, window: Window, time: int, event: bool) -> None:
         self.op.on_timer(key, window, time, event)
 
+    def process_batch(self, batch: RowBatch) -> bool:
+        """``process_batch``'s fast path: whether it took the batch (else the loop runs)."""
+        return self.vectorizable and try_process_batch(self.op, batch)
+
+    #: The operator calls ``on_watermark`` on every rise of the watermark.
+    watches_watermark = False
+
+    def on_watermark(self, watermark: int) -> None:
+        """The watermark rose to ``watermark`` (only when ``watches_watermark``)."""
+
     def key_data(self, key: Key, ks: KeyState) -> tuple:
         """``key``'s state as snapshots hold it (the plain path's form)."""
         return ks.to_data()
 
     def forget(self, key: Key) -> None:
         """``key`` left the operator (``forget_key``)."""
+
+    def settle(self) -> None:
+        """Move any state the path keeps outside the operator's key states and timers
+        into them (before snapshots and per-key operations)."""
+
+    # state the path keeps outside the operator's key states and timers
+    def held_keys(self) -> list[Key]:
+        return []
+
+    def held_windows(self) -> int:
+        return 0
+
+    def held_timers(self, key: Key) -> list[int]:
+        return []
 
 
 def inlines_event_trigger(config: OperatorConfig) -> bool:

@@ -49,6 +49,7 @@ from wql.runtime.assigners import (
     GlobalWindows,
     SessionWindows,
 )
+from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
 from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
@@ -208,6 +209,7 @@ class WindowOperator:
         #: no vectorized batches); every fast path must equal it.
         self._fast = fast
         self._path: RowPath | None = None
+        self._watch: Any = None
         self._on_timer = self.on_timer
         if fast:
             self.use_path(_fast_path(self, slicing))
@@ -365,6 +367,8 @@ class WindowOperator:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
+        if self._watch is not None:
+            self._watch(watermark)
         heap = self._timers.event.heap
         if not heap or heap[0][0] > watermark:
             return
@@ -620,8 +624,7 @@ class WindowOperator:
         if (
             self._fast
             and not self._track
-            and (path is None or path.vectorizable)
-            and try_process_batch(self, batch)
+            and (path.process_batch(batch) if path is not None else try_process_batch(self, batch))
         ):
             return
         self.process_rows(batch)
@@ -655,21 +658,30 @@ class WindowOperator:
 
     # ------------------------------------------------------------- inspection
 
+    # (a fast path may hold state of its own: wql.runtime.columnar)
+
     def timers(self, key: Key) -> tuple[list[int], list[int]]:
         """Distinct pending timer times of ``key``: (event times, processing times)."""
-        return self._timers.times(key)
+        event, processing = self._timers.times(key)
+        if self._path is not None:
+            held = self._path.held_timers(key)
+            if held:
+                event = sorted({*event, *held})
+        return event, processing
 
     def active_keys(self) -> list[Key]:
         """Keys that currently hold state or timers."""
-        return list(self._keys)
+        held = self._path.held_keys() if self._path is not None else []
+        return list(self._keys) + [k for k in held if k not in self._keys]
 
     def open_windows(self) -> int:
         """Number of (key, state window) contents currently held."""
-        return sum(len(ks.contents) for ks in self._keys.values())
+        held = self._path.held_windows() if self._path is not None else 0
+        return sum(len(ks.contents) for ks in self._keys.values()) + held
 
     def state_size(self) -> int:
         """Rough size of the kept state: contents, buffered rows, trigger and pane entries."""
-        total = 0
+        total = self._path.held_windows() if self._path is not None else 0
         for ks in self._keys.values():
             total += len(ks.trigger) + len(ks.panes)
             for c in ks.contents.values():
@@ -685,6 +697,7 @@ class WindowOperator:
 
     def snapshot(self) -> bytes:
         """The whole operator: state, timers, clocks, counters and undrained output."""
+        self._settle()
         return _snap.dumps(
             {
                 "kind": "operator",
@@ -747,6 +760,7 @@ class WindowOperator:
         Clocks, counters and undrained output are not part of it: the host
         owns the clocks and must ``drain()`` / ``drain_late()`` first.
         """
+        self._settle()
         ks = self._keys.get(key)
         event, processing = self._timers.key_timers(key)
         return _snap.dumps(
@@ -785,6 +799,11 @@ class WindowOperator:
         # order FIRST_VALUE/LAST_VALUE/COLLECT_LIST ties and evictor buffers).
         self._seq = max(self._seq, payload["seq"])
 
+    def _settle(self) -> None:
+        """State a fast path holds of its own into key states and timers (snapshots, keys)."""
+        if self._path is not None:
+            self._path.settle()
+
     def _after_restore(self, ks: KeyState) -> None:
         if self._evictor is None and any(s.kind == "COUNT_DISTINCT" for s in self.aggregator.specs):
             for acc in ks.contents.values():
@@ -792,6 +811,7 @@ class WindowOperator:
 
     def forget_key(self, key: Key) -> None:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
+        self._settle()
         self._keys.pop(key, None)
         self._timers.drop_key(key)
         if self._pending:
@@ -887,6 +907,7 @@ class WindowOperator:
     def use_path(self, path: RowPath | None) -> None:
         """Make ``path`` the per-row path (None: the plain methods)."""
         self._path = path
+        self._watch = path.on_watermark if path is not None and path.watches_watermark else None
         if path is None:
             vars(self).pop("process_element", None)
             self._on_timer = self.on_timer
@@ -935,7 +956,10 @@ def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
         return None
     path = WindowPath(op)
     # HOP / CUMULATE: one accumulator per (key, slice) (opt-in, wql.runtime.slicing)
-    return Slicer(op, path) if slicing and can_slice(config) else path
+    if slicing and can_slice(config):
+        return Slicer(op, path)
+    # HOP / CUMULATE at lateness 0: (key, slice) columns for batches (wql.runtime.columnar)
+    return ColumnarWindows(op, path) if ColumnarWindows.applies(config) else path
 
 
 def _as_list(column: Any) -> list:
