@@ -6,7 +6,8 @@ One command (from the repository root)::
                                                [--no-stages] [--batch-rows B]
 
 ``--data spark`` (default) profiles ``bench/spark.py``'s scenario b (SESSION
-5 s per key, COUNT + SUM, N rows over 1 000 keys); ``--data nexmark``
+5 s per key, COUNT + SUM, N rows over 1 000 keys), ``--data spark-c`` its
+scenario c (the same + ``TRIGGER COUNT(100) EVICT COUNT(10)``); ``--data nexmark``
 profiles Nexmark q11 (SESSION 10 s per bidder, COUNT; N events) from
 ``bench/nexmark.py``. Stages, each timed separately on the same DataFrame
 and forced with the ``noop`` sink (every stage recomputes the ones before
@@ -71,7 +72,7 @@ def timed(label: str, run: Callable[[], Any], repeat: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", choices=("spark", "nexmark"), default="spark")
+    ap.add_argument("--data", choices=("spark", "spark-c", "nexmark"), default="spark")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=15)
@@ -84,10 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = default_session(app_name="wql-profile")
     noop = nexmark.noop
     with tempfile.TemporaryDirectory(prefix="wql-profile-") as tmp:
-        if args.data == "spark":
+        if args.data in ("spark", "spark-c"):
             spark_bench.generate(Path(tmp) / "events", args.rows, 1000)
             df = spark.read.parquet(str(Path(tmp) / "events"))
-            compiled = wql.compile(spark_bench.SESSION_Q, engine="operator")
+            text = spark_bench.SESSION_Q if args.data == "spark" else spark_bench.TRIGGERED_Q
+            compiled = wql.compile(text, engine="operator")
             source = "events"
         else:
             nexmark.generate(Path(tmp), args.rows, 10_000)

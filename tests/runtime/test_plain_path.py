@@ -62,7 +62,8 @@ from wql.runtime.assigners import (
     TumblingWindows,
 )
 from wql.runtime.columnar import ColumnarWindows
-from wql.runtime.triggers import CountTrigger
+from wql.runtime.evictors import CountEvictor
+from wql.runtime.triggers import CountTrigger, PurgingTrigger
 
 #: Every kind, over an integer column (0) and a string column (1).
 ALL_AGGS = (
@@ -112,8 +113,8 @@ def cumulates(draw: Any) -> CumulateWindows:
     return CumulateWindows(step, size, draw(st.integers(-(size - 1), size - 1)))
 
 
-#: name -> (assigner strategy, trigger or None, the fast operator's per-row path)
-CONFIGS: dict[str, tuple[Any, Any, str | None]] = {
+#: name -> (assigner strategy, trigger or None, the fast operator's per-row path[, evictor])
+CONFIGS: dict[str, tuple] = {
     "tumble": (st.builds(TumblingWindows, st.integers(1, 30)), None, "WindowPath"),
     "hop": (hops(), None, "WindowPath"),
     "hop-any-size": (hops(gaps=True), None, "WindowPath"),
@@ -131,6 +132,23 @@ CONFIGS: dict[str, tuple[Any, Any, str | None]] = {
         "WindowPath",
     ),
     "count-window": (st.just(count_windows(3)[0]), count_windows(3)[1], None),
+    "session-count-evict": (
+        st.builds(SessionWindows, st.integers(1, 25)),
+        CountTrigger(3),
+        "CountSessionPath",
+        CountEvictor(2),
+    ),
+    "session-purging-count": (
+        st.builds(SessionWindows, st.integers(1, 25)),
+        PurgingTrigger(CountTrigger(2)),
+        "CountSessionPath",
+    ),
+    "dynamic-session-count": (
+        st.just(DynamicSessionWindows(2)),
+        CountTrigger(2),
+        "CountSessionPath",
+        CountEvictor(1),
+    ),
 }
 
 rows_st = st.lists(
@@ -173,12 +191,13 @@ def _same(fast: WindowOperator, plain: WindowOperator) -> None:
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), rows=rows_st, lateness=st.sampled_from([0, 1, 7, 40, 2**63]))
 def test_fast_path_equals_plain_path(path: str, name: str, data: Any, rows: list, lateness: int):
-    assigner_st, trigger, expected = CONFIGS[name]
+    assigner_st, trigger, expected, *evictor = CONFIGS[name]
     aggs = {"columnar": COLUMNAR_AGGS, "batch": NUMERIC_AGGS, "batch-cut": NUMERIC_AGGS}
     config = OperatorConfig(
         data.draw(assigner_st),
         aggs.get(path, ALL_AGGS),
         trigger=trigger,
+        evictor=evictor[0] if evictor else None,
         allowed_lateness=0 if path == "columnar" else lateness,
         late_output=data.draw(st.booleans()),
     )

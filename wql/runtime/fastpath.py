@@ -18,6 +18,10 @@ makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
   and timer calls, in the same order, as ``MergingWindowSet.add_window`` +
   the merge callback + ``EventTimeTrigger``; a row bridging several
   sessions takes ``add_window`` with an inlined callback.
+- :class:`CountSessionPath` (event-time sessions under ``[PURGING] COUNT(n)``,
+  any evictor): the same shortcuts with ``CountTrigger`` and the cleanup
+  timers inlined (the operator still keeps the evictor's buffers and the
+  rows it follows for its "in no firing" counter);
 - ``wql.runtime.slicing.Slicer`` (opt-in): HOP/CUMULATE with one
   accumulator per (key, slice), on top of :class:`WindowPath`.
 
@@ -43,7 +47,7 @@ from wql.runtime.assigners import (
     TumblingWindows,
 )
 from wql.runtime.config import ON_TIME, OperatorConfig, RowBatch
-from wql.runtime.triggers import EventTimeTrigger
+from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
 from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import MAX_TIME, TimeWindow, Window, make_window
 
@@ -386,3 +390,117 @@ class SessionPath(RowPath):
         self._merge_timers(key, merge_result, merged_windows)
         if merged_state_windows:
             ks.merge_namespaces(state_window, merged_state_windows, self.op.merge_contents)
+
+
+class CountSessionPath(RowPath):
+    """Event-time sessions (static or dynamic gap) under ``[PURGING] COUNT(n)``, any evictor.
+
+    ``WindowOperator.process_element`` for such a row with the merging set's
+    one-session shortcuts and ``CountTrigger.on_merge`` / ``clear`` /
+    ``on_element`` and the cleanup timers inlined: the same state (the
+    trigger's count under the same name, contents, the rows the operator
+    follows for its "in no firing" counter) and the same timer calls, in the
+    same order. A row bridging several sessions takes ``add_window`` with the
+    operator's own merge callback.
+    """
+
+    @staticmethod
+    def applies(config: OperatorConfig) -> bool:
+        trigger = config.effective_trigger
+        inner = trigger.nested if type(trigger) is PurgingTrigger else trigger
+        return (
+            isinstance(config.assigner, SessionWindows | DynamicSessionWindows)
+            and config.assigner.is_event_time
+            and type(inner) is CountTrigger
+        )
+
+    def __init__(self, op: WindowOperator) -> None:
+        super().__init__(op)
+        config = op.config
+        assigner: Any = config.assigner
+        trigger: Any = config.effective_trigger
+        self.purging = type(trigger) is PurgingTrigger
+        self.count = (trigger.nested if self.purging else trigger).count
+        # the trigger context's name for the count (a child's names carry its path)
+        self.name = "0.count" if self.purging else "count"
+        self.gap = assigner.gap if type(assigner) is SessionWindows else 0
+        self.assign = assigner.assign_windows
+        self.lateness = config.allowed_lateness
+        self.timers = op.timer_service
+        self.key_states = op.key_states
+
+    def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
+        op = self.op
+        seq = op.admit()
+        if timestamp is None:
+            op.drop(DROP_MISSING_TIMESTAMP)
+            return
+        start = timestamp
+        if self.gap:
+            end = timestamp + self.gap
+        else:
+            try:
+                ((start, end),) = self.assign(timestamp, values)
+            except DropRow as d:
+                op.drop(d.reason)
+                return
+        ks = self.key_states.get(key)
+        if ks is None:
+            ks = op.new_key_state(key)
+        mws = ks.merging
+        assert mws is not None
+        mapping = mws.mapping
+        trigger = ks.trigger
+        name = self.name
+        lateness = self.lateness
+        hit: Any = None
+        hits = 0
+        for w in mapping:
+            if w[0] <= end and w[1] >= start:
+                hit = w
+                hits += 1
+        if hits == 0:
+            actual = make_window((start, end))
+            mapping[actual] = actual
+        elif hits == 1:
+            if hit[0] <= start and hit[1] >= end:
+                actual = hit  # inside one session, unchanged: no merge callback
+            else:
+                # add_window's one-hit shortcut, then the merge callback:
+                # CountTrigger.on_merge (the counts add up on the cover),
+                # CountTrigger.clear and the cleanup-timer deletion of the hit
+                h0, h1 = hit
+                actual = make_window((h0 if h0 < start else start, h1 if h1 > end else end))
+                mapping[actual] = mapping.pop(hit)
+                moved = trigger.get((hit, name))
+                if moved is not None:
+                    held = trigger.get((actual, name))
+                    trigger[(actual, name)] = moved if held is None else held + moved
+                    del trigger[(hit, name)]
+                cleanup = hit[1] - 1 + lateness
+                if cleanup < MAX_TIME:
+                    self.timers.delete_event_time_timer(key, hit, cleanup)
+        else:
+            actual = op.add_merging_window(key, ks, make_window((start, end)))
+        cleanup = actual[1] - 1 + lateness
+        # isWindowLate: cleanup time (capped at MAX_TIME) <= watermark
+        wm = op.watermark
+        if cleanup <= wm or wm == MAX_TIME:
+            mws.retire_window(actual)
+            op.not_accepted(key, timestamp, values)
+            return
+        sw = mapping[actual]
+        op.add_row(key, ks, sw, timestamp, seq, values)
+        n = trigger.get((actual, name), 0) + 1  # CountTrigger.on_element
+        if n >= self.count:
+            trigger.pop((actual, name), None)
+            acc = ks.contents.get(sw)
+            if acc is None:
+                return  # FIRE on empty contents: nothing, not even the cleanup timer
+            op.emit(key, ks, actual, sw, acc, op.timing_now(actual))
+            if self.purging:
+                op.purge(key, ks, sw)
+        else:
+            trigger[(actual, name)] = n
+        if cleanup < MAX_TIME:
+            self.timers.register_event_time_timer(key, actual, cleanup)

@@ -51,7 +51,7 @@ from wql.runtime.assigners import (
 )
 from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.config import EARLY, LATE, ON_TIME, Counters, OperatorConfig, RowBatch
-from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
+from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.slicing import Slicer, can_slice
 from wql.runtime.state import KeyState
@@ -245,10 +245,10 @@ class WindowOperator:
         else:
             accepted = False
             for w in windows:
-                if self._is_window_late(w):
+                if self.is_window_late(w):
                     continue
                 accepted = True
-                self._add(key, ks, w, timestamp, seq, values)
+                self.add_row(key, ks, w, timestamp, seq, values)
                 self._ctx.bind(key, ks, w)
                 r = self._trigger.on_element(timestamp, values, w, self._ctx)
                 if r & 1:
@@ -257,12 +257,12 @@ class WindowOperator:
                         continue  # FIRE on empty contents: nothing (not even the cleanup timer)
                     self.emit(key, ks, w, w, acc, self.timing_now(w))
                 if r & 2:
-                    self._purge(key, ks, w)
+                    self.purge(key, ks, w)
                 self.register_cleanup_timer(key, w)
         if not accepted:
             self.not_accepted(key, timestamp, values)
 
-    def _add(
+    def add_row(
         self, key: Key, ks: KeyState, sw: Window, timestamp: int | None, seq: int, values: tuple
     ) -> None:
         """Add the row to state window ``sw``: its accumulator, or its rows (an evictor)."""
@@ -280,7 +280,8 @@ class WindowOperator:
         if self._track:
             self._track_add(key, sw, seq)
 
-    def _purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+    def purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+        """PURGE: the state window's contents go (its trigger state and pane count stay)."""
         ks.contents.pop(sw, None)
         if self._track:
             self._track_discard(key, sw)
@@ -301,12 +302,12 @@ class WindowOperator:
         self._merge_key, self._merge_ks = key, ks
         for w in windows:
             actual = mws.add_window(w, self._on_merge)  # type: ignore[arg-type]
-            if self._is_window_late(actual):
+            if self.is_window_late(actual):
                 mws.retire_window(actual)
                 continue
             accepted = True
             sw = mws.mapping[actual]
-            self._add(key, ks, sw, timestamp, seq, values)
+            self.add_row(key, ks, sw, timestamp, seq, values)
             self._ctx.bind(key, ks, actual)
             r = self._trigger.on_element(timestamp, values, actual, self._ctx)
             if r & 1:
@@ -315,9 +316,14 @@ class WindowOperator:
                     continue
                 self.emit(key, ks, actual, sw, acc, self.timing_now(actual))
             if r & 2:
-                self._purge(key, ks, sw)
+                self.purge(key, ks, sw)
             self.register_cleanup_timer(key, actual)
         return accepted
+
+    def add_merging_window(self, key: Key, ks: KeyState, window: TimeWindow) -> TimeWindow:
+        """``MergingWindowSet.add_window`` with this operator's merge callback."""
+        self._merge_key, self._merge_ks = key, ks
+        return ks.merging.add_window(window, self._on_merge)  # type: ignore[union-attr]
 
     def _on_merge(
         self,
@@ -449,7 +455,7 @@ class WindowOperator:
             if acc is not None:
                 self.emit(key, ks, window, sw, acc, self._timing_timer(window, time, event))
         if r & 2:
-            self._purge(key, ks, sw)
+            self.purge(key, ks, sw)
         if event == self._event_time and time == self._cleanup_time(window):
             self._clear_all_state(key, ks, window, sw)
         self.release_key(key)
@@ -472,7 +478,8 @@ class WindowOperator:
             return t if t < MAX_TIME else MAX_TIME
         return window.max_timestamp
 
-    def _is_window_late(self, window: Window) -> bool:
+    def is_window_late(self, window: Window) -> bool:
+        """Flink's ``isWindowLate``: an event-time window whose cleanup time has passed."""
         return self._event_time and self._cleanup_time(window) <= self.watermark
 
     def register_cleanup_timer(self, key: Key, window: Window) -> None:
@@ -951,7 +958,9 @@ def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
     """The fastest per-row path for ``op``'s configuration (None: the plain methods)."""
     config = op.config
     if config.assigner.is_merging:
-        return SessionPath(op) if SessionPath.applies(config) else None
+        if SessionPath.applies(config):
+            return SessionPath(op)
+        return CountSessionPath(op) if CountSessionPath.applies(config) else None
     if not WindowPath.applies(config):
         return None
     path = WindowPath(op)
