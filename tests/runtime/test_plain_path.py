@@ -186,6 +186,11 @@ def _same(fast: WindowOperator, plain: WindowOperator) -> None:
         ("batch", "count-window"),
         *(("batch-cut", name) for name in ("tumble", "hop", "session", "dynamic-session")),
         *(("columnar", name) for name in ("hop", "hop-any-size", "cumulate")),
+        *(
+            (path, name)
+            for path in ("batch", "batch-cut")
+            for name in ("session-count-evict", "session-purging-count", "dynamic-session-count")
+        ),
     ],
 )
 @settings(max_examples=60, deadline=None)

@@ -137,10 +137,12 @@ from typing import Any  # noqa: E402
 from wql.runtime import (  # noqa: E402
     MIN_TIME,
     AggregateSpec,
+    CountEvictor,
     CountTrigger,
     CumulateWindows,
     DynamicSessionWindows,
     OperatorConfig,
+    PurgingTrigger,
     RowBatch,
     SessionWindows,
     SlidingWindows,
@@ -443,6 +445,49 @@ def test_a_row_bridging_existing_sessions_cuts_the_batch(monkeypatch):
     assert [type(x).__name__ for x in planned] == ["Cut", "Plan", "Plan"]
     assert observed(fast, fast.drain()) == observed(plain, plain.drain())
     assert state_view(fast) == state_view(plain)
+    for op in (fast, plain):
+        op.end_of_input()
+    assert observed(fast, fast.drain()) == observed(plain, plain.drain())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from([("a",), ("b",), ("c",)]), st.integers(0, 6)),
+        min_size=20,
+        max_size=80,
+    ),
+    cuts=st.lists(st.integers(0, 80), max_size=4),
+    n=st.integers(1, 4),
+    keep=st.integers(1, 3),
+    purging=st.booleans(),
+    lateness=st.sampled_from([0, 5]),
+)
+def test_count_triggered_sessions_fire_as_the_loop(steps, cuts, n, keep, purging, lateness):
+    # mostly in-order rows per key, sessions of gap 8 holding many rows: COUNT(n) fires
+    # inside batches, the evictor keeps `keep` rows; every batch equals the loop
+    trigger = PurgingTrigger(CountTrigger(n)) if purging else CountTrigger(n)
+    cfg = OperatorConfig(
+        SessionWindows(8),
+        (AggregateSpec("COUNT_STAR"), AggregateSpec("SUM", 0), AggregateSpec("COLLECT_LIST", 0)),
+        trigger=trigger,
+        evictor=None if purging else CountEvictor(keep),
+        allowed_lateness=lateness,
+    )
+    fast, plain = WindowOperator(cfg), WindowOperator(cfg, fast=False)
+    clock, keys, times = 0, [], []
+    for key, dt in steps:
+        clock += dt
+        keys.append(key)
+        times.append(clock)
+    wms = [t - 10 for t in times]
+    bounds = sorted({0, len(keys), *(c for c in cuts if c < len(keys))})
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        batch = RowBatch(keys[a:b], np.array(times[a:b]), (np.arange(a, b),), np.array(wms[a:b]))
+        assert try_process_batch(fast, batch)
+        loop(plain, batch)
+        assert observed(fast, fast.drain()) == observed(plain, plain.drain())
+        assert state_view(fast) == state_view(plain)
     for op in (fast, plain):
         op.end_of_input()
     assert observed(fast, fast.drain()) == observed(plain, plain.drain())

@@ -582,13 +582,15 @@ class WindowOperator:
             self._fired_seq = current
         evicted = set(held or ()) - fired
         kept: list[int] = []
+        gone: list[int] = []
         for s in pending:
             if s in fired:
                 unfired.pop(s, None)
             elif s in evicted:
-                self._track_gone(s)
+                gone.append(s)
             else:
                 kept.append(s)
+        self._track_gone(gone)
         if kept:
             self._pending[(key, sw)] = kept
 
@@ -596,21 +598,26 @@ class WindowOperator:
         """``sw``'s contents are gone (purged or cleaned up) without another firing."""
         pending = self._pending.pop((key, sw), None)
         if pending:
-            for s in pending:
-                self._track_gone(s)
+            self._track_gone(pending)
 
-    def _track_gone(self, seq: int) -> None:
+    def _track_gone(self, seqs: list[int]) -> None:
+        """Rows ``seqs`` left a window that never included them in a firing."""
         unfired = self._unfired
-        n = unfired.get(seq)
-        if n is None:
-            return  # the row was in a firing of another window
-        if n > 1:
-            unfired[seq] = n - 1
-            return
-        del unfired[seq]
-        self.drop(DROP_IN_NO_FIRING)
-        if seq == self._seq - 1:
-            self._gone_seq = seq
+        current = self._seq - 1
+        gone = 0
+        for seq in seqs:
+            n = unfired.get(seq)
+            if n is None:
+                continue  # the row was in a firing of another window
+            if n > 1:
+                unfired[seq] = n - 1
+                continue
+            del unfired[seq]
+            gone += 1
+            if seq == current:
+                self._gone_seq = seq
+        if gone:
+            self.drop(DROP_IN_NO_FIRING, gone)
 
     def drain(self) -> list[tuple]:
         """Emitted rows since the last drain (layout: ``config.EMITTED_FIELDS`` + aggregates)."""
@@ -628,10 +635,10 @@ class WindowOperator:
         """The vectorized entry point; equal to the per-row loop in every observable way."""
         # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
         path = self._path
-        if (
-            self._fast
-            and not self._track
-            and (path.process_batch(batch) if path is not None else try_process_batch(self, batch))
+        if self._fast and (
+            path.process_batch(batch)
+            if path is not None
+            else not self._track and try_process_batch(self, batch)
         ):
             return
         self.process_rows(batch)
@@ -905,6 +912,18 @@ class WindowOperator:
             # leaves gaps between windows (Flink loses such rows silently).
             self.drop(DROP_LATE_WINDOW)
         self.release_key(key)
+
+    @property
+    def tracks_rows(self) -> bool:
+        """Whether the operator follows each row until a firing includes it ("rows" mode)."""
+        return self._track
+
+    def track_rows(self, key: Key, sw: Window, seqs: list[int]) -> None:
+        """Rows ``seqs``, new and each in no other window, were added to state window ``sw``
+        (what ``add_row`` records row by row)."""
+        if self._track and seqs:
+            self._pending.setdefault((key, sw), []).extend(seqs)
+            self._unfired.update(dict.fromkeys(seqs, 1))
 
     def emit_rows(self, rows: list[tuple]) -> None:
         """Append firings built by the caller (``EMITTED_FIELDS`` + aggregate results)."""

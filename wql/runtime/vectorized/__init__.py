@@ -82,10 +82,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wql.runtime.config import RowBatch
-from wql.runtime.vectorized import sessions, time_windows
+from wql.runtime.vectorized import count_sessions, sessions, time_windows
 from wql.runtime.vectorized.apply import apply_plan, lookup
 from wql.runtime.vectorized.count_windows import process_count_windows
-from wql.runtime.vectorized.prepare import Prepared, count_window_size, prepare
+from wql.runtime.vectorized.prepare import (
+    Prepared,
+    count_sessions_shape,
+    count_window_size,
+    prepare,
+)
 from wql.runtime.vectorized.time_windows import Cut
 
 if TYPE_CHECKING:
@@ -106,6 +111,9 @@ def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
     runs the loop. A batch cut at rows that must go alone is processed part
     by part (planned or looped) and returns ``True``.
     """
+    counted = count_sessions_shape(operator.config) is not None
+    if operator.tracks_rows and not counted:
+        return False  # only count_sessions keeps the rows followed for "in no firing"
     prepared = prepare(operator, batch)
     if prepared is None:
         return False
@@ -152,24 +160,31 @@ def _process(
         part = batch if whole else batch.slice(start, stop)
         p = prepared if prepared is not None else prepare(op, part)
         prepared = None
-        planned = None
-        if p is not None:
-            planned = (sessions.plan_sessions if p.merging else time_windows.plan_time_windows)(
-                op, p
-            )
-        if isinstance(planned, Cut):
+        done = False if p is None else _attempt(op, p)
+        if isinstance(done, Cut):
             # plan the rows before the cut, loop the cut row alone, go on after it
-            cut = start + planned.row
+            cut = start + done.row
             _process(op, batch, None, start, cut)
             op.process_rows(batch.slice(cut, cut + 1))
             start, whole = cut + 1, False
             continue
-        found = None if planned is None or p is None else lookup(op, p, planned)
-        if found is None or p is None or planned is None:
+        if not done:
             if whole:
                 return False
             op.process_rows(part)
-            return True
-        apply_plan(op, p, planned, found)
         return True
+    return True
+
+
+def _attempt(op: WindowOperator, p: Prepared) -> bool | Cut:
+    """Process ``p`` (``True``), or leave the operator as it was: ``False`` or a ``Cut``."""
+    if count_sessions_shape(op.config) is not None:
+        return count_sessions.process(op, p)
+    planned = (sessions.plan_sessions if p.merging else time_windows.plan_time_windows)(op, p)
+    if planned is None or isinstance(planned, Cut):
+        return planned or False
+    found = lookup(op, p, planned)
+    if found is None:
+        return False
+    apply_plan(op, p, planned, found)
     return True

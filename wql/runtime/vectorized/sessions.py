@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from wql.runtime.operator import WindowOperator
 
 
-def _session_rows(op: WindowOperator, p: Prepared) -> tuple[IntArray, IntArray, IntArray] | None:
+def session_rows(op: WindowOperator, p: Prepared) -> tuple[IntArray, IntArray, IntArray] | None:
     """(rows with a window, their gaps, rows dropped for an invalid dynamic gap)."""
     a = op.config.assigner
     valid_rows = np.flatnonzero(p.valid)
@@ -63,20 +63,28 @@ def rows_alone(op: WindowOperator, p: Prepared) -> BoolArray:
     session or of a row's window, and all of those are considered.
     """
     alone = np.zeros(p.n, dtype=bool)
-    got = _session_rows(op, p)
+    got = session_rows(op, p)
     if got is None:
         return alone
     rows, gaps, _ = got
-    ts, wm = p.ts[rows], p.wm[rows]
-    alone[rows[ts <= wm]] = True
-    tie = ts == wm + 1
-    if tie.any():
-        keys = p.key_codes[rows]
-        ex_key, ex_win = _existing_sessions(op, p, keys)
-        m_key = np.concatenate((np.array(ex_key, np.int64), keys))
-        m_end = np.concatenate((np.array([w.end for w in ex_win], np.int64), ts + gaps))
-        alone[rows[tie][_ends_at(m_key, m_end, keys[tie], ts[tie])]] = True
+    alone[rows[p.ts[rows] <= p.wm[rows]]] = True
+    alone[rows[ties(op, p, rows, gaps)]] = True
     return alone
+
+
+def ties(op: WindowOperator, p: Prepared, rows: IntArray, gaps: IntArray) -> BoolArray:
+    """Per row of ``rows``: at ``wm + 1``, where a session (existing, or of any row's
+    window) may end, so that it fired (or was cleaned up) at the watermark the row sees."""
+    ts, wm = p.ts[rows], p.wm[rows]
+    tie = ts == wm + 1
+    if not tie.any():
+        return tie
+    keys = p.key_codes[rows]
+    ex_key, ex_win = _existing_sessions(op, p, keys)
+    m_key = np.concatenate((np.array(ex_key, np.int64), keys))
+    m_end = np.concatenate((np.array([w.end for w in ex_win], np.int64), ts + gaps))
+    tie[tie] = _ends_at(m_key, m_end, keys[tie], ts[tie])
+    return tie
 
 
 def plan_sessions(op: WindowOperator, p: Prepared) -> Plan | Cut | None:
@@ -100,7 +108,7 @@ def plan_sessions(op: WindowOperator, p: Prepared) -> Plan | Cut | None:
     :class:`Cut` at the first row of such a group (no earlier row belongs
     to one, so the rows before it plan), which the loop takes alone.
     """
-    got = _session_rows(op, p)
+    got = session_rows(op, p)
     if got is None:
         return None
     rows, gaps, invalid_gap = got
