@@ -42,12 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wql.compiler import compile_source, parse_source
 from wql.compiler import plan as P
-from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.compiler.planner import ENGINES
+from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.grammar import ast
 
 __all__ = ["Compiled", "QueryResult", "Results", "compile", "compile_file"]
-
-ENGINES = ("auto", "native", "operator")
 
 
 def compile(  # noqa: A001 - the public name the embedding story uses
@@ -76,7 +77,10 @@ def compile(  # noqa: A001 - the public name the embedding story uses
     error in the text.
     """
     if engine not in ENGINES:
-        raise WqlSemanticError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        raise WqlSemanticError(
+            f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}",
+            code=ErrorCode.UNKNOWN_ENGINE,
+        )
     base = Path(base_dir) if base_dir else None
     return Compiled(
         text,
@@ -97,11 +101,11 @@ def compile_file(
     streaming: bool = False,
 ) -> Compiled:
     """:func:`compile` the ``.wql`` file at ``path``; relative source paths resolve next to it."""
-    from wql.commands import read_source
+    from wql.compiler import read_file
 
     p = Path(path)
     return compile(
-        read_source(str(p)),
+        read_file(p),
         engine,
         filename=str(path),
         base_dir=p.parent,
@@ -131,7 +135,9 @@ class Compiled:
         self.base_dir = base_dir
         self._schemas = dict(schemas or {})
         self._program: P.Program | None = None
-        self._undeclared = _undeclared_sources(text, filename, self._schemas)
+        # parsed once: every later binding (when apply() brings DataFrames) reuses it
+        self._script = parse_source(text, filename)
+        self._undeclared = _undeclared_sources(self._script, self._schemas)
         self._only: tuple[str, ...] | None = None
         if require_declared or not self._undeclared:
             self._program = self._compile(self._schemas)
@@ -146,6 +152,7 @@ class Compiled:
             raise WqlSemanticError(
                 f"source(s) {names} are not declared: the plan needs their schema",
                 hint="pass their DataFrames to apply(), or schemas= to wql.compile()",
+                code=ErrorCode.SCHEMA,
             )
         return self._program
 
@@ -170,7 +177,7 @@ class Compiled:
         from wql.compiler.backends import native
 
         if query is None:
-            from wql.commands.compile import spark_sql_script
+            from wql.compiler.backends.spark_sql import spark_sql_script
 
             return spark_sql_script(self.program, self.filename)
         q = self._query(query)
@@ -180,6 +187,7 @@ class Compiled:
                 f"query {q.name!r} runs on the operator engine and has no Spark SQL form"
                 + (f" ({reasons})" if reasons else ""),
                 q.span,
+                code=ErrorCode.UNSUPPORTED,
             ).with_source(self.text, self.filename)
         return native.to_spark_sql(q)
 
@@ -195,8 +203,6 @@ class Compiled:
         DataFrame is planned for a stream (:func:`wql.compiler.planner.choose_engines`)
         and its outputs are streaming DataFrames.
         """
-        from wql.compiler.backends.native import build_native
-
         if spark is None:
             spark = _session()
         program = self._bound(dataframes)
@@ -212,20 +218,7 @@ class Compiled:
             for q in self._selected(program):
                 df = sources[q.source.name.lower()]
                 started = time.perf_counter()
-                engine = _engine_of(q)
-                if df.isStreaming:
-                    from wql.spark.streaming import stream_query
-
-                    results[q.name] = stream_query(q, df)
-                elif engine == "native":
-                    results[q.name] = QueryResult(q, engine, build_native(q, df), None, df)
-                else:
-                    from wql.spark.batch import run_operator
-
-                    run = run_operator(q, df)
-                    results[q.name] = QueryResult(
-                        q, engine, run.result, run.late, df, run.counters, run.dropped, run
-                    )
+                results[q.name] = _run(q, df)
                 results[q.name].seconds = time.perf_counter() - started
         except WqlError as e:
             for r in results.values():
@@ -263,6 +256,7 @@ class Compiled:
                 raise WqlSemanticError(
                     f"the text has {len(program.queries)} queries; say which to draw with query=",
                     hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                    code=ErrorCode.USAGE,
                 )
             q = program.queries[0]
         else:
@@ -271,7 +265,8 @@ class Compiled:
             df = self._source_df(spark, program, q.source.name, dataframes)
             if df.isStreaming:
                 raise WqlUnsupportedError(
-                    "a timeline replays a batch source; pass a static DataFrame"
+                    "a timeline replays a batch source; pass a static DataFrame",
+                    code=ErrorCode.UNSUPPORTED,
                 )
             if keys is not None and not isinstance(keys, list | tuple):
                 keys = [keys]
@@ -287,18 +282,18 @@ class Compiled:
             raise WqlSemanticError(
                 f"no query named {name!r}",
                 hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                code=ErrorCode.USAGE,
             )
         return known[name.lower()]
 
     def _compile(self, schemas: Mapping[str, Any]) -> P.Program:
-        from wql.compiler import compile_source
-
         return compile_source(
             self.text,
             self.filename,
             engine=self.engine_request,
             schemas=schemas or None,
             streaming=self.streaming,
+            script=self._script,
         )
 
     def _planned(self, program: P.Program, streams: set[str]) -> P.Program:
@@ -339,6 +334,7 @@ class Compiled:
             raise WqlSemanticError(
                 f"no query named {missing[0]!r}",
                 hint=f"queries: {', '.join(q.name for q in program.queries)}",
+                code=ErrorCode.USAGE,
             )
         return tuple(known[n.lower()] for n in self._only)
 
@@ -347,7 +343,9 @@ class Compiled:
             return self.program.query(name)
         except KeyError:
             raise WqlSemanticError(
-                f"no query named {name!r}", hint=f"queries: {', '.join(self.queries)}"
+                f"no query named {name!r}",
+                hint=f"queries: {', '.join(self.queries)}",
+                code=ErrorCode.USAGE,
             ) from None
 
     def _source_df(
@@ -358,16 +356,64 @@ class Compiled:
         decl = program.source(name)
         given = next((df for n, df in dataframes.items() if n.lower() == name.lower()), None)
         if decl is None:  # pragma: no cover - the binder resolved every source
-            raise WqlSemanticError(f"unknown source {name!r}")
+            raise WqlSemanticError(f"unknown source {name!r}", code=ErrorCode.UNKNOWN_NAME)
         if given is None:
             if not decl.declared:  # pragma: no cover - an undeclared source came from a DataFrame
-                raise WqlSemanticError(f"source {name!r} needs a DataFrame")
+                raise WqlSemanticError(f"source {name!r} needs a DataFrame", code=ErrorCode.SCHEMA)
             given = read_source(spark, decl, self.base_dir)
         return conform(decl, given)
 
 
 def _engine_of(q: P.Query) -> str:
     return q.engine.engine if q.engine is not None else "operator"
+
+
+#: Counters of a streaming result: unknown until a streaming query runs (see
+#: ``StreamingQuery.lastProgress`` and :attr:`wql.spark.streaming.StreamingRun.counters`).
+_STREAMING_COUNTERS: dict[str, Any] = {
+    "rows_in": None,
+    "rows_out": None,
+    "late_rows": None,
+    "dropped": {},
+    "streaming": True,
+}
+
+
+def _run(q: P.Query, df: Any) -> QueryResult:
+    """``q`` over its source DataFrame ``df`` on the engine the planner chose for it.
+
+    The hosts return what ran (:class:`wql.spark.batch.OperatorRun`,
+    :class:`wql.spark.streaming.StreamingRun`, a native DataFrame); the
+    result value is built here only.
+    """
+    engine = _engine_of(q)
+    streaming = bool(df.isStreaming)
+    counters = dict(_STREAMING_COUNTERS) if streaming else None
+    if engine == "native":
+        from wql.compiler.backends.native import build_native
+
+        out = build_native(q, df)
+        return QueryResult(plan=q, engine=engine, df=out, late=None, source=df, _counters=counters)
+    if streaming:
+        from wql.spark.streaming import run_streaming
+
+        run: Any = run_streaming(q, df)
+        dropped = None
+    else:
+        from wql.spark.batch import run_operator
+
+        run = run_operator(q, df)
+        counters, dropped = run.counters, run.dropped
+    return QueryResult(
+        plan=q,
+        engine=engine,
+        df=run.result,
+        late=run.late,
+        source=df,
+        _counters=counters,
+        _dropped=dropped,
+        _run=run,
+    )
 
 
 def _session() -> Any:
@@ -381,15 +427,8 @@ def _session() -> Any:
     return default_session()
 
 
-def _undeclared_sources(text: str, filename: str | None, schemas: Mapping[str, Any]) -> set[str]:
+def _undeclared_sources(script: ast.Script, schemas: Mapping[str, Any]) -> set[str]:
     """Lower-cased names of sources used in FROM but neither declared nor in ``schemas``."""
-    from wql.grammar import ast
-    from wql.grammar.parser import parse
-
-    try:
-        script = parse(text, filename)
-    except WqlError as e:
-        raise e.with_source(text, filename) from None
     declared = {s.name.name.lower() for s in script.statements if isinstance(s, ast.CreateSource)}
     declared |= {n.lower() for n in schemas}
     used = set()
@@ -514,7 +553,8 @@ class Results(Mapping[str, Any]):
             names = ", ".join(self._queries)
             raise WqlSemanticError(
                 f"the text has {len(self._queries)} queries ({names}); pick one with "
-                "results[name] or results.query(name)"
+                "results[name] or results.query(name)",
+                code=ErrorCode.USAGE,
             )
         return next(iter(self._queries.values()))
 

@@ -21,6 +21,7 @@ q.wql:2:21: error: window size must be > 0
 from __future__ import annotations
 
 import bisect
+import enum
 import functools
 import os
 import re
@@ -105,11 +106,110 @@ def _line_starts(source: str) -> list[int]:
     return [0] + [m.end() for m in re.finditer("\n", source)]
 
 
+class ErrorCode(enum.Enum):
+    """The stable code of a kind of mistake: ``WQL1xx`` the text is not WQL,
+    ``WQL2xx`` it means nothing valid, ``WQL3xx`` the engine cannot run it,
+    ``WQL4xx`` input, output and running.
+
+    Every :class:`WqlError` has one (:attr:`WqlError.code`); code that must
+    tell errors apart reads it, never the message, whose words may change.
+    ``docs/errors.md`` lists them (a test keeps the two equal).
+    """
+
+    meaning: str
+
+    def __new__(cls, code: str, meaning: str) -> ErrorCode:
+        member = object.__new__(cls)
+        member._value_ = code
+        member.meaning = meaning
+        return member
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    SYNTAX = ("WQL100", "unexpected token, character or end of input (what would fit is listed)")
+    UNTERMINATED = ("WQL101", "a string, quoted identifier or comment that is never closed")
+    BAD_LITERAL = (
+        "WQL102",
+        "a number or interval literal that cannot be read: not an integer, too many digits, "
+        "no or an unknown unit, not a whole number of milliseconds, out of range",
+    )
+    WINDOW_SYNTAX = (
+        "WQL103",
+        "GROUP BY's window missing, misspelled or given twice, or a window table function "
+        "that does not fit its GROUP BY",
+    )
+    BAD_EXPRESSION = ("WQL104", "a scalar expression the SQL parser cannot read")
+    TEXT_TOO_LARGE = ("WQL105", "the text is longer than the limit on a WQL file")
+    TOO_DEEP = ("WQL106", "expressions or triggers nested, or operators chained, beyond a limit")
+    NO_QUERY = ("WQL200", "a file without a query")
+    UNKNOWN_NAME = ("WQL201", "an unknown source, column, table or type")
+    DUPLICATE_NAME = (
+        "WQL202",
+        "a source, column, option, grouping key, output column, query or late-output name "
+        "given twice",
+    )
+    WRONG_TYPE = (
+        "WQL203",
+        "an expression or column of the wrong type for its place (a BOOLEAN WHERE or HAVING, "
+        "a numeric DELTA, an INTERVAL gap, a TIMESTAMP watermark, arithmetic Spark rejects)",
+    )
+    OUT_OF_RANGE = (
+        "WQL204",
+        "a size, count, interval, offset, delay or threshold outside its range (a CUMULATE "
+        "size that is not a multiple of its step, too many windows per row, DECIMAL(p, s))",
+    )
+    NO_EVENT_TIME = (
+        "WQL205",
+        "an event-time construct over a source without a watermark, or a window on another "
+        "column than the watermark's",
+    )
+    NOT_FOR_WINDOW = (
+        "WQL206",
+        "a clause the query's window does not take: lateness or a late output without event "
+        "time, EARLY/LATE or pane_timing without a window end, EVERY without a clock, EVICT "
+        "with COUNT_WINDOW(size, slide), GLOBAL() without a trigger, a late-output column clash",
+    )
+    NOT_MERGEABLE = ("WQL207", "a trigger that cannot merge, on SESSION windows")
+    AGGREGATE = (
+        "WQL208",
+        "an aggregate where none is allowed, nested, unknown or with wrong arguments; a column "
+        "neither grouped nor aggregated; an OVER window",
+    )
+    UNSUPPORTED_SQL = (
+        "WQL209",
+        "SQL that WQL expressions do not take: subqueries, * outside COUNT(*), aggregate modifiers",
+    )
+    SCHEMA = (
+        "WQL210",
+        "a DataFrame or schema that does not match its source: a missing or incompatible "
+        "column, a Spark type WQL has no type for, no columns",
+    )
+    SEMANTIC = ("WQL299", "any other meaningless text")
+    NOT_NATIVE = ("WQL300", "a query forced onto the native engine where it cannot run exactly")
+    UNKNOWN_ENGINE = ("WQL301", "an engine other than auto, native and operator")
+    UNSUPPORTED = (
+        "WQL302",
+        "valid WQL the chosen engine or environment cannot run (e.g. the Spark SQL of an "
+        "operator query, processing-time windows on an available-now stream)",
+    )
+    FILE = ("WQL400", "a file that cannot be read or written")
+    SOURCE_DATA = ("WQL401", "a declared source Spark cannot read or stream")
+    SPARK = ("WQL402", "Spark failed while running or streaming a query")
+    USAGE = (
+        "WQL403",
+        "a bad command-line option or API argument (an unknown query name, --conf, --trigger)",
+    )
+    OTHER = ("WQL499", "any other error")
+
+
 class WqlError(Exception):
     """Base class of every user-facing WQL error.
 
     Attributes:
         kind: ``"syntax"``, ``"semantic"`` or ``"unsupported"``.
+        code: the :class:`ErrorCode` of the mistake (the class's ``default_code``
+            unless the raiser says which).
         message: one sentence saying what is wrong.
         span: where (``None`` only for errors with no place in a query,
             e.g. a missing input file).
@@ -119,18 +219,21 @@ class WqlError(Exception):
     """
 
     kind = "error"
+    default_code = ErrorCode.OTHER
 
     def __init__(
         self,
         message: str,
         span: Span | None = None,
         *,
+        code: ErrorCode | None = None,
         expected: Iterable[str] = (),
         hint: str | None = None,
         source: str | None = None,
         filename: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.code = code or self.default_code
         self.message = message
         self.span = span
         self.expected = tuple(expected)
@@ -178,27 +281,37 @@ class WqlError(Exception):
             lines.append(f"  hint: {self.hint}")
         return "\n".join(lines)
 
+    @property
+    def key(self) -> tuple[ErrorCode, str]:
+        """What makes two reports the same report, the place aside: the code and the
+        whole message (the binder reports such twins in one statement once)."""
+        return (self.code, self.message)
+
 
 class WqlSyntaxError(WqlError):
     """The text is not WQL (lexing or parsing failed)."""
 
     kind = "syntax"
+    default_code = ErrorCode.SYNTAX
 
 
 class WqlSemanticError(WqlError):
     """The text parses but means nothing valid (unknown column, bad type, size <= 0, ...)."""
 
     kind = "semantic"
+    default_code = ErrorCode.SEMANTIC
 
 
 class WqlUnsupportedError(WqlError):
     """Valid WQL that the chosen engine or environment cannot execute."""
 
     kind = "unsupported"
+    default_code = ErrorCode.UNSUPPORTED
 
 
 class WqlErrors(WqlError):
-    """Several errors found in one text; ``errors`` keeps them in source order."""
+    """Several errors found in one text; ``errors`` keeps them in source order
+    (``code`` is the first one's)."""
 
     kind = "error"
 
@@ -208,6 +321,7 @@ class WqlErrors(WqlError):
         super().__init__(
             first.message if len(ordered) == 1 else f"{len(ordered)} errors",
             first.span,
+            code=first.code,
             source=first.source,
             filename=first.filename,
         )

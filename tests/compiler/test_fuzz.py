@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from wql.commands.compile import plan_to_json, spark_sql_script
 from wql.compiler import check_source, compile_source
+from wql.compiler.backends.plan_json import plan_to_json
 from wql.compiler.backends.pyspark_script import render_script
+from wql.compiler.backends.spark_sql import spark_sql_script
 from wql.compiler.explain import explain
 from wql.errors import WqlError
 from wql.grammar.ast import CreateSource

@@ -15,10 +15,11 @@ import json
 
 import pytest
 
-from wql.commands.compile import plan_to_json, spark_sql_script, spark_sql_statements
 from wql.compiler import compile_source
 from wql.compiler.backends.escaping import python_docstring, sql_comment, sql_identifier
+from wql.compiler.backends.plan_json import plan_to_json
 from wql.compiler.backends.pyspark_script import render_script
+from wql.compiler.backends.spark_sql import spark_sql_script, spark_sql_statements
 
 HOSTILE = [
     'a""";__import__("os").system("touch pwned");"""x',

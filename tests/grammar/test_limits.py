@@ -14,9 +14,9 @@ import pytest
 
 from wql import limits
 from wql.cli import main as cli_main
-from wql.commands.compile import spark_sql_script
 from wql.compiler import check_source, compile_source
 from wql.compiler.backends.pyspark_script import render_script
+from wql.compiler.backends.spark_sql import spark_sql_script
 from wql.errors import WqlError, WqlSyntaxError
 from wql.grammar.formatter import format_script
 from wql.grammar.parser import parse

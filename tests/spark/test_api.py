@@ -69,6 +69,24 @@ def test_undeclared_source_takes_its_schema_from_the_dataframe(spark):
         results.release()
 
 
+def test_the_text_is_parsed_once(spark, monkeypatch):
+    # an undeclared source: the text is planned again for each apply() (with the
+    # DataFrame's schema), from the one AST parsed when it was compiled
+    import wql.grammar.parser as parser
+
+    calls = []
+    parse = parser.parse
+    monkeypatch.setattr(parser, "parse", lambda *a, **kw: calls.append(a) or parse(*a, **kw))
+    compiled = wql.compile(
+        "SELECT user_id, COUNT(*) AS clicks FROM clicks WATERMARK FOR ts AS ts - INTERVAL '1' "
+        "SECOND GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE)"
+    )
+    for _ in range(2):
+        assert compiled.apply(spark, clicks=clicks(spark)).query("query_1").engine == "native"
+    wql.compile(TEXT).explain()
+    assert len(calls) == 2
+
+
 def test_dataframe_must_match_the_declaration(spark):
     bad_type = spark.createDataFrame(
         [("a", "x", T0)], "user_id string, amount string, ts timestamp"

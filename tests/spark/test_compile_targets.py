@@ -9,10 +9,11 @@ import pytest
 
 from tests.spark.native_helpers import actual_rows, at
 from wql.cli import main as cli_main
-from wql.commands.compile import plan_to_json, spark_sql_script, spark_sql_statements
 from wql.compiler import compile_source
 from wql.compiler.backends import native
+from wql.compiler.backends.plan_json import plan_to_json
 from wql.compiler.backends.pyspark_script import function_name, render_script
+from wql.compiler.backends.spark_sql import spark_sql_script, spark_sql_statements
 
 pytestmark = pytest.mark.spark
 

@@ -14,9 +14,9 @@ import types
 import pytest
 
 from tests.spark.native_helpers import at
-from wql.commands.compile import spark_sql_script, spark_sql_statements
 from wql.compiler import compile_source
 from wql.compiler.backends.pyspark_script import render_script
+from wql.compiler.backends.spark_sql import spark_sql_script, spark_sql_statements
 
 pytestmark = pytest.mark.spark
 

@@ -6,10 +6,11 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from wql.commands.run_stream import parse_trigger  # noqa: E402
 from wql.compiler import compile_source  # noqa: E402
 from wql.compiler.backends.operator import build_operator  # noqa: E402
 from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError  # noqa: E402
-from wql.spark.stream_sinks import parse_trigger, read_stream_source  # noqa: E402
+from wql.spark.stream_sinks import read_stream_source  # noqa: E402
 from wql.spark.streaming import spark_watermark_delay_ms, time_mode  # noqa: E402
 
 SOURCE = (

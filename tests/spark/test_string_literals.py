@@ -14,7 +14,7 @@ import pytest
 
 import wql
 from tests.spark.native_helpers import at
-from wql.commands.compile import plan_to_json
+from wql.compiler.backends.plan_json import plan_to_json
 from wql.compiler.backends.pyspark_script import render_script
 
 pytestmark = pytest.mark.spark

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from wql.commands import display_name, print_error, read_source
+from wql.commands import add_engine_option, display_name, print_error, read_source
 from wql.errors import WqlError, WqlErrors
-
-ENGINES = ("auto", "native", "operator")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,12 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Parse, bind and plan each file; print every error found, or 'ok'.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file ('-' for stdin)")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default="auto",
-        help="check that every query can run on this engine (default: auto)",
-    )
+    add_engine_option(parser, "check that every query can run on this engine (default: auto)")
     parser.set_defaults(handler=run)
 
 

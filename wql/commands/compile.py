@@ -1,34 +1,24 @@
 """``wql compile FILE --target spark-sql|pyspark|plan-json``: print what a .wql file compiles to.
 
-* ``spark-sql``: one Spark SQL statement per native query, runnable
-  unchanged with ``spark.sql`` given temp views named like the sources.
-  Operator queries have no SQL form; they are listed as comments with the
-  reason (and a note on standard error), never silently left out.
+* ``spark-sql``: one Spark SQL statement per native query
+  (:mod:`wql.compiler.backends.spark_sql`); operator queries are listed as
+  comments with the reason, and a note on standard error names each.
 * ``pyspark``: a standalone PySpark script
   (:mod:`wql.compiler.backends.pyspark_script`).
-* ``plan-json``: the typed plan as JSON: every node with its fields, node
-  types under ``"node"``, WQL types as DDL text, spans as line/column.
+* ``plan-json``: the typed plan as JSON (:mod:`wql.compiler.backends.plan_json`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import enum
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from wql.commands import display_name, read_source
-from wql.commands.check import ENGINES
-from wql.compiler import plan as P
-from wql.compiler.backends.escaping import sql_comment
-from wql.compiler.types import WqlType
-from wql.errors import Span, WqlError
+from wql.commands import add_engine_option, add_stream_option, display_name, read_source
+from wql.errors import ErrorCode, WqlError
 
 TARGETS = ("spark-sql", "pyspark", "plan-json")
-PLAN_JSON_VERSION = 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,12 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("file", metavar="FILE", help="a .wql file ('-' for stdin)")
     parser.add_argument("--target", choices=TARGETS, required=True, help="what to produce")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default="auto",
-        help="force an engine (default: auto, the compiler chooses per query)",
-    )
+    add_engine_option(parser)
+    add_stream_option(parser)
     parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
     parser.set_defaults(handler=run)
 
@@ -55,10 +41,18 @@ def run(args: argparse.Namespace) -> int:
 
     text = read_source(args.file)
     name = display_name(args.file)
-    program = compile_source(text, filename=name, engine=args.engine)
+    program = compile_source(text, filename=name, engine=args.engine, streaming=args.stream)
     try:
         if args.target == "spark-sql":
-            output = spark_sql_script(program, name, warn=sys.stderr)
+            from wql.compiler.backends.spark_sql import operator_queries, spark_sql_script
+
+            output = spark_sql_script(program, name)
+            for q in operator_queries(program):
+                print(
+                    f"wql compile: {q.name} runs on the operator engine; no Spark SQL emitted "
+                    "(use --target pyspark for a script that runs it)",
+                    file=sys.stderr,
+                )
         elif args.target == "pyspark":
             from wql.compiler.backends.pyspark_script import render_script
 
@@ -66,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
                 program, text, None if args.file == "-" else args.file, engine=args.engine
             )
         else:
+            from wql.compiler.backends.plan_json import plan_to_json
+
             output = json.dumps(plan_to_json(program, name), indent=2) + "\n"
     except WqlError as e:
         raise e.with_source(text, name) from None
@@ -74,95 +70,10 @@ def run(args: argparse.Namespace) -> int:
             Path(args.output).write_text(output, encoding="utf-8")
         except OSError as err:
             raise WqlError(
-                f"cannot write output: {(err.strerror or str(err)).lower()}", filename=args.output
+                f"cannot write output: {(err.strerror or str(err)).lower()}",
+                filename=args.output,
+                code=ErrorCode.FILE,
             ) from None
     else:
         sys.stdout.write(output)
     return 0
-
-
-# --------------------------------------------------------------------------- spark-sql
-
-
-def spark_sql_statements(program: P.Program) -> list[tuple[P.Query, str | None]]:
-    """``(query, statement)`` per query in file order; None for operator queries."""
-    from wql.compiler.backends.native import to_spark_sql
-
-    out: list[tuple[P.Query, str | None]] = []
-    for q in program.queries:
-        native = q.engine is not None and q.engine.engine == "native"
-        out.append((q, to_spark_sql(q) if native else None))
-    return out
-
-
-def spark_sql_script(program: P.Program, filename: str | None = None, warn=None) -> str:
-    """Every native query as a ``;``-terminated statement, operator queries as comments."""
-    # Names, the file name and reasons are the user's text: every comment
-    # goes through sql_comment, so that none can end its line and start a statement.
-    views = sorted({q.source.name for q in program.queries})
-    lines = [
-        "-- "
-        + sql_comment(
-            f"Spark SQL generated by `wql compile --target spark-sql` from {filename or '<stdin>'}."
-        ),
-        "-- "
-        + sql_comment("Each statement reads temp views named like its source: " + ", ".join(views))
-        + ".",
-    ]
-    for q, sql in spark_sql_statements(program):
-        lines.append("")
-        if sql is not None:
-            lines.append("-- " + sql_comment(f"{q.name} (native engine)"))
-            lines.append(sql + ";")
-            continue
-        lines.append(
-            "-- " + sql_comment(f"{q.name} runs on the operator engine and has no Spark SQL form:")
-        )
-        reasons = q.engine.reasons if q.engine is not None else ()
-        lines += ["--   " + sql_comment(r.text) for r in reasons]
-        if warn is not None:
-            print(
-                f"wql compile: {q.name} runs on the operator engine; no Spark SQL emitted "
-                "(use --target pyspark for a script that runs it)",
-                file=warn,
-            )
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- plan-json
-
-
-def plan_to_json(program: P.Program, filename: str | None = None) -> dict[str, Any]:
-    """The plan as JSON-ready data (see the module docstring)."""
-    data = _json(program)
-    assert isinstance(data, dict)
-    return {"wql_plan_version": PLAN_JSON_VERSION, "file": filename, **data}
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, Span):
-        return {
-            "line": value.line,
-            "column": value.column,
-            "end_line": value.end_line,
-            "end_column": value.end_column,
-        }
-    if isinstance(value, WqlType):
-        return value.ddl
-    if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {"node": type(value).__name__}
-        kind = getattr(type(value), "kind", None)
-        if isinstance(kind, str):
-            out["kind"] = kind
-        for f in dataclasses.fields(value):
-            out[f.name] = _json(getattr(value, f.name))
-        return out
-    if isinstance(value, (tuple, list)):
-        return [_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)  # pragma: no cover - every plan field type is handled above

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from wql.commands import display_name, read_source
-from wql.commands.check import ENGINES
+from wql.commands import add_engine_option, add_stream_option, display_name, read_source
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,17 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Compile a .wql file; print each query's plan and why its engine was chosen.",
     )
     parser.add_argument("file", metavar="FILE", help="a .wql file ('-' for stdin)")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default="auto",
-        help="force an engine (default: auto, the compiler chooses per query)",
-    )
-    parser.add_argument(
-        "--stream",
-        action="store_true",
-        help="plan for streaming sources (what `wql run --stream` runs)",
-    )
+    add_engine_option(parser)
+    add_stream_option(parser)
     parser.set_defaults(handler=run)
 
 

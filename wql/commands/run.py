@@ -35,9 +35,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wql.commands import display_name, read_source
-from wql.commands.check import ENGINES
-from wql.errors import WqlError
+from wql.commands import (
+    add_engine_option,
+    add_stream_option,
+    display_name,
+    read_source,
+    run_stream,
+    spark_failures,
+)
+from wql.compiler.backends.escaping import sql_identifier
+from wql.errors import ErrorCode, WqlError
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -51,9 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "several files).",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file")
-    parser.add_argument(
-        "--engine", choices=ENGINES, default="auto", help="force an engine (default: auto)"
-    )
+    add_engine_option(parser, "force an engine (default: auto)")
     parser.add_argument("--output", metavar="DIR", help="write every output under DIR")
     parser.add_argument(
         "--format", choices=FORMATS, default="csv", help="output format (default: csv)"
@@ -96,21 +101,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep Spark's start-up output and warnings; print every step",
     )
-    # streaming: wql/spark/stream_sinks.py
-    parser.add_argument(
-        "--stream",
-        action="store_true",
-        help="run as Structured Streaming over the sources' folders (needs --output, --checkpoint)",
+    add_stream_option(
+        parser,
+        "run as Structured Streaming over the sources' folders (needs --output, --checkpoint)",
     )
-    parser.add_argument(
-        "--checkpoint", metavar="DIR", help="streaming checkpoints (one folder per sink)"
-    )
-    parser.add_argument(
-        "--trigger",
-        default="available-now",
-        metavar="available-now|interval=DURATION",
-        help="streaming trigger (default: available-now)",
-    )
+    run_stream.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -119,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     conf = _parse_conf(args.conf)
     if args.show is not None and args.show < 0:
-        raise WqlError("--show needs a number of rows >= 0")
+        raise WqlError("--show needs a number of rows >= 0", code=ErrorCode.USAGE)
     compiled = []
     errors: list[WqlError] = []
     for path in args.files:
@@ -134,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                     require_declared=True,
                     # the engine is chosen for streams here, so an engine forced
                     # where it cannot stream fails before Spark starts
-                    streaming=bool(getattr(args, "stream", False)),
+                    streaming=args.stream,
                 )
             )
         except WqlError as err:
@@ -147,14 +142,14 @@ def run(args: argparse.Namespace) -> int:
         raise errors[-1]
     stems = [Path(p).stem for p in args.files]
     if len(set(stems)) != len(stems):
-        raise WqlError("several files have the same name; their outputs would collide")
+        raise WqlError(
+            "several files have the same name; their outputs would collide", code=ErrorCode.USAGE
+        )
     show = args.show if args.show is not None else (None if args.output else 20)
     if args.timeline:
         _check_timeline(args, compiled)
-    if getattr(args, "stream", False):  # wql/spark/stream_sinks.py
-        from wql.spark.stream_sinks import run_stream_command
-
-        return run_stream_command(args, compiled, stems, conf)
+    if args.stream:
+        return run_stream.run_stream(args, compiled, stems, conf)
 
     started = time.perf_counter()
     status = Status(verbose=args.verbose)
@@ -188,61 +183,64 @@ def _run_file(
 ) -> bool:
     name = display_name(path)
     status.step(f"{name}: running {', '.join(compiled.queries)}")
-    try:
+    with spark_failures(f"running {name}", name):
         results = compiled.apply(spark)
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(
-            f"Spark failed while running {name}: {_first_line(e)}", filename=name
-        ) from None
     try:
-        for r in results.queries:
-            # native queries are lazy: their work happens while writing/showing
-            output_started = time.perf_counter()
-            outputs = [(r.name, r.df)]
-            if r.late is not None and r.late_name:
-                outputs.append((r.late_name, r.late))
-            for out_name, df in outputs:
-                if out_dir is not None:
-                    target = _join(out_dir, out_name)
-                    status.step(f"{name}: writing {out_name} -> {target}")
-                    _write(df, target, fmt)
-                if show:
-                    status.step(f"{name}: reading {out_name}")
-                    rows = df.orderBy(*df.columns)
-                    status.clear()
-                    print(f"== {out_name} ({r.engine} engine)")
-                    rows.show(show, truncate=False)
-            status.line(_summary(name, r, r.seconds + time.perf_counter() - output_started))
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise WqlError(
-            f"Spark failed while running {name}: {_first_line(e)}", filename=name
-        ) from None
+        with spark_failures(f"running {name}", name):
+            _write_results(name, results, out_dir, fmt, show, status)
     finally:
         results.release()
     return True
+
+
+def _write_results(
+    name: str, results: Any, out_dir: str | None, fmt: str, show: int | None, status: Status
+) -> None:
+    """Write and/or show every output of ``results``, a summary line per query."""
+    for r in results.queries:
+        # native queries are lazy: their work happens while writing/showing
+        output_started = time.perf_counter()
+        outputs = [(r.name, r.df)]
+        if r.late is not None and r.late_name:
+            outputs.append((r.late_name, r.late))
+        for out_name, df in outputs:
+            if out_dir is not None:
+                target = _join(out_dir, out_name)
+                status.step(f"{name}: writing {out_name} -> {target}")
+                _write(df, target, fmt)
+            if show:
+                status.step(f"{name}: reading {out_name}")
+                rows = df.orderBy(*df.columns)
+                status.clear()
+                print(f"== {out_name} ({r.engine} engine)")
+                rows.show(show, truncate=False)
+        status.line(_summary(name, r, r.seconds + time.perf_counter() - output_started))
 
 
 def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
     """Refuse a --timeline that cannot be drawn before Spark starts."""
     from wql.spark.timeline import FORMATS
 
-    if getattr(args, "stream", False):
-        raise WqlError("--timeline replays a batch run; it cannot be used with --stream")
+    if args.stream:
+        raise WqlError(
+            "--timeline replays a batch run; it cannot be used with --stream", code=ErrorCode.USAGE
+        )
     if len(compiled) != 1:
-        raise WqlError("--timeline draws one query of one file; give one file")
+        raise WqlError(
+            "--timeline draws one query of one file; give one file", code=ErrorCode.USAGE
+        )
     if Path(args.timeline).suffix.lower() not in FORMATS:
-        raise WqlError(f"--timeline needs a file ending in {', '.join(FORMATS)}")
+        raise WqlError(
+            f"--timeline needs a file ending in {', '.join(FORMATS)}", code=ErrorCode.USAGE
+        )
     if args.timeline_top < 1:
-        raise WqlError("--timeline-top needs a number of keys >= 1")
+        raise WqlError("--timeline-top needs a number of keys >= 1", code=ErrorCode.USAGE)
     names = compiled[0].queries
     if args.timeline_query is None and len(names) != 1:
         raise WqlError(
             f"the file has {len(names)} queries; choose one with --timeline-query "
-            f"({', '.join(names)})"
+            f"({', '.join(names)})",
+            code=ErrorCode.USAGE,
         )
 
 
@@ -251,14 +249,10 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
     if args.timeline_key:
         keys = [tuple(k.split(",")) if "," in k else k for k in args.timeline_key]
     status.step(f"drawing the timeline -> {args.timeline}")
-    try:
+    with spark_failures("drawing the timeline"):
         timeline = compiled.timeline(
             args.timeline, spark, query=args.timeline_query, keys=keys, top=args.timeline_top
         )
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(f"Spark failed while drawing the timeline: {_first_line(e)}") from None
     drawn = ", ".join(f"{k.label} ({len(k.firings)} firings)" for k in timeline.keys)
     status.line(f"timeline of {timeline.query}: {drawn} -> {args.timeline}")
 
@@ -266,11 +260,6 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
 def _join(base: str, name: str) -> str:
     """``base/name`` for local paths and URIs alike (``Path`` would mangle ``hdfs://``)."""
     return base.rstrip("/") + "/" + name
-
-
-def _backquoted(name: str) -> str:
-    """A column name as Spark reads it in ``F.col``: back-quoted, back-quotes doubled."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _write(df: Any, target: str, fmt: str) -> None:
@@ -281,9 +270,9 @@ def _write(df: Any, target: str, fmt: str) -> None:
         # CSV has no arrays: COLLECT_LIST results are written as JSON text
         df = df.select(
             *[
-                F.to_json(F.col(_backquoted(f.name))).alias(f.name)
+                F.to_json(F.col(sql_identifier(f.name))).alias(f.name)
                 if isinstance(f.dataType, T.ArrayType)
-                else F.col(_backquoted(f.name))
+                else F.col(sql_identifier(f.name))
                 for f in df.schema.fields
             ]
         )
@@ -321,14 +310,9 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise WqlError(f"--conf needs KEY=VALUE, got {item!r}")
+            raise WqlError(f"--conf needs KEY=VALUE, got {item!r}", code=ErrorCode.USAGE)
         conf[key.strip()] = value
     return conf
-
-
-def _first_line(e: Exception) -> str:
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
 
 
 class Status:

@@ -1,13 +1,23 @@
-"""Plan -> the text ``wql explain`` prints.
+"""Plan -> text: what ``wql explain`` prints, and the one printer of plan nodes.
 
 The output is deterministic (no addresses, no hash order, no timestamps),
 so golden files under ``tests/compiler/golden/`` pin it (``<name>.explain``
 for a batch source, ``<name>.stream.explain`` for a streaming one, what
 ``wql explain --stream`` prints); each query shows the plan tree top-down,
 then its engine and the reasons for it.
+
+Windows, triggers and evictors are printed through one table per node
+family (``functools.singledispatch``: :func:`window_text`,
+:func:`trigger_text`, :func:`evictor_text`), one handler per plan class;
+``tests/compiler/test_dispatch.py`` fails when a plan class has none. The
+same handlers give the explain tree and the short WQL spelling the
+planner's reasons and the binder's messages use.
 """
 
 from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
 
 from wql.compiler import plan as P
 from wql.runtime.aggregates import AGGREGATE_KINDS
@@ -68,7 +78,7 @@ def explain_query(q: P.Query) -> str:
             add(f"    {k.name} {k.type} = {k.expr.sql}")
     else:
         add("  keys: none (all rows share one key)")
-    add(f"  window: {_window(q.window)}")
+    add(f"  window: {window_text(q.window)}")
     clocks = set(P.trigger_domains(q.effective_trigger))
     if q.window.domain is not None:
         clocks.add(q.window.domain)
@@ -84,7 +94,7 @@ def explain_query(q: P.Query) -> str:
     lines.extend(_trigger_lines(q.effective_trigger, 4))
     if q.effective_evictor is not None:
         origin = "explicit" if q.evictor is not None else f"from {q.window.kind}"
-        add(f"  evictor ({origin}): {_evictor(q.effective_evictor)}")
+        add(f"  evictor ({origin}): {evictor_text(q.effective_evictor).described}")
     else:
         add("  evictor: none")
     add(f"  allowed lateness: {duration(q.allowed_lateness_ms)}")
@@ -125,83 +135,255 @@ def _uses_processing_time(q: P.Query) -> bool:
     return P.TimeDomain.PROCESSING in P.trigger_domains(q.effective_trigger)
 
 
-def _time(w) -> str:
-    return w.time_column if w.domain is P.TimeDomain.EVENT else "PROCTIME()"
+# --------------------------------------------------------------------------- windows
+
+
+def _time(w: P.Window) -> str:
+    return w.time_column if w.domain is P.TimeDomain.EVENT and w.time_column else "PROCTIME()"
 
 
 def _offset(ms: int) -> str:
     return f", offset {duration(ms)}" if ms else ""
 
 
-def _window(w: P.Window) -> str:
-    if isinstance(w, P.Tumble):
-        body = f"TUMBLE({_time(w)}, size {duration(w.size_ms)}{_offset(w.offset_ms)})"
-    elif isinstance(w, P.Hop):
-        body = (
-            f"HOP({_time(w)}, slide {duration(w.slide_ms)}, size {duration(w.size_ms)}"
-            f"{_offset(w.offset_ms)})"
-        )
-    elif isinstance(w, P.Cumulate):
-        body = (
-            f"CUMULATE({_time(w)}, step {duration(w.step_ms)}, size {duration(w.size_ms)}"
-            f"{_offset(w.offset_ms)})"
-        )
-    elif isinstance(w, P.Session):
-        body = f"SESSION({_time(w)}, gap {duration(w.gap_ms)}) [merging]"
-    elif isinstance(w, P.DynamicSession):
-        body = f"SESSION({_time(w)}, gap ms = {w.gap_ms.sql}) [merging, dynamic gap]"
-    elif isinstance(w, P.CountWindow):
-        slide = f", slide {w.slide}" if w.slide is not None else ""
-        return f"COUNT_WINDOW(size {w.size}{slide}) over a global window"
-    else:
-        return "GLOBAL() (one window per key)"
+def _on(w: P.Window, body: str) -> str:
     return f"{body} on {w.domain}"
 
 
-def _trigger_lines(t: P.Trigger, indent: int) -> list[str]:
-    pad = " " * indent
-    merge = "" if t.mergeable else " [not mergeable]"
-    if isinstance(t, P.WatermarkTrigger):
-        head = "WATERMARK (fire when the watermark passes window_time)"
-    elif isinstance(t, P.ProcessingTimeTrigger):
-        head = "PROCESSING TIME (fire when processing time passes window_time)"
-    elif isinstance(t, P.CountTrigger):
-        head = f"COUNT({t.n}) (fire every {t.n} rows, no purge)"
-    elif isinstance(t, P.EveryTrigger):
-        head = f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
-    elif isinstance(t, P.DeltaTrigger):
-        head = f"DELTA({t.expr.sql}, threshold {t.threshold:g})"
-    elif isinstance(t, P.TimeoutTrigger):
-        head = f"TIMEOUT after {duration(t.timeout_ms)} of processing time"
-    elif isinstance(t, P.PurgingTrigger):
-        head = "PURGING (every FIRE becomes FIRE_AND_PURGE)"
-    elif isinstance(t, P.AnyTrigger):
-        head = "ANY (fire when any child fires)"
-    elif isinstance(t, P.AllTrigger):
-        head = "ALL (fire when every child has fired since the last firing)"
+@functools.singledispatch
+def window_text(w: P.Window) -> str:
+    """The window as ``wql explain`` shows it, e.g. ``TUMBLE(ts, size 1 min) on event time``."""
+    raise TypeError(f"no text for window {type(w).__name__}")
+
+
+@window_text.register
+def _(w: P.Tumble) -> str:
+    return _on(w, f"TUMBLE({_time(w)}, size {duration(w.size_ms)}{_offset(w.offset_ms)})")
+
+
+@window_text.register
+def _(w: P.Hop) -> str:
+    return _on(
+        w,
+        f"HOP({_time(w)}, slide {duration(w.slide_ms)}, size {duration(w.size_ms)}"
+        f"{_offset(w.offset_ms)})",
+    )
+
+
+@window_text.register
+def _(w: P.Cumulate) -> str:
+    return _on(
+        w,
+        f"CUMULATE({_time(w)}, step {duration(w.step_ms)}, size {duration(w.size_ms)}"
+        f"{_offset(w.offset_ms)})",
+    )
+
+
+@window_text.register
+def _(w: P.Session) -> str:
+    return _on(w, f"SESSION({_time(w)}, gap {duration(w.gap_ms)}) [merging]")
+
+
+@window_text.register
+def _(w: P.DynamicSession) -> str:
+    return _on(w, f"SESSION({_time(w)}, gap ms = {w.gap_ms.sql}) [merging, dynamic gap]")
+
+
+@window_text.register
+def _(w: P.CountWindow) -> str:
+    slide = f", slide {w.slide}" if w.slide is not None else ""
+    return f"COUNT_WINDOW(size {w.size}{slide}) over a global window"
+
+
+@window_text.register
+def _(w: P.GlobalWindow) -> str:
+    return "GLOBAL() (one window per key)"
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+@dataclass(frozen=True)
+class NodeText:
+    """How one trigger or evictor reads.
+
+    ``keyword`` names the construct (``COUNT``, ``WATERMARK WITH``);
+    ``spelling`` is the node as WQL on one line (``PURGING COUNT(10)``; the
+    planner's reasons quote it); ``described`` is the explain line, the node
+    with what it does. ``branches`` are a trigger's children as the explain
+    tree shows them, each under an optional label (``EARLY:``); a label
+    without a child stands alone (``LATE: every late row``).
+    """
+
+    keyword: str
+    spelling: str
+    described: str
+    branches: tuple[tuple[str | None, P.Trigger | None], ...] = ()
+
+
+def _children(t: P.Trigger) -> tuple[tuple[str | None, P.Trigger | None], ...]:
+    return tuple((None, c) for c in t.children)
+
+
+@functools.singledispatch
+def trigger_text(t: P.Trigger) -> NodeText:
+    """The trigger's :class:`NodeText` (children are printed by their own handlers)."""
+    raise TypeError(f"no text for trigger {type(t).__name__}")
+
+
+@trigger_text.register
+def _(t: P.WatermarkTrigger) -> NodeText:
+    return NodeText(
+        "WATERMARK", "WATERMARK", "WATERMARK (fire when the watermark passes window_time)"
+    )
+
+
+@trigger_text.register
+def _(t: P.ProcessingTimeTrigger) -> NodeText:
+    return NodeText(
+        "PROCESSING TIME",
+        "PROCESSING TIME",
+        "PROCESSING TIME (fire when processing time passes window_time)",
+    )
+
+
+@trigger_text.register
+def _(t: P.CountTrigger) -> NodeText:
+    return NodeText("COUNT", f"COUNT({t.n})", f"COUNT({t.n}) (fire every {t.n} rows, no purge)")
+
+
+@trigger_text.register
+def _(t: P.EveryTrigger) -> NodeText:
+    text = f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
+    return NodeText("EVERY", text, text)
+
+
+@trigger_text.register
+def _(t: P.DeltaTrigger) -> NodeText:
+    return NodeText(
+        "DELTA",
+        f"DELTA({t.expr.sql}, {t.threshold:g})",
+        f"DELTA({t.expr.sql}, threshold {t.threshold:g})",
+    )
+
+
+@trigger_text.register
+def _(t: P.TimeoutTrigger) -> NodeText:
+    return NodeText(
+        "TIMEOUT",
+        f"TIMEOUT({trigger_text(t.child).spelling}, {duration(t.timeout_ms)})",
+        f"TIMEOUT after {duration(t.timeout_ms)} of processing time",
+        _children(t),
+    )
+
+
+@trigger_text.register
+def _(t: P.PurgingTrigger) -> NodeText:
+    return NodeText(
+        "PURGING",
+        f"PURGING {trigger_text(t.child).spelling}",
+        "PURGING (every FIRE becomes FIRE_AND_PURGE)",
+        _children(t),
+    )
+
+
+def _listed(t: P.AnyTrigger | P.AllTrigger) -> str:
+    return ", ".join(trigger_text(c).spelling for c in t.triggers)
+
+
+@trigger_text.register
+def _(t: P.AnyTrigger) -> NodeText:
+    return NodeText("ANY", f"ANY({_listed(t)})", "ANY (fire when any child fires)", _children(t))
+
+
+@trigger_text.register
+def _(t: P.AllTrigger) -> NodeText:
+    return NodeText(
+        "ALL",
+        f"ALL({_listed(t)})",
+        "ALL (fire when every child has fired since the last firing)",
+        _children(t),
+    )
+
+
+@trigger_text.register
+def _(t: P.EarlyLateTrigger) -> NodeText:
+    spelling = ["WATERMARK WITH"]
+    branches: list[tuple[str | None, P.Trigger | None]] = []
+    if t.early is not None:
+        spelling.append(f"EARLY {trigger_text(t.early).spelling}")
+        branches.append(("EARLY:", t.early))
+    if t.late is not None:
+        spelling.append(f"LATE {trigger_text(t.late).spelling}")
+        branches.append(("LATE:", t.late))
     else:
-        assert isinstance(t, P.EarlyLateTrigger)
-        lines = [f"{pad}WATERMARK WITH (on-time firing at the watermark){merge}"]
-        if t.early is not None:
-            lines.append(f"{pad}  EARLY:")
-            lines.extend(_trigger_lines(t.early, indent + 4))
-        lines.append(f"{pad}  LATE:" if t.late is not None else f"{pad}  LATE: every late row")
-        if t.late is not None:
-            lines.extend(_trigger_lines(t.late, indent + 4))
-        return lines
-    lines = [f"{pad}{head}{merge}"]
-    for c in t.children:
-        lines.extend(_trigger_lines(c, indent + 2))
+        branches.append(("LATE: every late row", None))
+    return NodeText(
+        "WATERMARK WITH",
+        " ".join(spelling),
+        "WATERMARK WITH (on-time firing at the watermark)",
+        tuple(branches),
+    )
+
+
+def _trigger_lines(t: P.Trigger, indent: int) -> list[str]:
+    """The trigger tree as ``wql explain`` prints it, children indented below."""
+    pad = " " * indent
+    text = trigger_text(t)
+    merge = "" if t.mergeable else " [not mergeable]"
+    lines = [f"{pad}{text.described}{merge}"]
+    for label, child in text.branches:
+        if label is None:
+            assert child is not None
+            lines.extend(_trigger_lines(child, indent + 2))
+            continue
+        lines.append(f"{pad}  {label}")
+        if child is not None:
+            lines.extend(_trigger_lines(child, indent + 4))
     return lines
 
 
-def _evictor(e: P.Evictor) -> str:
-    pos = "AFTER" if e.after else "BEFORE"
-    if isinstance(e, P.CountEvictor):
-        return f"COUNT({e.n}) {pos} the window function (keep the last {e.n} rows)"
-    if isinstance(e, P.TimeEvictor):
-        return (
-            f"TIME({duration(e.interval_ms)}) {pos} the window function "
-            f"(keep rows with ts > max_ts - {duration(e.interval_ms)})"
-        )
-    return f"DELTA({e.expr.sql}, threshold {e.threshold:g}) {pos} the window function"
+# --------------------------------------------------------------------------- evictors
+
+
+def _position(e: P.Evictor) -> str:
+    return "AFTER" if e.after else "BEFORE"
+
+
+def _evicts(e: P.Evictor, core: str, label: str, keeps: str = "") -> NodeText:
+    return NodeText(
+        label.partition("(")[0],
+        core + (" AFTER" if e.after else ""),
+        f"{label} {_position(e)} the window function{keeps}",
+    )
+
+
+@functools.singledispatch
+def evictor_text(e: P.Evictor) -> NodeText:
+    """The evictor's :class:`NodeText` (its spelling ends in ``AFTER`` when it evicts after)."""
+    raise TypeError(f"no text for evictor {type(e).__name__}")
+
+
+@evictor_text.register
+def _(e: P.CountEvictor) -> NodeText:
+    text = f"COUNT({e.n})"
+    return _evicts(e, text, text, f" (keep the last {e.n} rows)")
+
+
+@evictor_text.register
+def _(e: P.TimeEvictor) -> NodeText:
+    text = f"TIME({duration(e.interval_ms)})"
+    return _evicts(e, text, text, f" (keep rows with ts > max_ts - {duration(e.interval_ms)})")
+
+
+@evictor_text.register
+def _(e: P.DeltaEvictor) -> NodeText:
+    return _evicts(
+        e,
+        f"DELTA({e.expr.sql}, {e.threshold:g})",
+        f"DELTA({e.expr.sql}, threshold {e.threshold:g})",
+    )
+
+
+#: The node printers by plan node family (tests/compiler/test_dispatch.py).
+DISPATCH = {"window": window_text, "trigger": trigger_text, "evictor": evictor_text}

@@ -29,7 +29,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
@@ -41,7 +41,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from wql.compiler import types as T
 from wql.compiler.plan import AggKind, Column, Expr
 from wql.compiler.types import WqlType
-from wql.errors import Span, WqlError, WqlSemanticError, WqlSyntaxError
+from wql.errors import ErrorCode, Span, WqlError, WqlSemanticError, WqlSyntaxError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
 DIALECT = "spark"
@@ -278,9 +278,12 @@ class ParsedExpr:
             end = _identifier_end(self.text, end)
         return Span.from_offsets(self.source, self.offset + start, self.offset + end)
 
-    def error(self, message: str, node: exp.Expression | None = None, **kw) -> WqlSemanticError:
+    def error(
+        self, message: str, node: exp.Expression | None = None, *, code: ErrorCode, **kw: Any
+    ) -> WqlSemanticError:
+        """A semantic error at ``node`` (the whole expression without one)."""
         return WqlSemanticError(
-            message, self.span_of(node) if node is not None else self.span, **kw
+            message, self.span_of(node) if node is not None else self.span, code=code, **kw
         )
 
 
@@ -331,34 +334,47 @@ def parse_expr(text: str, span: Span, source: str) -> ParsedExpr:
         rel = _offset_of(text, info.get("line"), info.get("col"))
         where = Span.point(source, offset + rel) if rel is not None else span
         desc = str(info.get("description") or e).split("\n")[0]
-        raise WqlSyntaxError(f"invalid expression: {desc}", where) from None
+        raise WqlSyntaxError(
+            f"invalid expression: {desc}", where, code=ErrorCode.BAD_EXPRESSION
+        ) from None
     except TokenError as e:
-        raise WqlSyntaxError(f"invalid expression: {e}", span) from None
+        raise WqlSyntaxError(
+            f"invalid expression: {e}", span, code=ErrorCode.BAD_EXPRESSION
+        ) from None
     except RecursionError:
         # The grammar's limits (wql.limits) keep sqlglot within the headroom
         # compile_source gives it; a caller without that headroom lands here.
         raise WqlSyntaxError(
-            "expression too deeply nested for the SQL parser", span, hint="split the expression"
+            "expression too deeply nested for the SQL parser",
+            span,
+            hint="split the expression",
+            code=ErrorCode.TOO_DEEP,
         ) from None
     except Exception as e:  # noqa: BLE001 - sqlglot's boundary: its failures are the text's
         raise WqlSyntaxError(
-            f"invalid expression: the SQL parser failed ({type(e).__name__}: {e})", span
+            f"invalid expression: the SQL parser failed ({type(e).__name__}: {e})",
+            span,
+            code=ErrorCode.BAD_EXPRESSION,
         ) from None
     parsed = ParsedExpr(node, text, offset, source, span)
     problem = _shape_problem(text)
     if problem is None:
         return parsed
     if problem == "empty":
-        raise WqlSyntaxError("empty expression", span)
+        raise WqlSyntaxError("empty expression", span, code=ErrorCode.BAD_EXPRESSION)
     if problem == "alias":
         # sqlglot reads `a b` as `a AS b`; inside WQL an alias is the grammar's business.
         raise WqlSyntaxError(
-            "unexpected alias inside an expression", parsed.span_of(node.args["alias"])
+            "unexpected alias inside an expression",
+            parsed.span_of(node.args["alias"]),
+            code=ErrorCode.BAD_EXPRESSION,
         )
     if problem == "subquery":
-        raise WqlSemanticError("subqueries are not supported in WQL expressions", span)
+        raise WqlSemanticError(
+            "subqueries are not supported in WQL expressions", span, code=ErrorCode.UNSUPPORTED_SQL
+        )
     assert problem == "star"
-    raise WqlSemanticError("* is only allowed in COUNT(*)", span)
+    raise WqlSemanticError("* is only allowed in COUNT(*)", span, code=ErrorCode.UNSUPPORTED_SQL)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -560,7 +576,9 @@ def infer_type(node: exp.Expression, relation: Relation, pe: ParsedExpr | None =
     except _IntervalMismatch as bad:
         if pe is None:
             return T.UNKNOWN
-        raise pe.error(bad.message, cast(exp.Expression, bad.node), hint=bad.hint) from None
+        raise pe.error(
+            bad.message, cast(exp.Expression, bad.node), hint=bad.hint, code=ErrorCode.WRONG_TYPE
+        ) from None
     if typed is not None:
         return typed
     return _sqlglot_infer(node, relation)
@@ -799,6 +817,7 @@ def _resolve_columns(
                     f"unknown table {n.table!r} in {_dotted(n)!r}",
                     n,
                     hint=f"columns here come from {relation.description}",
+                    code=ErrorCode.UNKNOWN_NAME,
                 )
             )
             return n
@@ -809,7 +828,7 @@ def _resolve_columns(
         if forbid is not None:
             msg = forbid(n, col)
             if msg:
-                errors.append(pe.error(msg, n))
+                errors.append(pe.error(msg, n, code=ErrorCode.NOT_FOR_WINDOW))
                 return n
         new = column_node(col.name)
         new.meta.update(n.this.meta if isinstance(n.this, exp.Identifier) else {})
@@ -828,6 +847,7 @@ def unknown_column(pe: ParsedExpr, n: exp.Column, relation: Relation) -> WqlSema
         n,
         expected=names,
         hint=hint,
+        code=ErrorCode.UNKNOWN_NAME,
     )
 
 
@@ -849,11 +869,14 @@ def find_aggregate_calls(node: exp.Expression) -> list[exp.Expression]:
 def reject_aggregates(pe: ParsedExpr, node: exp.Expression, clause: str) -> list[WqlError]:
     """Errors for aggregate calls or OVER windows where a per-row value is needed."""
     errs: list[WqlError] = [
-        pe.error(f"aggregate {_func_name(a)} is not allowed in {clause}", a)
+        pe.error(
+            f"aggregate {_func_name(a)} is not allowed in {clause}", a, code=ErrorCode.AGGREGATE
+        )
         for a in find_aggregate_calls(node)
     ]
     errs += [
-        pe.error(f"OVER windows are not allowed in {clause}", w) for w in node.find_all(exp.Window)
+        pe.error(f"OVER windows are not allowed in {clause}", w, code=ErrorCode.AGGREGATE)
+        for w in node.find_all(exp.Window)
     ]
     return errs
 
@@ -981,7 +1004,11 @@ def _classify_aggregate(
             return AggKind.COUNT_STAR, None
         if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1:
-                raise pe.error("COUNT(DISTINCT ...) takes exactly one expression", call)
+                raise pe.error(
+                    "COUNT(DISTINCT ...) takes exactly one expression",
+                    call,
+                    code=ErrorCode.AGGREGATE,
+                )
             return AggKind.COUNT_DISTINCT, arg.expressions[0]
         return AggKind.COUNT, arg
     kind = _AGGREGATES.get(type(call))
@@ -992,17 +1019,22 @@ def _classify_aggregate(
             call,
             expected=SUPPORTED_AGGREGATES,
             hint=_HINTS.get(name),
+            code=ErrorCode.AGGREGATE,
         )
     arg = call.this
     if isinstance(arg, exp.Distinct):
-        raise pe.error(f"DISTINCT is only supported in COUNT(DISTINCT x), not in {name}", call)
+        raise pe.error(
+            f"DISTINCT is only supported in COUNT(DISTINCT x), not in {name}",
+            call,
+            code=ErrorCode.AGGREGATE,
+        )
     extra = [
         v
         for k, v in call.args.items()
         if k != "this" and (isinstance(v, exp.Expression) or (isinstance(v, list) and v))
     ]
     if arg is None or extra:
-        raise pe.error(f"{name} takes exactly one argument", call)
+        raise pe.error(f"{name} takes exactly one argument", call, code=ErrorCode.AGGREGATE)
     return kind, arg
 
 
@@ -1093,10 +1125,20 @@ def _bind_post_aggregation(
 
     for w in tree.find_all(exp.Window):
         errors.append(
-            pe.error(f"OVER windows are not allowed in {clause}; the window is GROUP BY's", w)
+            pe.error(
+                f"OVER windows are not allowed in {clause}; the window is GROUP BY's",
+                w,
+                code=ErrorCode.AGGREGATE,
+            )
         )
     for f in tree.find_all(exp.Filter, exp.IgnoreNulls, exp.RespectNulls):
-        errors.append(pe.error(f"{f.key.upper()} modifiers on aggregates are not supported", f))
+        errors.append(
+            pe.error(
+                f"{f.key.upper()} modifiers on aggregates are not supported",
+                f,
+                code=ErrorCode.UNSUPPORTED_SQL,
+            )
+        )
     raise_all(errors)
 
     # Only keys that are expressions (not bare columns) need sub-tree matching.
@@ -1168,6 +1210,7 @@ def _bind_post_aggregation(
                     f"column {src.name!r} must appear in GROUP BY or inside an aggregate",
                     n,
                     hint=f"group by {src.name} or aggregate it, e.g. MAX({src.name})",
+                    code=ErrorCode.AGGREGATE,
                 )
             )
         else:
@@ -1222,11 +1265,18 @@ def _bind_aggregate(
                     "aggregate calls cannot be nested "
                     f"({_func_name(nested[0])} inside {_func_name(call)})",
                     nested[0],
+                    code=ErrorCode.AGGREGATE,
                 )
             )
             return failed
         if arg_node.find(exp.Window):
-            errors.append(pe.error("OVER windows are not allowed inside an aggregate", arg_node))
+            errors.append(
+                pe.error(
+                    "OVER windows are not allowed inside an aggregate",
+                    arg_node,
+                    code=ErrorCode.AGGREGATE,
+                )
+            )
             return failed
         sub: list[WqlError] = []
         resolved = _resolve_columns(pe, arg_node.copy(), ctx.source, ctx.table_names, sub)
@@ -1242,7 +1292,13 @@ def _bind_aggregate(
     result = aggregate_type(kind, arg.type if arg is not None else None)
     if result is None:
         assert arg is not None
-        errors.append(pe.error(f"{kind.value} needs a numeric argument, got {arg.type}", arg_node))
+        errors.append(
+            pe.error(
+                f"{kind.value} needs a numeric argument, got {arg.type}",
+                arg_node,
+                code=ErrorCode.WRONG_TYPE,
+            )
+        )
         return failed
     name = registry.add(kind, arg, result, pe.span_of(call))
     ref = column_node(name)

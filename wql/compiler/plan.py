@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from wql.compiler import types as T
 from wql.compiler.types import WqlType
-from wql.errors import Span, WqlSemanticError
+from wql.errors import ErrorCode, Span, WqlSemanticError
 
 # ---------------------------------------------------------------------------
 # Basics
@@ -61,8 +61,8 @@ class TimeDomain(enum.Enum):
         return f"{self.value.lower()} time"
 
 
-def _fail(message: str, span: Span | None) -> None:
-    raise WqlSemanticError(message, span)
+def _fail(message: str, span: Span | None, code: ErrorCode) -> None:
+    raise WqlSemanticError(message, span, code=code)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,11 @@ class EventTime:
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
-            _fail(f"watermark delay must be >= 0, got {self.delay_ms} ms", self.span)
+            _fail(
+                f"watermark delay must be >= 0, got {self.delay_ms} ms",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
 
 @dataclass(frozen=True)
@@ -133,17 +137,29 @@ class SourceDecl:
         for c in self.columns:
             low = c.name.lower()
             if low in seen:
-                _fail(f"duplicate column {c.name!r} in source {self.name!r}", c.span or self.span)
+                _fail(
+                    f"duplicate column {c.name!r} in source {self.name!r}",
+                    c.span or self.span,
+                    code=ErrorCode.DUPLICATE_NAME,
+                )
             seen.add(low)
         keys = [k for k, _ in self.options]
         if len(set(keys)) != len(keys):
-            _fail(f"duplicate WITH option in source {self.name!r}", self.span)
+            _fail(
+                f"duplicate WITH option in source {self.name!r}",
+                self.span,
+                code=ErrorCode.DUPLICATE_NAME,
+            )
         if self.event_time is not None:
             _check_event_time(self.name, self.columns, self.event_time)
         for opt in ("arrival_order", "processing_time"):
             col = self.option(opt)
             if col is not None and self.column(col) is None:
-                _fail(f"{opt} names unknown column {col!r} of source {self.name!r}", self.span)
+                _fail(
+                    f"{opt} names unknown column {col!r} of source {self.name!r}",
+                    self.span,
+                    code=ErrorCode.UNKNOWN_NAME,
+                )
 
     def column(self, name: str) -> Column | None:
         """The column called ``name`` (case-insensitive, as in Spark), or None."""
@@ -171,11 +187,16 @@ class SourceDecl:
 def _check_event_time(source: str, columns: tuple[Column, ...], et: EventTime) -> None:
     col = next((c for c in columns if c.name.lower() == et.column.lower()), None)
     if col is None:
-        _fail(f"WATERMARK FOR names unknown column {et.column!r} of source {source!r}", et.span)
+        _fail(
+            f"WATERMARK FOR names unknown column {et.column!r} of source {source!r}",
+            et.span,
+            code=ErrorCode.UNKNOWN_NAME,
+        )
     elif col.type != T.TIMESTAMP:
         _fail(
             f"WATERMARK FOR needs a TIMESTAMP column; {col.name!r} is {col.type.ddl}",
             et.span,
+            code=ErrorCode.WRONG_TYPE,
         )
 
 
@@ -203,7 +224,11 @@ class SourceRef:
             ("arrival_order", self.arrival_order),
         ):
             if col is not None and self.column(col) is None:
-                _fail(f"{opt} names unknown column {col!r} of source {self.name!r}", self.span)
+                _fail(
+                    f"{opt} names unknown column {col!r} of source {self.name!r}",
+                    self.span,
+                    code=ErrorCode.UNKNOWN_NAME,
+                )
 
     def column(self, name: str) -> Column | None:
         low = name.lower()
@@ -233,8 +258,7 @@ class Tumble:
     def __post_init__(self) -> None:
         _check_domain(self)
         _positive("TUMBLE size", self.size_ms, self.span)
-        if abs(self.offset_ms) >= self.size_ms:
-            _fail("TUMBLE offset must satisfy |offset| < size", self.span)
+        _offset_within(self, self.size_ms, "size")
 
 
 @dataclass(frozen=True)
@@ -255,8 +279,7 @@ class Hop:
         _check_domain(self)
         _positive("HOP slide", self.slide_ms, self.span)
         _positive("HOP size", self.size_ms, self.span)
-        if abs(self.offset_ms) >= self.slide_ms:
-            _fail("HOP offset must satisfy |offset| < slide", self.span)
+        _offset_within(self, self.slide_ms, "slide")
 
 
 @dataclass(frozen=True)
@@ -278,9 +301,12 @@ class Cumulate:
         _positive("CUMULATE step", self.step_ms, self.span)
         _positive("CUMULATE size", self.size_ms, self.span)
         if self.size_ms % self.step_ms:
-            _fail("CUMULATE size must be a multiple of its step", self.span)
-        if abs(self.offset_ms) >= self.size_ms:
-            _fail("CUMULATE offset must satisfy |offset| < size", self.span)
+            _fail(
+                "CUMULATE size must be a multiple of its step",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
+        _offset_within(self, self.size_ms, "size")
 
 
 @dataclass(frozen=True)
@@ -324,6 +350,7 @@ class DynamicSession:
             _fail(
                 f"dynamic session gap must be BIGINT milliseconds, got {self.gap_ms.type}",
                 self.span,
+                code=ErrorCode.WRONG_TYPE,
             )
 
 
@@ -372,12 +399,20 @@ def _check_domain(w) -> None:
         _fail(
             f"{w.kind}: an event-time window needs its time column, a processing-time one none",
             w.span,
+            code=ErrorCode.NO_EVENT_TIME,
+        )
+
+
+def _offset_within(w: Tumble | Hop | Cumulate, bound: int, what: str) -> None:
+    if abs(w.offset_ms) >= bound:
+        _fail(
+            f"{w.kind} offset must satisfy |offset| < {what}", w.span, code=ErrorCode.OUT_OF_RANGE
         )
 
 
 def _positive(what: str, value: int, span: Span | None) -> None:
     if value <= 0:
-        _fail(f"{what} must be > 0, got {value}", span)
+        _fail(f"{what} must be > 0, got {value}", span, code=ErrorCode.OUT_OF_RANGE)
 
 
 def has_bounds(window: Window) -> bool:
@@ -389,38 +424,38 @@ def has_bounds(window: Window) -> bool:
 # Triggers
 
 
+class _TriggerNode:
+    """What every trigger node has: the triggers nested in it and whether it can merge.
+
+    A trigger merges (SESSION windows need that) when all its children do;
+    a node that cannot merge whatever its children says so itself.
+    """
+
+    @property
+    def children(self) -> tuple[Trigger, ...]:
+        return ()
+
+    @property
+    def mergeable(self) -> bool:
+        return all(c.mergeable for c in self.children)
+
+
 @dataclass(frozen=True)
-class WatermarkTrigger:
+class WatermarkTrigger(_TriggerNode):
     """EventTimeTrigger: fire when the watermark passes window_time."""
 
     span: Span | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class ProcessingTimeTrigger:
+class ProcessingTimeTrigger(_TriggerNode):
     """ProcessingTimeTrigger: fire when processing time passes window_time."""
 
     span: Span | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class CountTrigger:
+class CountTrigger(_TriggerNode):
     """CountTrigger(n): FIRE every n rows (count reset on firing, no purge)."""
 
     n: int
@@ -429,17 +464,9 @@ class CountTrigger:
     def __post_init__(self) -> None:
         _positive("COUNT trigger count", self.n, self.span)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class EveryTrigger:
+class EveryTrigger(_TriggerNode):
     """ContinuousEventTimeTrigger / ContinuousProcessingTimeTrigger(interval)."""
 
     interval_ms: int
@@ -449,17 +476,9 @@ class EveryTrigger:
     def __post_init__(self) -> None:
         _positive("EVERY interval", self.interval_ms, self.span)
 
-    @property
-    def mergeable(self) -> bool:
-        return True
-
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class DeltaTrigger:
+class DeltaTrigger(_TriggerNode):
     """DeltaTrigger: FIRE when |expr(row) - expr(last fired row)| > threshold. Not mergeable."""
 
     expr: Expr
@@ -468,21 +487,25 @@ class DeltaTrigger:
 
     def __post_init__(self) -> None:
         if not (self.expr.type.is_numeric or self.expr.type.is_unknown):
-            _fail(f"DELTA expression must be numeric, got {self.expr.type}", self.span)
+            _fail(
+                f"DELTA expression must be numeric, got {self.expr.type}",
+                self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
         if self.threshold < 0:
-            _fail(f"DELTA threshold must be >= 0, got {self.threshold}", self.span)
+            _fail(
+                f"DELTA threshold must be >= 0, got {self.threshold}",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
     @property
     def mergeable(self) -> bool:
         return False
 
-    @property
-    def children(self) -> tuple[Trigger, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class TimeoutTrigger:
+class TimeoutTrigger(_TriggerNode):
     """ProcessingTimeoutTrigger.of(child, timeout) (no reset on new rows, clear on timeout).
 
     Not mergeable, whatever the child: Flink's ProcessingTimeoutTrigger does
@@ -507,15 +530,11 @@ class TimeoutTrigger:
 
 
 @dataclass(frozen=True)
-class PurgingTrigger:
+class PurgingTrigger(_TriggerNode):
     """PurgingTrigger(child): every FIRE of the child becomes FIRE_AND_PURGE."""
 
     child: Trigger
     span: Span | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def mergeable(self) -> bool:
-        return self.child.mergeable
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -523,7 +542,7 @@ class PurgingTrigger:
 
 
 @dataclass(frozen=True)
-class AnyTrigger:
+class AnyTrigger(_TriggerNode):
     """ANY(t1, t2, ...): fires when any child fires; each child's state kept separately."""
 
     triggers: tuple[Trigger, ...]
@@ -531,11 +550,7 @@ class AnyTrigger:
 
     def __post_init__(self) -> None:
         if len(self.triggers) < 1:
-            _fail("ANY needs at least one trigger", self.span)
-
-    @property
-    def mergeable(self) -> bool:
-        return all(t.mergeable for t in self.triggers)
+            _fail("ANY needs at least one trigger", self.span, code=ErrorCode.OUT_OF_RANGE)
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -543,7 +558,7 @@ class AnyTrigger:
 
 
 @dataclass(frozen=True)
-class AllTrigger:
+class AllTrigger(_TriggerNode):
     """ALL(t1, t2, ...): fires when every child has fired since the last firing."""
 
     triggers: tuple[Trigger, ...]
@@ -551,11 +566,7 @@ class AllTrigger:
 
     def __post_init__(self) -> None:
         if len(self.triggers) < 1:
-            _fail("ALL needs at least one trigger", self.span)
-
-    @property
-    def mergeable(self) -> bool:
-        return all(t.mergeable for t in self.triggers)
+            _fail("ALL needs at least one trigger", self.span, code=ErrorCode.OUT_OF_RANGE)
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -563,7 +574,7 @@ class AllTrigger:
 
 
 @dataclass(frozen=True)
-class EarlyLateTrigger:
+class EarlyLateTrigger(_TriggerNode):
     """WATERMARK WITH EARLY <t> [LATE <t>]: on-time firing at the watermark plus early/late ones.
 
     ``late`` None means every late row (within the allowed lateness) fires,
@@ -576,11 +587,11 @@ class EarlyLateTrigger:
 
     def __post_init__(self) -> None:
         if self.early is None and self.late is None:
-            _fail("WATERMARK WITH needs an EARLY or a LATE trigger", self.span)
-
-    @property
-    def mergeable(self) -> bool:
-        return all(t.mergeable for t in self.children)
+            _fail(
+                "WATERMARK WITH needs an EARLY or a LATE trigger",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -676,9 +687,17 @@ class DeltaEvictor:
 
     def __post_init__(self) -> None:
         if not (self.expr.type.is_numeric or self.expr.type.is_unknown):
-            _fail(f"DELTA evictor expression must be numeric, got {self.expr.type}", self.span)
+            _fail(
+                f"DELTA evictor expression must be numeric, got {self.expr.type}",
+                self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
         if self.threshold < 0:
-            _fail(f"DELTA threshold must be >= 0, got {self.threshold}", self.span)
+            _fail(
+                f"DELTA threshold must be >= 0, got {self.threshold}",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
 
 
 Evictor = CountEvictor | TimeEvictor | DeltaEvictor
@@ -720,6 +739,7 @@ class Aggregate:
             _fail(
                 f"{self.kind.value} {'needs' if self.arg is None else 'takes no'} argument",
                 self.span,
+                code=ErrorCode.AGGREGATE,
             )
 
     @property
@@ -806,9 +826,9 @@ WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 LATE_EVENT_TIME_COLUMN = "event_time"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Query:
-    """One windowed query, fully resolved.
+    """One windowed query, fully resolved (built by keyword only).
 
     ``trigger`` is what the user wrote (None: the window's default);
     ``effective_trigger`` is the trigger the runtime must run (defaults
@@ -841,11 +861,12 @@ class Query:
 
     def __post_init__(self) -> None:
         if self.allowed_lateness_ms < 0:
-            _fail("ALLOWED LATENESS must be >= 0", self.span)
+            _fail("ALLOWED LATENESS must be >= 0", self.span, code=ErrorCode.OUT_OF_RANGE)
         if self.window.domain is TimeDomain.EVENT and self.source.event_time is None:
             _fail(
                 f"{self.window.kind} on event time needs a WATERMARK on {self.source.name!r}",
                 self.span,
+                code=ErrorCode.NO_EVENT_TIME,
             )
         if (
             self.window.domain is TimeDomain.EVENT
@@ -857,25 +878,44 @@ class Query:
                 f"window time column {self.window.time_column!r} is not the event-time "
                 f"column {self.source.event_time.column!r}",
                 self.window.span or self.span,
+                code=ErrorCode.NO_EVENT_TIME,
             )
         if self.window.merging and not self.effective_trigger.mergeable:
-            _fail("SESSION windows merge, so their trigger must be mergeable", self.span)
+            _fail(
+                "SESSION windows merge, so their trigger must be mergeable",
+                self.span,
+                code=ErrorCode.NOT_MERGEABLE,
+            )
         if self.late_output is not None and self.window.domain is not TimeDomain.EVENT:
-            _fail("LATE DATA TO needs an event-time window", self.span)
+            _fail(
+                "LATE DATA TO needs an event-time window", self.span, code=ErrorCode.NOT_FOR_WINDOW
+            )
         names = [a.name for a in self.aggregates]
         if names != [f"__agg_{i}" for i in range(len(names))]:
-            _fail("aggregates must be named __agg_0, __agg_1, ... in order", self.span)
+            _fail(
+                "aggregates must be named __agg_0, __agg_1, ... in order",
+                self.span,
+                code=ErrorCode.AGGREGATE,
+            )
         out = [c.name.lower() for c in self.output]
         if len(set(out)) != len(out):
-            _fail("duplicate output column names", self.span)
+            _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
         if self.having is not None and not (
             self.having.type == T.BOOLEAN or self.having.type.is_unknown
         ):
-            _fail(f"HAVING must be BOOLEAN, got {self.having.type}", self.having.span or self.span)
+            _fail(
+                f"HAVING must be BOOLEAN, got {self.having.type}",
+                self.having.span or self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
         if self.filter is not None and not (
             self.filter.type == T.BOOLEAN or self.filter.type.is_unknown
         ):
-            _fail(f"WHERE must be BOOLEAN, got {self.filter.type}", self.filter.span or self.span)
+            _fail(
+                f"WHERE must be BOOLEAN, got {self.filter.type}",
+                self.filter.span or self.span,
+                code=ErrorCode.WRONG_TYPE,
+            )
 
     @property
     def time_domain(self) -> TimeDomain | None:
@@ -910,13 +950,17 @@ class Query:
         return (*cols, Column(LATE_EVENT_TIME_COLUMN, T.TIMESTAMP))
 
 
-def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
-    """The relation SELECT and HAVING read (see the module docstring)."""
-    cols = [Column(k.name, k.type) for k in q.keys]
+def window_result_schema(keys: tuple[KeyColumn, ...]) -> tuple[Column, ...]:
+    """The post-aggregation relation before its aggregates: keys, window and pane columns."""
+    cols = [Column(k.name, k.type) for k in keys]
     cols += [Column(n, T.TIMESTAMP) for n in WINDOW_COLUMNS]
     cols += [Column("pane_index", T.BIGINT), Column("pane_timing", T.STRING)]
-    cols += [Column(a.name, a.type) for a in q.aggregates]
     return tuple(cols)
+
+
+def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
+    """The relation SELECT and HAVING read (see the module docstring)."""
+    return window_result_schema(q.keys) + tuple(Column(a.name, a.type) for a in q.aggregates)
 
 
 @dataclass(frozen=True)
@@ -932,7 +976,11 @@ class Program:
         late = [q.late_output.lower() for q in self.queries if q.late_output]
         all_names = names + late
         if len(set(all_names)) != len(all_names):
-            _fail("query and late-output names must be unique", self.span)
+            _fail(
+                "query and late-output names must be unique",
+                self.span,
+                code=ErrorCode.DUPLICATE_NAME,
+            )
 
     def source(self, name: str) -> SourceDecl | None:
         low = name.lower()

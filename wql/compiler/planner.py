@@ -26,7 +26,8 @@ from collections.abc import Collection
 
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
-from wql.errors import WqlError, WqlErrors, WqlUnsupportedError
+from wql.compiler.explain import duration, evictor_text, trigger_text
+from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
 ENGINES = ("auto", "native", "operator")
@@ -47,7 +48,10 @@ def choose_engines(
     """
     if engine not in ENGINES:
         raise WqlUnsupportedError(
-            f"unknown engine {engine!r}", expected=ENGINES, hint="use auto, native or operator"
+            f"unknown engine {engine!r}",
+            expected=ENGINES,
+            hint="use auto, native or operator",
+            code=ErrorCode.UNKNOWN_ENGINE,
         )
     errors: list[WqlError] = []
     queries = []
@@ -93,17 +97,12 @@ def choose_engine(
                 f"query {q.name!r} cannot run on the native engine{where}: {first.text}{more}",
                 first.span,
                 hint="use --engine auto or --engine operator",
+                code=ErrorCode.NOT_NATIVE,
             )
         return P.EngineChoice("native", _native_reasons(q), forced=True, streaming=caps.streaming)
     if blockers:
         return P.EngineChoice("operator", tuple(blockers), streaming=caps.streaming)
     return P.EngineChoice("native", _native_reasons(q), streaming=caps.streaming)
-
-
-def duration(ms: int) -> str:
-    from wql.compiler.explain import duration as fmt
-
-    return fmt(ms)
 
 
 def _native_reasons(q: P.Query) -> tuple[P.Reason, ...]:
@@ -158,9 +157,9 @@ def native_blockers(q: P.Query, caps: Capabilities = NATIVE) -> list[P.Reason]:
             if c.name.lower().startswith(caps.reserved_prefix):
                 need(f"source column {c.name!r}", c.span or q.source.span, "reserved_prefix")
     if q.trigger is not None and not _default_like(q):
-        need(f"TRIGGER {_trigger_text(q.trigger)}", q.trigger.span, "trigger")
+        need(f"TRIGGER {trigger_text(q.trigger).spelling}", q.trigger.span, "trigger")
     if q.evictor is not None and not caps.evictors:
-        need(f"EVICT {_evictor_text(q.evictor)}", q.evictor.span, "evictor")
+        need(f"EVICT {evictor_text(q.evictor).spelling}", q.evictor.span, "evictor")
     if q.allowed_lateness_ms > 0 and not caps.allowed_lateness:
         need(
             f"ALLOWED LATENESS {duration(q.allowed_lateness_ms)}",
@@ -202,45 +201,3 @@ def float_sum(a: P.Aggregate) -> bool:
 def _default_like(q: P.Query) -> bool:
     """An explicit trigger that is exactly the window's default WATERMARK trigger."""
     return isinstance(q.trigger, P.WatermarkTrigger) and q.window.domain is P.TimeDomain.EVENT
-
-
-def _trigger_text(t: P.Trigger) -> str:
-    """A short WQL spelling of a trigger for messages (``COUNT(100)``, ``PURGING ...``)."""
-    if isinstance(t, P.WatermarkTrigger):
-        return "WATERMARK"
-    if isinstance(t, P.ProcessingTimeTrigger):
-        return "PROCESSING TIME"
-    if isinstance(t, P.CountTrigger):
-        return f"COUNT({t.n})"
-    if isinstance(t, P.EveryTrigger):
-        return f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
-    if isinstance(t, P.DeltaTrigger):
-        return f"DELTA({t.expr.sql}, {t.threshold:g})"
-    if isinstance(t, P.TimeoutTrigger):
-        return f"TIMEOUT({_trigger_text(t.child)}, {duration(t.timeout_ms)})"
-    if isinstance(t, P.PurgingTrigger):
-        return f"PURGING {_trigger_text(t.child)}"
-    if isinstance(t, P.AnyTrigger):
-        return "ANY(" + ", ".join(_trigger_text(c) for c in t.triggers) + ")"
-    if isinstance(t, P.AllTrigger):
-        return "ALL(" + ", ".join(_trigger_text(c) for c in t.triggers) + ")"
-    assert isinstance(t, P.EarlyLateTrigger)
-    parts = ["WATERMARK WITH"]
-    if t.early is not None:
-        parts.append(f"EARLY {_trigger_text(t.early)}")
-    if t.late is not None:
-        parts.append(f"LATE {_trigger_text(t.late)}")
-    return " ".join(parts)
-
-
-def _evictor_text(e: P.Evictor) -> str:
-    pos = " AFTER" if e.after else ""
-    if isinstance(e, P.CountEvictor):
-        return f"COUNT({e.n}){pos}"
-    if isinstance(e, P.TimeEvictor):
-        return f"TIME({duration(e.interval_ms)}){pos}"
-    return f"DELTA({e.expr.sql}, {e.threshold:g}){pos}"
-
-
-trigger_text = _trigger_text
-evictor_text = _evictor_text

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from wql.errors import Span, WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, Span, WqlSemanticError, WqlUnsupportedError
 
 _NUMERIC_RANK = {
     "TINYINT": 1,
@@ -146,12 +146,14 @@ def parse_type_name(text: str, span: Span | None = None) -> WqlType:
                 f"DECIMAL({precision}, {scale}) is invalid: precision must be 1..38 "
                 "and scale 0..precision",
                 span,
+                code=ErrorCode.OUT_OF_RANGE,
             )
         return DECIMAL(precision, scale)
     raise WqlSemanticError(
         f"unknown type {text.strip()!r}",
         span,
         expected=sorted(set(DECLARABLE) - {"INTEGER"}) + ["DECIMAL(p, s)"],
+        code=ErrorCode.UNKNOWN_NAME,
     )
 
 
@@ -197,7 +199,7 @@ def to_spark(t: WqlType):
     if t.kind == "ARRAY":
         assert t.element is not None
         return T.ArrayType(to_spark(t.element), containsNull=True)
-    raise WqlUnsupportedError(f"type {t.ddl} has no Spark equivalent")
+    raise WqlUnsupportedError(f"type {t.ddl} has no Spark equivalent", code=ErrorCode.UNSUPPORTED)
 
 
 def from_spark(dt, *, column: str | None = None, span: Span | None = None) -> WqlType:
@@ -236,7 +238,9 @@ def from_spark(dt, *, column: str | None = None, span: Span | None = None) -> Wq
         return array_of(from_spark(dt.elementType, column=column, span=span))
     where = f" of column {column!r}" if column else ""
     raise WqlUnsupportedError(
-        f"Spark type {dt.simpleString()}{where} is not supported by WQL", span
+        f"Spark type {dt.simpleString()}{where} is not supported by WQL",
+        span,
+        code=ErrorCode.SCHEMA,
     )
 
 

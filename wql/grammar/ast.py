@@ -32,7 +32,7 @@ import enum
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from wql.errors import Span, WqlSemanticError
+from wql.errors import ErrorCode, Span, WqlSemanticError
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -161,6 +161,7 @@ class Integer(Node):
             raise WqlSemanticError(
                 f"integer {self.value} is out of range ({limit}: a signed 64-bit integer)",
                 self.span,
+                code=ErrorCode.BAD_LITERAL,
             )
 
 
@@ -212,6 +213,7 @@ class Interval(Node):
                 f"{self.text or self.describe()} is not a whole number of milliseconds",
                 self.span,
                 hint="WQL time has millisecond precision",
+                code=ErrorCode.BAD_LITERAL,
             )
         if abs(total) > INTERVAL_MAX_MS:
             days = INTERVAL_MAX_MS // TimeUnit.DAY.value
@@ -225,6 +227,7 @@ class Interval(Node):
                 self.span,
                 hint="intervals are limited to Spark's day-time interval range "
                 "(microseconds in a signed 64-bit integer)",
+                code=ErrorCode.BAD_LITERAL,
             )
 
     @property

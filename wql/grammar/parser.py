@@ -34,7 +34,7 @@ from lark import Lark, TextSlice, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from wql import limits
-from wql.errors import Span, WqlError, WqlErrors, WqlSyntaxError
+from wql.errors import ErrorCode, Span, WqlError, WqlErrors, WqlSyntaxError
 from wql.grammar import ast
 from wql.grammar.transformer import WqlTransformer, token_span
 
@@ -122,6 +122,7 @@ class _WordsAlwaysLexed:
                     f"number has {len(token)} digits; the limit on a literal is "
                     f"{limits.MAX_LITERAL_DIGITS}",
                     token_span(token),
+                    code=ErrorCode.BAD_LITERAL,
                 )
             if token.type == "NAME":
                 reserved = types.get(token.upper())
@@ -289,7 +290,10 @@ def _syntax_error(
         pos = err.token.start_pos
     if pos is not None and text.startswith("/*", pos):
         return WqlSyntaxError(
-            "unterminated comment", Span.from_offsets(text, pos, pos + 2), hint="close it with */"
+            "unterminated comment",
+            Span.from_offsets(text, pos, pos + 2),
+            hint="close it with */",
+            code=ErrorCode.UNTERMINATED,
         )
     if isinstance(err, UnexpectedToken):
         token = err.token
@@ -308,6 +312,7 @@ def _syntax_error(
                 Span.point(text, swallowed),
                 hint=f"it runs to the {text[swallowed]} on line {span.line}; "
                 f"close it with {text[swallowed]} where it should end",
+                code=ErrorCode.UNTERMINATED,
             )
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
@@ -319,6 +324,7 @@ def _syntax_error(
                 f"{number} is not an integer",
                 Span.from_offsets(text, first, span.end),
                 expected=("an integer",),
+                code=ErrorCode.BAD_LITERAL,
             )
         hint = None
         before = text[start : span.start]
@@ -340,10 +346,14 @@ def _syntax_error(
                 "unterminated string",
                 Span.from_offsets(text, pos, end if line_end < 0 else line_end),
                 hint=f"close it with {opening} on the same line",
+                code=ErrorCode.UNTERMINATED,
             )
         if opening == "`":
             return WqlSyntaxError(
-                "unterminated quoted identifier", Span.point(text, pos), hint="close it with `"
+                "unterminated quoted identifier",
+                Span.point(text, pos),
+                hint="close it with `",
+                code=ErrorCode.UNTERMINATED,
             )
         return WqlSyntaxError(
             f"unexpected character {err.char!r}",
@@ -408,6 +418,7 @@ def _too_deep(text: str, start: int, end: int) -> WqlSyntaxError:
         f"expression nested too deeply ({deepest} levels of parentheses)",
         Span.point(text, at),
         hint="split the expression or remove redundant parentheses",
+        code=ErrorCode.TOO_DEEP,
     )
 
 
@@ -596,7 +607,7 @@ class _ParserError(WqlSyntaxError):
 
     @classmethod
     def of(cls, err: WqlSyntaxError) -> WqlSyntaxError:
-        return cls(err.message, err.span, expected=err.expected, hint=err.hint)
+        return cls(err.message, err.span, code=err.code, expected=err.expected, hint=err.hint)
 
 
 def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
@@ -648,6 +659,7 @@ def _check_size(text: str) -> None:
             f"{limits.MAX_TEXT_CHARS}",
             Span.point(text, limits.MAX_TEXT_CHARS),
             hint="split it into several files",
+            code=ErrorCode.TEXT_TOO_LARGE,
         )
 
 
@@ -667,7 +679,8 @@ def parse(text: str, filename: str | None = None) -> ast.Script:
         _check_size(text)
         return _parse_whole(text)
     except WqlError as first:
-        errors = [first] if first.span and first.span.start >= limits.MAX_TEXT_CHARS else []
+        # a text over the size limit is not parsed again, statement by statement
+        errors = [first] if first.code is ErrorCode.TEXT_TOO_LARGE else []
         errors = errors or _errors_per_statement(text) or [first]
         for err in errors:
             err.with_source(text, filename)
@@ -693,7 +706,7 @@ def parse_partial(
         _check_size(text)
         return _parse_whole(text), [], []
     except WqlError as too_big:
-        if too_big.span is not None and too_big.span.start >= limits.MAX_TEXT_CHARS:
+        if too_big.code is ErrorCode.TEXT_TOO_LARGE:
             too_big.with_source(text, filename)
             return ast.Script((), (), span=None), [too_big], [text]
     statements: list[ast.Statement] = []

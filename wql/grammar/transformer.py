@@ -43,7 +43,7 @@ from typing import Any, cast
 from lark import Token, Transformer, Tree, v_args
 
 from wql import limits
-from wql.errors import Span, WqlError, WqlSyntaxError
+from wql.errors import ErrorCode, Span, WqlError, WqlSyntaxError
 from wql.grammar import ast
 
 # Words of a Spark-style interval string ('1 minute 30 seconds') -> unit.
@@ -155,12 +155,14 @@ def _no_window(items: _GroupItems) -> WqlSyntaxError:
                 key.span,
                 expected=_WINDOWS,
                 hint=f"did you mean {close[0]}?",
+                code=ErrorCode.WINDOW_SYNTAX,
             )
     return WqlSyntaxError(
         "GROUP BY needs a window",
         items.span,
         expected=_WINDOWS,
         hint="add one window to the GROUP BY list, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)",
+        code=ErrorCode.WINDOW_SYNTAX,
     )
 
 
@@ -186,6 +188,7 @@ def _from_tvf(
             "the window is already given by the table function in FROM",
             group_by.window.span,
             hint="GROUP BY window_start, window_end and the keys, without a window call",
+            code=ErrorCode.WINDOW_SYNTAX,
         )
     assert items is not None
     names = [_column_name(k) for k in items.keys]
@@ -196,6 +199,7 @@ def _from_tvf(
             f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing",
             items.span,
             hint="GROUP BY window_start, window_end[, keys] (as in Flink SQL)",
+            code=ErrorCode.WINDOW_SYNTAX,
         )
     keys = tuple(k for k, n in zip(items.keys, names, strict=True) if n not in _TVF_COLUMNS)
     if isinstance(tvf.window, ast.Session):
@@ -212,6 +216,7 @@ def _from_tvf(
                 where,
                 hint="SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap) ... "
                 "GROUP BY window_start, window_end, k",
+                code=ErrorCode.WINDOW_SYNTAX,
             )
     return tvf.table, ast.GroupBy(keys, tvf.window, span=items.span)
 
@@ -341,6 +346,7 @@ def _check_expression_size(span: Span | None, depth: int, chain: int) -> None:
             "(the limit on parentheses, calls, CASE, CAST and unary operators)",
             span,
             hint="split the expression or remove redundant parentheses",
+            code=ErrorCode.TOO_DEEP,
         )
     if chain > limits.MAX_OPERATOR_CHAIN:
         raise WqlSyntaxError(
@@ -348,6 +354,7 @@ def _check_expression_size(span: Span | None, depth: int, chain: int) -> None:
             "(the limit on an operator chain)",
             span,
             hint="split the expression",
+            code=ErrorCode.TOO_DEEP,
         )
 
 
@@ -381,6 +388,7 @@ def _nested_trigger(node: Any) -> Any:
             f"triggers nested more than {limits.MAX_TRIGGER_DEPTH} deep "
             "(the limit on trigger nesting)",
             node.span,
+            code=ErrorCode.TOO_DEEP,
         )
     return node
 
@@ -546,6 +554,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 "GROUP BY has more than one window",
                 windows[1].span,
                 hint="a query groups by exactly one window",
+                code=ErrorCode.WINDOW_SYNTAX,
             )
         return ast.GroupBy(keys, cast(ast.Window, windows[0]), span=span)
 
@@ -627,6 +636,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                         f"interval value {value} is not a number",
                         token_span(value),
                         hint=f"write e.g. INTERVAL '5' {unit.name}",
+                        code=ErrorCode.BAD_LITERAL,
                     )
                 parts: tuple[ast.IntervalPart, ...] = (
                     ast.IntervalPart(number, unit, span=token_span(value)),
@@ -637,6 +647,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                     span,
                     expected=("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"),
                     hint=f"write e.g. INTERVAL {value} SECOND or INTERVAL '{body.strip()} seconds'",
+                    code=ErrorCode.BAD_LITERAL,
                 )
             else:
                 parts = self._interval_string(value, body)
@@ -647,6 +658,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                     span,
                     expected=("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"),
                     hint="write e.g. INTERVAL '5' SECOND or INTERVAL '5 seconds'",
+                    code=ErrorCode.BAD_LITERAL,
                 )
             parts = (ast.IntervalPart(value, unit, span=span),)
         return ast.Interval(parts, text, span=span)
@@ -665,6 +677,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                     f"cannot read interval {token}: expected '<number> <unit>' at {rest!r}",
                     Span.from_offsets(self.source, start, start + len(rest)),
                     hint="e.g. INTERVAL '5 seconds' or INTERVAL '1 minute 30 seconds'",
+                    code=ErrorCode.BAD_LITERAL,
                 )
             word = match.group(2).lower()
             unit = _UNIT_WORDS.get(word)
@@ -674,6 +687,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                     f"unknown interval unit {match.group(2)!r}",
                     Span.from_offsets(self.source, start, start + len(word)),
                     expected=("millisecond", "second", "minute", "hour", "day"),
+                    code=ErrorCode.BAD_LITERAL,
                 )
             number = _parse_decimal(match.group(1))
             assert number is not None  # the regex only matches numbers
@@ -685,6 +699,7 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 f"empty interval {token}",
                 token_span(token),
                 hint="e.g. INTERVAL '5 seconds'",
+                code=ErrorCode.BAD_LITERAL,
             )
         return tuple(parts)
 

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.types import WqlType
-from wql.errors import WqlError, WqlSemanticError
+from wql.errors import ErrorCode, WqlError, WqlSemanticError
 
 __all__ = ["conform", "read_source", "resolve_path"]
 
@@ -58,16 +58,22 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
             f"source {decl.name!r} has no path to read",
             decl.span,
             hint=f"add WITH (path = '...') or pass a DataFrame named {decl.name!r}",
+            code=ErrorCode.SOURCE_DATA,
         )
     path = resolve_path(decl.path, base_dir)
     if "://" not in path and not path.startswith("file:") and not _exists(path):
-        raise WqlSemanticError(f"source {decl.name!r}: no such file or folder {path!r}", decl.span)
+        raise WqlSemanticError(
+            f"source {decl.name!r}: no such file or folder {path!r}",
+            decl.span,
+            code=ErrorCode.SOURCE_DATA,
+        )
     fmt = (decl.format or Path(decl.path).suffix.lstrip(".") or "").lower()
     if not fmt:
         raise WqlSemanticError(
             f"source {decl.name!r}: cannot tell the format of {decl.path!r}",
             decl.span,
             hint="add WITH (format = 'csv' | 'json' | 'parquet')",
+            code=ErrorCode.SOURCE_DATA,
         )
     options = dict(decl.reader_options)
     try:
@@ -83,6 +89,7 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
         raise WqlSemanticError(
             f"source {decl.name!r}: Spark cannot read {path!r} as {fmt}: {_first_line(e)}",
             decl.span,
+            code=ErrorCode.SOURCE_DATA,
         ) from None
 
 
@@ -99,6 +106,7 @@ def _read_csv_by_header(
             + ", ".join(repr(m) for m in missing),
             decl.span,
             hint=f"header columns: {', '.join(header)}",
+            code=ErrorCode.SOURCE_DATA,
         )
     fields = []
     for h in header:
@@ -121,6 +129,7 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
                 f"the DataFrame for source {decl.name!r} has no column {col.name!r}",
                 col.span or decl.span,
                 hint=f"its columns: {', '.join(df.columns)}",
+                code=ErrorCode.SCHEMA,
             )
         actual = T.from_spark(f.dataType, column=f.name)
         if not _compatible(actual, col.type):
@@ -128,6 +137,7 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
                 f"column {col.name!r} of source {decl.name!r} is declared {col.type.ddl} "
                 f"but the DataFrame has {actual.ddl}",
                 col.span or decl.span,
+                code=ErrorCode.SCHEMA,
             )
         c = F.col(_q(f.name))
         if actual != col.type:

@@ -1,9 +1,5 @@
-"""Streaming sources and exactly-once file sinks: what ``wql run --stream`` runs.
-
-::
-
-    wql run FILE... --stream --checkpoint CK --output OUT
-                    [--trigger available-now|interval=<duration>] [--format csv|json|parquet]
+"""Streaming sources and exactly-once file sinks: what ``wql run --stream`` runs
+(its command line: :mod:`wql.commands.run_stream`).
 
 Sources: every ``CREATE SOURCE`` is read with ``spark.readStream`` from its
 ``path`` (a folder; new files are new data) with the declared schema
@@ -43,14 +39,8 @@ keep an available-now query alive forever.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import os
-import re
-import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,35 +55,16 @@ from wql.compiler import types as T
 from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
 
 __all__ = [
-    "AVAILABLE_NOW",
     "StreamSinks",
-    "parse_trigger",
+    "committed_drops",
+    "committed_rows",
     "read_output",
     "read_stream_source",
-    "run_stream_command",
     "start_streams",
 ]
 
-AVAILABLE_NOW = "available-now"
 TAGGED_DIR = "_wql_tagged"
 _TEXT_FORMATS = ("csv", "json", "text")
-_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
-
-
-def parse_trigger(text: str) -> str | None:
-    """``None`` for ``available-now``, else a Spark ``processingTime`` string."""
-    if text == AVAILABLE_NOW:
-        return None
-    kind, sep, value = text.partition("=")
-    if kind != "interval" or not sep or not value.strip():
-        raise WqlError(f"--trigger must be available-now or interval=<duration>, got {text!r}")
-    value = value.strip()
-    m = re.fullmatch(r"(\d+)\s*(ms|s|m|h)", value)
-    if m:
-        return f"{m.group(1)} {_UNITS[m.group(2)]}"
-    if re.fullmatch(r"\d+\s+(milliseconds?|seconds?|minutes?|hours?)", value, flags=re.IGNORECASE):
-        return value
-    raise WqlError(f"--trigger interval: cannot read the duration {value!r} (try 5s or 500ms)")
 
 
 # --------------------------------------------------------------------------- sources
@@ -333,133 +304,31 @@ def _await(queries: list[Any]) -> None:
             raise WqlError(f"streaming query {q.name} failed: {_first_line(err)}")
 
 
-# --------------------------------------------------------------------------- wql run --stream
+# --------------------------------------------------------------------------- what was committed
 
 
-def run_stream_command(
-    args: argparse.Namespace, compiled: list[Any], stems: list[str], conf: dict[str, str]
-) -> int:
-    """``wql run --stream``: the hook :mod:`wql.commands.run` calls."""
-    if not args.output or not args.checkpoint:
-        raise WqlError("--stream needs --output DIR and --checkpoint DIR")
-    trigger = parse_trigger(args.trigger)
-    from wql.spark.session import default_session
-
-    conf = dict(conf)
-    # Stateful streaming runs one state store (and one Python worker) per shuffle
-    # partition in every micro-batch; Spark's default of 200 makes a local stream
-    # crawl (measured: 8 min vs 1 min for six tiny files). The number is fixed in
-    # the checkpoint the first time a query runs.
-    conf.setdefault("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
-    _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
-    verbose = getattr(args, "verbose", False)
-    spark = default_session(args.master, "wql run --stream", conf, quiet=not verbose)
-    if verbose:
-        spark.sparkContext.setLogLevel("WARN")
-    started = time.perf_counter()
-    all_sinks: list[StreamSinks] = []
-    try:
-        for path, stem, c in zip(args.files, stems, compiled, strict=True):
-            many = len(args.files) > 1
-            out = Path(args.output) / stem if many else Path(args.output)
-            ck = Path(args.checkpoint) / stem if many else Path(args.checkpoint)
-            sources = {
-                s.name: read_stream_source(spark, s, c.base_dir)
-                for s in c.program.sources
-                if s.declared
-                and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
-            }
-            results = c.apply(spark, **sources)
-            _progress(
-                f"{path}: streaming {len(results.queries)} quer"
-                f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
-            )
-            try:
-                sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
-            except WqlError as e:
-                raise e.with_source(c.text, c.filename) from None
-            all_sinks.append(sinks)
-            if trigger is None:
-                for r in results.queries:
-                    _summary(spark, path, r, sinks, args.format)
-        if trigger is not None:
-            _progress(f"running every {trigger}; Ctrl-C stops")
-            if _wait_for_signal(spark):
-                _progress("interrupted; stopping (the checkpoints resume the run)")
-            for s in all_sinks:
-                for q in s.queries:
-                    if q.exception() is not None:
-                        raise WqlError(
-                            f"streaming query {q.name} failed: {_first_line(q.exception())}"
-                        )
-    except KeyboardInterrupt:
-        _progress("interrupted; stopping (the checkpoints resume the run)")
-    except WqlError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark failures are reported, never a traceback
-        raise WqlError(f"Spark failed while streaming: {_first_line(e)}") from None
-    finally:
-        for s in all_sinks:
-            s.stop()
-    _progress(f"done in {time.perf_counter() - started:.1f} s")
-    return 0
-
-
-def _wait_for_signal(spark: Any) -> bool:
-    """Block until a stream ends (True) or SIGINT/SIGTERM arrives (False).
-
-    The signals only set a flag: a KeyboardInterrupt raised inside a py4j
-    call breaks the gateway connection, and then the queries cannot be stopped
-    cleanly. Waiting in 1 s slices lets the loop see the flag.
-    """
-    stop = threading.Event()
-    handlers = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        handlers[sig] = signal.signal(sig, lambda *_: stop.set())
-    try:
-        while not stop.is_set():
-            if spark.streams.awaitAnyTermination(1):
-                return False
-        return True
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-
-
-def _summary(spark: Any, file: str, r: Any, sinks: StreamSinks, fmt: str) -> None:
-    """Rows written so far (all runs on this checkpoint), from the committed sinks."""
-    parts = [f"{file}: {r.name} [{r.engine}, stream]"]
-    out = sinks.outputs.get(r.name)
-    parts.append(f"rows out {_committed_rows(spark, out, fmt)}")
-    if r.late_name and r.late_name in sinks.outputs:
-        parts.append(f"late {_committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
-    tagged = sinks.tagged.get(r.name)
-    if tagged is not None:
-        from wql.spark.batch import COUNTERS, KIND
-
-        try:
-            rows = (
-                spark.read.parquet(str(tagged)).where(F.col(KIND) == "C").select(COUNTERS).collect()
-            )
-        except Exception:  # noqa: BLE001 - nothing committed yet
-            rows = []
-        dropped: dict[str, int] = {}
-        for row in rows:
-            for reason, n in json.loads(row[0]).get("dropped", {}).items():
-                dropped[reason] = dropped.get(reason, 0) + int(n)
-        parts.append(
-            "dropped " + (", ".join(f"{n} ({k})" for k, n in sorted(dropped.items())) or "0")
-        )
-    print(" | ".join(parts), file=sys.stderr)
-
-
-def _committed_rows(spark: Any, path: Path | None, fmt: str) -> int | str:
-    if path is None:
-        return "?"
+def committed_rows(spark: Any, path: Path, fmt: str) -> int:
+    """Rows an output sink committed so far (all runs on its checkpoint)."""
     try:
         return read_output(spark, path, fmt).count()
     except Exception:  # noqa: BLE001 - a sink that committed nothing has no files yet
         return 0
+
+
+def committed_drops(spark: Any, tagged: Path) -> dict[str, int]:
+    """``{reason: rows}`` dropped so far, from the drop counters an operator query's
+    tagged sink committed (all runs on its checkpoint)."""
+    from wql.spark.batch import COUNTERS, KIND
+
+    try:
+        rows = spark.read.parquet(str(tagged)).where(F.col(KIND) == "C").select(COUNTERS).collect()
+    except Exception:  # noqa: BLE001 - nothing committed yet
+        rows = []
+    dropped: dict[str, int] = {}
+    for row in rows:
+        for reason, n in json.loads(row[0]).get("dropped", {}).items():
+            dropped[reason] = dropped.get(reason, 0) + int(n)
+    return dropped
 
 
 def read_output(spark: Any, path: str | Path, fmt: str = "parquet") -> DataFrame:
@@ -468,10 +337,6 @@ def read_output(spark: Any, path: str | Path, fmt: str = "parquet") -> DataFrame
     if fmt == "csv":
         reader = reader.option("header", "true")
     return reader.load(str(path))
-
-
-def _progress(message: str) -> None:
-    print(f"wql run: {message}", file=sys.stderr, flush=True)
 
 
 def _first_line(e: Any) -> str:

@@ -1,9 +1,8 @@
 """The streaming host: a query's ``WindowOperator`` as a Spark Structured Streaming operator.
 
 A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
-(:func:`stream_query`) with the engine the planner chose for a stream
-(today always the operator engine: docs/native.md, "Streaming"). Operator
-queries run as::
+(:func:`run_streaming`) when the planner chose the operator engine for a
+stream (today always: docs/native.md, "Streaming"). Operator queries run as::
 
     source -> withWatermark(ts, delay + 1 ms) -> WHERE -> key/value expressions
            -> groupBy(key).transformWithStateInPandas(WindowProcessor, timeMode)
@@ -93,7 +92,6 @@ __all__ = [
     "WindowProcessor",
     "run_streaming",
     "spark_watermark_delay_ms",
-    "stream_query",
     "time_mode",
 ]
 
@@ -226,36 +224,6 @@ def run_streaming(query: P.Query, source: DataFrame) -> StreamingRun:
         late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
     counters = tagged.where(F.col(KIND) == "C").select(COUNTERS)
     return StreamingRun(query, op, tagged, result, late, counters, mode)
-
-
-def stream_query(query: P.Query, source: DataFrame) -> Any:
-    """The :class:`wql.api.QueryResult` of ``query`` over a streaming ``source`` (api hook).
-
-    Runs the engine the planner chose for a stream (``query.engine``,
-    :func:`wql.compiler.planner.choose_engines` with ``streaming``); it is
-    never re-decided here.
-    """
-    from wql.api import QueryResult
-    from wql.compiler.backends.native import build_native
-
-    engine = query.engine.engine if query.engine is not None else "operator"
-    if engine == "native":
-        return QueryResult(
-            query, engine, build_native(query, source), None, source, dict(_STREAMING)
-        )
-    run = run_streaming(query, source)
-    return QueryResult(query, engine, run.result, run.late, source, dict(_STREAMING), None, run)
-
-
-#: Counters of a streaming result: unknown until a streaming query runs (see
-#: ``StreamingQuery.lastProgress`` and :attr:`StreamingRun.counters`).
-_STREAMING: dict[str, Any] = {
-    "rows_in": None,
-    "rows_out": None,
-    "late_rows": None,
-    "dropped": {},
-    "streaming": True,
-}
 
 
 # --------------------------------------------------------------------------- the processor

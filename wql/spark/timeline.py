@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import build_operator
-from wql.errors import WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlSemanticError, WqlUnsupportedError
 from wql.spark import batch as B
 from wql.spark import replay as R
 
@@ -130,7 +130,7 @@ def collect(
     grouping keys); default: the ``top`` keys with the most rows.
     """
     if top < 1:
-        raise WqlSemanticError("--timeline-top needs a number of keys >= 1")
+        raise WqlSemanticError("--timeline-top needs a number of keys >= 1", code=ErrorCode.USAGE)
     op_plan = build_operator(query)
     spec = B.replay_spec(query, op_plan)
     replayed = R.replay(source, spec)
@@ -156,7 +156,10 @@ def _choose_keys(
 ) -> list[tuple]:
     if n_keys == 0:
         if keys:
-            raise WqlSemanticError("the query has no grouping keys: --timeline-key does not apply")
+            raise WqlSemanticError(
+                "the query has no grouping keys: --timeline-key does not apply",
+                code=ErrorCode.USAGE,
+            )
         return [()]
     if keys:
         chosen = [k if isinstance(k, tuple) else (k,) for k in keys]
@@ -165,6 +168,7 @@ def _choose_keys(
                 raise WqlSemanticError(
                     f"a key of this query has {n_keys} values, got {len(k)}: {k!r}",
                     hint="separate the values of a composite key with commas",
+                    code=ErrorCode.USAGE,
                 )
         return [_typed_key(staged, key_cols, k) for k in chosen]
     counts = (
@@ -278,6 +282,7 @@ def _suffix(path: Path) -> str:
         raise WqlSemanticError(
             f"cannot draw a timeline as {suffix or 'a file without extension'!r}",
             expected=FORMATS,
+            code=ErrorCode.USAGE,
         )
     return suffix
 
@@ -303,6 +308,7 @@ def _pyplot() -> Any:
         raise WqlUnsupportedError(
             "drawing a timeline needs matplotlib, which is not installed",
             hint="pip install 'wql[viz]'",
+            code=ErrorCode.UNSUPPORTED,
         ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -59,6 +59,7 @@ query is native on a stream (``docs/native.md``, "Streaming").
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -72,7 +73,7 @@ from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.planner import float_sum
 from wql.compiler.planner import native_blockers as declared_blockers
 from wql.compiler.types import WqlType
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.limits import recursion_headroom
 
 DIALECT = "spark"
@@ -119,6 +120,7 @@ def check_native(query: P.Query, caps: Capabilities = NATIVE) -> None:
             f"query {query.name!r} cannot run on the native engine{where}: {first.text}",
             first.span,
             hint=("also: " + "; ".join(more)) if more else "use --engine operator",
+            code=ErrorCode.NOT_NATIVE,
         )
 
 
@@ -211,7 +213,8 @@ def event_time_sql(column: str, column_type: WqlType | None) -> str:
     if column_type == T.STRING:
         return f"UNIX_MILLIS(TRY_TO_TIMESTAMP({col}))"
     raise WqlUnsupportedError(
-        f"event-time column {column!r} has type {column_type.ddl}; it must be a TIMESTAMP"
+        f"event-time column {column!r} has type {column_type.ddl}; it must be a TIMESTAMP",
+        code=ErrorCode.WRONG_TYPE,
     )
 
 
@@ -303,42 +306,72 @@ def _aggregate_sql(a: P.Aggregate) -> str:
     return f"{fold} / COUNT({a.arg.sql})"
 
 
+@functools.singledispatch
 def _assign_windows(w: P.Window) -> list[Step]:
-    """Steps that give every row its window(s) as the struct column ``__wql_w``."""
-    if isinstance(w, P.Tumble):
-        args = [ET, _ms(w.size_ms)]
-        if w.offset_ms:
-            args += [_ms(w.size_ms), _ms(w.offset_ms)]
-        return [Project((Item(f"WINDOW({', '.join(args)})", WIN),))]
-    if isinstance(w, P.Hop):
-        # Spark's sliding window is Flink's for any size/slide ratio and for
-        # negative times (floor modulo): measured in docs/native.md
-        args = [ET, _ms(w.size_ms), _ms(w.slide_ms)]
-        if w.offset_ms:
-            args.append(_ms(w.offset_ms))
-        return [Project((Item(f"WINDOW({', '.join(args)})", WIN),))]
-    if isinstance(w, P.Session):
-        return [Project((Item(f"SESSION_WINDOW({ET}, {_ms(w.gap_ms)})", WIN),))]
-    if isinstance(w, P.DynamicSession):
-        # session_window wants a calendar interval; text converts exactly
-        gap = f"CONCAT(CAST({GAP} AS STRING), ' milliseconds')"
-        return [Project((Item(f"SESSION_WINDOW({ET}, {gap})", WIN),))]
-    if isinstance(w, P.Cumulate):
-        n = w.size_ms // w.step_ms
-        # s = ts - ((ts - offset) mod size) with floor modulo, as Flink's assigners
-        start = f"{TS} - PMOD({TS} - CAST({w.offset_ms} AS BIGINT), CAST({w.size_ms} AS BIGINT))"
-        # the row is in [s, s + k*step) for k = floor((ts - s) / step) + 1 .. size/step
-        first_k = f"({TS} - {CUM_START}) DIV CAST({w.step_ms} AS BIGINT) + 1"
-        struct = (
-            f"NAMED_STRUCT('start', TIMESTAMP_MILLIS({CUM_START}), 'end', "
-            f"TIMESTAMP_MILLIS({CUM_START} + {CUM_STEP} * CAST({w.step_ms} AS BIGINT)))"
-        )
-        return [
-            Project((Item(start, CUM_START),)),
-            Project((Item(f"EXPLODE(SEQUENCE({first_k}, CAST({n} AS BIGINT)))", CUM_STEP),)),
-            Project((Item(struct, WIN),)),
-        ]
-    raise AssertionError(f"not a native window: {w!r}")  # native_blockers excludes it
+    """Steps that give every row its window(s) as the struct column ``__wql_w``.
+
+    One handler per window class the native backend runs (the kinds of
+    :data:`~wql.compiler.capabilities.NATIVE` ``.windows``; the others never
+    reach it: ``native_blockers`` sends them to the operator engine).
+    """
+    raise AssertionError(f"not a native window: {w!r}")
+
+
+def _window(*args: str) -> list[Step]:
+    return [Project((Item(f"WINDOW({', '.join(args)})", WIN),))]
+
+
+@_assign_windows.register
+def _(w: P.Tumble) -> list[Step]:
+    args = [ET, _ms(w.size_ms)]
+    if w.offset_ms:
+        args += [_ms(w.size_ms), _ms(w.offset_ms)]
+    return _window(*args)
+
+
+@_assign_windows.register
+def _(w: P.Hop) -> list[Step]:
+    # Spark's sliding window is Flink's for any size/slide ratio and for
+    # negative times (floor modulo): measured in docs/native.md
+    args = [ET, _ms(w.size_ms), _ms(w.slide_ms)]
+    if w.offset_ms:
+        args.append(_ms(w.offset_ms))
+    return _window(*args)
+
+
+@_assign_windows.register
+def _(w: P.Session) -> list[Step]:
+    return [Project((Item(f"SESSION_WINDOW({ET}, {_ms(w.gap_ms)})", WIN),))]
+
+
+@_assign_windows.register
+def _(w: P.DynamicSession) -> list[Step]:
+    # session_window wants a calendar interval; text converts exactly
+    gap = f"CONCAT(CAST({GAP} AS STRING), ' milliseconds')"
+    return [Project((Item(f"SESSION_WINDOW({ET}, {gap})", WIN),))]
+
+
+@_assign_windows.register
+def _(w: P.Cumulate) -> list[Step]:
+    n = w.size_ms // w.step_ms
+    # s = ts - ((ts - offset) mod size) with floor modulo, as Flink's assigners
+    start = f"{TS} - PMOD({TS} - CAST({w.offset_ms} AS BIGINT), CAST({w.size_ms} AS BIGINT))"
+    # the row is in [s, s + k*step) for k = floor((ts - s) / step) + 1 .. size/step
+    first_k = f"({TS} - {CUM_START}) DIV CAST({w.step_ms} AS BIGINT) + 1"
+    struct = (
+        f"NAMED_STRUCT('start', TIMESTAMP_MILLIS({CUM_START}), 'end', "
+        f"TIMESTAMP_MILLIS({CUM_START} + {CUM_STEP} * CAST({w.step_ms} AS BIGINT)))"
+    )
+    return [
+        Project((Item(start, CUM_START),)),
+        Project((Item(f"EXPLODE(SEQUENCE({first_k}, CAST({n} AS BIGINT)))", CUM_STEP),)),
+        Project((Item(struct, WIN),)),
+    ]
+
+
+#: This backend's dispatch tables by plan node family: only windows, and only
+#: those :data:`~wql.compiler.capabilities.NATIVE` declares (tests/compiler/test_dispatch.py).
+DISPATCH = {"window": _assign_windows}
 
 
 # ---------------------------------------------------------------------------
@@ -397,6 +430,7 @@ def _column_type(df, query: P.Query) -> WqlType | None:
         f"the DataFrame for source {query.source.name!r} has no event-time column "
         f"{et.column!r} (columns: {', '.join(df.columns)})",
         query.source.event_time.span if query.source.event_time else query.span,
+        code=ErrorCode.SCHEMA,
     )
 
 
@@ -482,6 +516,7 @@ def to_spark_sql(
         raise WqlUnsupportedError(
             f"query {query.name!r} cannot be printed as Spark SQL ({type(e).__name__}: {e})",
             query.span,
+            code=ErrorCode.UNSUPPORTED,
         ) from None
 
 

@@ -35,10 +35,12 @@ the global clock sequence on every partition (docs/architecture.md).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
+from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
 from wql.errors import WqlError, WqlUnsupportedError
 from wql.runtime import assigners as A
@@ -107,10 +109,10 @@ class _Values:
 
     def add_column(self, name: str, type_: WqlType) -> int:
         """A plain source column, shared with an expression that is just that column."""
-        for spelling in (name, _quote(name)):
+        for spelling in (name, sql_identifier(name)):
             if spelling in self._index:
                 return self._index[spelling]
-        return self.add(_quote(name), type_)
+        return self.add(sql_identifier(name), type_)
 
 
 def build_operator(query: P.Query) -> OperatorPlan:
@@ -160,56 +162,114 @@ def build_operator(query: P.Query) -> OperatorPlan:
 
 
 # --------------------------------------------------------------------------- windows
+#
+# One handler per plan class (functools.singledispatch): the tables
+# _assigner, _trigger and _evictor; tests/compiler/test_dispatch.py fails
+# when a window, trigger or evictor class of the plan has no handler.
 
 
+def _event(w: P.Window) -> bool:
+    return w.domain is P.TimeDomain.EVENT
+
+
+@functools.singledispatch
 def _assigner(w: P.Window, values: _Values) -> A.WindowAssigner:
-    event = w.domain is P.TimeDomain.EVENT
-    if isinstance(w, P.Tumble):
-        return A.TumblingWindows(w.size_ms, w.offset_ms, event_time=event)
-    if isinstance(w, P.Hop):
-        return A.SlidingWindows(w.size_ms, w.slide_ms, w.offset_ms, event_time=event)
-    if isinstance(w, P.Cumulate):
-        return A.CumulateWindows(w.step_ms, w.size_ms, w.offset_ms, event_time=event)
-    if isinstance(w, P.Session):
-        return A.SessionWindows(w.gap_ms, event_time=event)
-    if isinstance(w, P.DynamicSession):
-        gap = values.add(f"CAST(({w.gap_ms.sql}) AS BIGINT)", T.BIGINT)
-        return A.DynamicSessionWindows(gap, event_time=event)
-    if isinstance(w, (P.CountWindow, P.GlobalWindow)):
-        # COUNT_WINDOW's trigger and evictor come from the binder's effective_* fields
-        return A.GlobalWindows()
     raise WqlUnsupportedError(f"window {type(w).__name__} has no runtime assigner", w.span)
+
+
+@_assigner.register
+def _(w: P.Tumble, values: _Values) -> A.WindowAssigner:
+    return A.TumblingWindows(w.size_ms, w.offset_ms, event_time=_event(w))
+
+
+@_assigner.register
+def _(w: P.Hop, values: _Values) -> A.WindowAssigner:
+    return A.SlidingWindows(w.size_ms, w.slide_ms, w.offset_ms, event_time=_event(w))
+
+
+@_assigner.register
+def _(w: P.Cumulate, values: _Values) -> A.WindowAssigner:
+    return A.CumulateWindows(w.step_ms, w.size_ms, w.offset_ms, event_time=_event(w))
+
+
+@_assigner.register
+def _(w: P.Session, values: _Values) -> A.WindowAssigner:
+    return A.SessionWindows(w.gap_ms, event_time=_event(w))
+
+
+@_assigner.register
+def _(w: P.DynamicSession, values: _Values) -> A.WindowAssigner:
+    gap = values.add(f"CAST(({w.gap_ms.sql}) AS BIGINT)", T.BIGINT)
+    return A.DynamicSessionWindows(gap, event_time=_event(w))
+
+
+@_assigner.register(P.CountWindow)
+@_assigner.register(P.GlobalWindow)
+def _(w: P.CountWindow | P.GlobalWindow, values: _Values) -> A.WindowAssigner:
+    # COUNT_WINDOW's trigger and evictor come from the binder's effective_* fields
+    return A.GlobalWindows()
 
 
 # --------------------------------------------------------------------------- triggers
 
 
+@functools.singledispatch
 def _trigger(t: P.Trigger, values: _Values) -> TR.Trigger:
-    if isinstance(t, P.WatermarkTrigger):
-        return TR.EventTimeTrigger()
-    if isinstance(t, P.ProcessingTimeTrigger):
-        return TR.ProcessingTimeTrigger()
-    if isinstance(t, P.CountTrigger):
-        return TR.CountTrigger(t.n)
-    if isinstance(t, P.EveryTrigger):
-        if t.domain is P.TimeDomain.EVENT:
-            return TR.ContinuousEventTimeTrigger(t.interval_ms)
-        return TR.ContinuousProcessingTimeTrigger(t.interval_ms)
-    if isinstance(t, P.DeltaTrigger):
-        return TR.DeltaTrigger(_delta_value(t.expr, values), float(t.threshold))
-    if isinstance(t, P.TimeoutTrigger):
-        return TR.ProcessingTimeoutTrigger(_trigger(t.child, values), t.timeout_ms)
-    if isinstance(t, P.PurgingTrigger):
-        return TR.PurgingTrigger(_trigger(t.child, values))
-    if isinstance(t, P.AnyTrigger):
-        return TR.AnyTrigger(tuple(_trigger(c, values) for c in t.triggers))
-    if isinstance(t, P.AllTrigger):
-        return TR.AllTrigger(tuple(_trigger(c, values) for c in t.triggers))
-    if isinstance(t, P.EarlyLateTrigger):
-        early = _trigger(t.early, values) if t.early is not None else None
-        late = _trigger(t.late, values) if t.late is not None else None
-        return TR.EarlyLateTrigger(early, late)
     raise WqlUnsupportedError(f"trigger {type(t).__name__} has no runtime equivalent", t.span)
+
+
+@_trigger.register
+def _(t: P.WatermarkTrigger, values: _Values) -> TR.Trigger:
+    return TR.EventTimeTrigger()
+
+
+@_trigger.register
+def _(t: P.ProcessingTimeTrigger, values: _Values) -> TR.Trigger:
+    return TR.ProcessingTimeTrigger()
+
+
+@_trigger.register
+def _(t: P.CountTrigger, values: _Values) -> TR.Trigger:
+    return TR.CountTrigger(t.n)
+
+
+@_trigger.register
+def _(t: P.EveryTrigger, values: _Values) -> TR.Trigger:
+    if t.domain is P.TimeDomain.EVENT:
+        return TR.ContinuousEventTimeTrigger(t.interval_ms)
+    return TR.ContinuousProcessingTimeTrigger(t.interval_ms)
+
+
+@_trigger.register
+def _(t: P.DeltaTrigger, values: _Values) -> TR.Trigger:
+    return TR.DeltaTrigger(_delta_value(t.expr, values), float(t.threshold))
+
+
+@_trigger.register
+def _(t: P.TimeoutTrigger, values: _Values) -> TR.Trigger:
+    return TR.ProcessingTimeoutTrigger(_trigger(t.child, values), t.timeout_ms)
+
+
+@_trigger.register
+def _(t: P.PurgingTrigger, values: _Values) -> TR.Trigger:
+    return TR.PurgingTrigger(_trigger(t.child, values))
+
+
+@_trigger.register
+def _(t: P.AnyTrigger, values: _Values) -> TR.Trigger:
+    return TR.AnyTrigger(tuple(_trigger(c, values) for c in t.triggers))
+
+
+@_trigger.register
+def _(t: P.AllTrigger, values: _Values) -> TR.Trigger:
+    return TR.AllTrigger(tuple(_trigger(c, values) for c in t.triggers))
+
+
+@_trigger.register
+def _(t: P.EarlyLateTrigger, values: _Values) -> TR.Trigger:
+    early = _trigger(t.early, values) if t.early is not None else None
+    late = _trigger(t.late, values) if t.late is not None else None
+    return TR.EarlyLateTrigger(early, late)
 
 
 def _delta_value(expr: P.Expr, values: _Values) -> int:
@@ -220,14 +280,24 @@ def _delta_value(expr: P.Expr, values: _Values) -> int:
 # --------------------------------------------------------------------------- evictors
 
 
+@functools.singledispatch
 def _evictor(e: P.Evictor, values: _Values) -> E.Evictor:
-    if isinstance(e, P.CountEvictor):
-        return E.CountEvictor(e.n, after=e.after)
-    if isinstance(e, P.TimeEvictor):
-        return E.TimeEvictor(e.interval_ms, after=e.after)
-    if isinstance(e, P.DeltaEvictor):
-        return E.DeltaEvictor(_delta_value(e.expr, values), float(e.threshold), after=e.after)
     raise WqlUnsupportedError(f"evictor {type(e).__name__} has no runtime equivalent", e.span)
+
+
+@_evictor.register
+def _(e: P.CountEvictor, values: _Values) -> E.Evictor:
+    return E.CountEvictor(e.n, after=e.after)
+
+
+@_evictor.register
+def _(e: P.TimeEvictor, values: _Values) -> E.Evictor:
+    return E.TimeEvictor(e.interval_ms, after=e.after)
+
+
+@_evictor.register
+def _(e: P.DeltaEvictor, values: _Values) -> E.Evictor:
+    return E.DeltaEvictor(_delta_value(e.expr, values), float(e.threshold), after=e.after)
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -239,5 +309,5 @@ def _aggregate(a: P.Aggregate, values: _Values) -> AggregateSpec:
     return AggregateSpec(a.kind.value, values.add(a.arg.sql, a.arg.type))
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+#: This backend's dispatch tables by plan node family (tests/compiler/test_dispatch.py).
+DISPATCH = {"window": _assigner, "trigger": _trigger, "evictor": _evictor}

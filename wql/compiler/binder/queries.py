@@ -1,0 +1,182 @@
+"""Binding a script and its queries: names, then each clause of each query.
+
+A query with an error is still checked clause by clause (each clause's
+mistakes are independent); only its plan node is not built. Unnamed
+queries are ``query_1``, ``query_2``, ... in file order; query names and
+``LATE DATA TO`` names are output folders and must be unique.
+"""
+
+from __future__ import annotations
+
+from wql.compiler import plan as P
+from wql.compiler.binder.context import BindContext, Echo
+from wql.compiler.binder.lateness import bind_late_data, bind_lateness
+from wql.compiler.binder.select import bind_having, bind_keys, bind_select
+from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
+from wql.compiler.binder.triggers import bind_evictor_clause, bind_trigger_clause, default_trigger
+from wql.compiler.binder.windows import bind_window
+from wql.compiler.expressions import AggregateRegistry, Relation
+from wql.errors import ErrorCode, Span, WqlSemanticError
+from wql.grammar import ast
+
+
+def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
+    """The program of ``script``, or None when any error was recorded in ``ctx``."""
+    ctx.statement_spans = sorted(
+        (st.span.start, st.span.end) for st in script.statements if st.span is not None
+    )
+    for st in script.statements:
+        if isinstance(st, ast.CreateSource):
+            ctx.attempt(bind_source, ctx, st)
+    queries: list[P.Query] = []
+    names: dict[str, Span | None] = {}
+    unnamed = 0
+    for st in script.statements:
+        if isinstance(st, ast.CreateSource):
+            continue
+        if isinstance(st, ast.CreateView):
+            name, name_span, q = st.name.name, st.name.span, st.query
+        else:
+            unnamed += 1
+            name, name_span, q = f"query_{unnamed}", st.span, st
+        _claim_name(ctx, names, name, name_span, "query")
+        bound = bind_query(ctx, q, name)
+        if bound is not None:
+            if bound.late_output is not None:
+                assert q.late_data is not None
+                _claim_name(ctx, names, bound.late_output, q.late_data.name.span, "late output")
+            queries.append(bound)
+    if not queries and not ctx.errors:
+        where = script.span or Span.point(ctx.text, 0)
+        # a query that did not parse is reported already
+        kind = Echo if ctx.unparsed else WqlSemanticError
+        ctx.errors.append(
+            kind("a WQL file needs at least one query", where, code=ErrorCode.NO_QUERY)
+        )
+    used = [s.decl for s in ctx.sources.values() if s.decl.declared or s.used]
+    if ctx.errors:
+        return None
+    return P.Program(tuple(used), tuple(queries), script.span)
+
+
+def _claim_name(
+    ctx: BindContext, names: dict[str, Span | None], name: str, span: Span | None, what: str
+) -> None:
+    low = name.lower()
+    if low in names:
+        ctx.errors.append(
+            ctx.error(
+                f"{what} name {name!r} is already used in this file",
+                span,
+                hint="query names and LATE DATA TO names are output folders and must be unique",
+                code=ErrorCode.DUPLICATE_NAME,
+            )
+        )
+    else:
+        names[low] = span
+
+
+def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
+    before = len(ctx.errors)
+    if q.source.name.name.lower() in ctx.unparsed_sources - set(ctx.sources):
+        # its declaration did not parse (reported): the query cannot be checked
+        ctx.errors.append(
+            Echo(
+                f"unknown source {q.source.name.name!r}",
+                q.source.name.span,
+                code=ErrorCode.UNKNOWN_NAME,
+            )
+        )
+        return None
+    decl = ctx.attempt(resolve_source, ctx, q.source)
+    if decl is None:
+        return None
+    relation = Relation(f"source {decl.name!r}", decl.columns)
+    tables = (decl.name, q.source.name.name)
+    event_time = decl.event_time
+    if q.source.watermark is not None:
+        event_time = ctx.attempt(bind_watermark, ctx, q.source.watermark, decl.name, decl.columns)
+        if event_time is None:
+            return None
+    source = P.SourceRef(
+        decl.name,
+        decl.columns,
+        event_time,
+        decl.option("processing_time"),
+        decl.option("arrival_order"),
+        q.source.span,
+    )
+
+    where = None
+    if q.where is not None:
+        where = ctx.attempt(ctx.boolean, q.where, relation, tables, "WHERE")
+
+    keys = ctx.attempt(bind_keys, ctx, q.group_by.keys, relation, tables)
+    window = ctx.attempt(bind_window, ctx, q.group_by.window, source, relation, tables)
+
+    lateness = 0
+    if q.lateness is not None:
+        lateness = ctx.attempt(bind_lateness, ctx, q.lateness, window) or 0
+
+    trigger = None
+    if q.trigger is not None:
+        # Checked even when the window had an error (window None): the
+        # trigger's own mistakes are independent of it.
+        trigger = ctx.attempt(bind_trigger_clause, ctx, q.trigger, window, source, relation, tables)
+    elif window is not None and isinstance(window, P.GlobalWindow):
+        ctx.errors.append(
+            ctx.error(
+                "GLOBAL() never fires on its own: add a TRIGGER clause",
+                window.span,
+                hint="e.g. TRIGGER COUNT(100) or TRIGGER WATERMARK (fires at end of input)",
+                code=ErrorCode.NOT_FOR_WINDOW,
+            )
+        )
+
+    evictor = None
+    if q.evict is not None:
+        evictor = ctx.attempt(bind_evictor_clause, ctx, q.evict, window, source, relation, tables)
+
+    late_output = None
+    if q.late_data is not None:
+        late_output = ctx.attempt(bind_late_data, ctx, q.late_data, window, source)
+
+    registry = AggregateRegistry()
+    output = ctx.attempt(bind_select, ctx, q, keys, window, relation, tables, registry)
+    having = None
+    if q.having is not None and keys is not None and window is not None:
+        having = ctx.attempt(
+            bind_having, ctx, q.having, keys, window, relation, tables, registry, output or ()
+        )
+
+    if len(ctx.errors) > before or keys is None or window is None or output is None:
+        return None
+    effective = trigger or default_trigger(window)
+    assert effective is not None  # GLOBAL() without trigger was reported above
+    effective_evictor = evictor
+    if isinstance(window, P.CountWindow) and window.slide is not None and evictor is None:
+        effective_evictor = P.CountEvictor(window.size, False, window.span)
+    aggregates = tuple(
+        P.Aggregate(kind, arg, f"__agg_{i}", typ, span)
+        for i, (kind, arg, typ, span) in enumerate(registry.entries)
+    )
+    return ctx.attempt(
+        P.Query,
+        name=name,
+        source=source,
+        filter=where,
+        keys=keys,
+        window=window,
+        trigger=trigger,
+        effective_trigger=effective,
+        evictor=evictor,
+        allowed_lateness_ms=lateness,
+        late_output=late_output,
+        aggregates=aggregates,
+        output=output,
+        having=having,
+        effective_evictor=effective_evictor,
+        span=q.span,
+        lateness_span=q.lateness.span if q.lateness is not None else None,
+        late_output_span=q.late_data.span if q.late_data is not None else None,
+    )
