@@ -258,7 +258,48 @@ def _slot_unit(assigner: Any) -> tuple[int, int] | None:
     return None
 
 
-class SessionPath(RowPath):
+class _SessionRows(RowPath):
+    """What the session paths share: a row's session window and the sessions it meets."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        super().__init__(op)
+        assigner: Any = op.config.assigner
+        self.gap = assigner.gap if type(assigner) is SessionWindows else 0
+        self.assign = assigner.assign_windows
+        self.lateness = op.config.allowed_lateness
+        self.timers = op.timer_service
+        self.key_states = op.key_states
+
+    def _meet(self, key: Key, timestamp: int | None, values: tuple) -> tuple | None:
+        """Admit the row: ``(seq, key state, start, end, in-flight sessions it meets, the
+        last of them)``, or None when it is dropped (no timestamp, invalid gap)."""
+        op = self.op
+        seq = op.admit()
+        if timestamp is None:
+            op.drop(DROP_MISSING_TIMESTAMP)
+            return None
+        start = timestamp
+        if self.gap:
+            end = timestamp + self.gap
+        else:
+            try:
+                ((start, end),) = self.assign(timestamp, values)
+            except DropRow as d:
+                op.drop(d.reason)
+                return None
+        ks = self.key_states.get(key)
+        if ks is None:
+            ks = op.new_key_state(key)
+        hit: Any = None
+        hits = 0
+        for w in ks.merging.mapping:  # type: ignore[union-attr]
+            if w[0] <= end and w[1] >= start:
+                hit = w
+                hits += 1
+        return seq, ks, start, end, hits, hit
+
+
+class SessionPath(_SessionRows):
     """Event-time sessions (static or dynamic gap), default trigger, no evictor."""
 
     @staticmethod
@@ -269,49 +310,23 @@ class SessionPath(RowPath):
 
     def __init__(self, op: WindowOperator) -> None:
         super().__init__(op)
-        assigner: Any = op.config.assigner
-        self.gap = assigner.gap if type(assigner) is SessionWindows else 0
-        self.assign = assigner.assign_windows
-        self.lateness = op.config.allowed_lateness
         self.create = op.aggregator.create
         self.add = op.aggregator.add
-        self.merge = op.aggregator.merge
-        self.timers = op.timer_service
-        self.key_states = op.key_states
         # the key a bridging row's merge callback works on
         self._key: Key = None
         self._ks: KeyState | None = None
 
     def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
         """``WindowOperator.process_element`` for one session row (see the class doc)."""
-        op = self.op
-        seq = op.admit()
-        if timestamp is None:
-            op.drop(DROP_MISSING_TIMESTAMP)
+        met = self._meet(key, timestamp, values)
+        if met is None:
             return
-        start = timestamp
-        if self.gap:
-            end = timestamp + self.gap
-        else:
-            try:
-                ((start, end),) = self.assign(timestamp, values)
-            except DropRow as d:
-                op.drop(d.reason)
-                return
-        ks = self.key_states.get(key)
-        if ks is None:
-            ks = op.new_key_state(key)
+        seq, ks, start, end, hits, hit = met
+        op = self.op
         mws = ks.merging
-        assert mws is not None
         mapping = mws.mapping
         wm = op.watermark
         lateness = self.lateness
-        hit: Any = None
-        hits = 0
-        for w in mapping:
-            if w[0] <= end and w[1] >= start:
-                hit = w
-                hits += 1
         # Whether the session's max_ts timer may be missing. An in-flight session
         # whose max_ts is ahead of the watermark holds it: it was registered when
         # the session got its bounds (opened, extended or merged, always while
@@ -392,7 +407,7 @@ class SessionPath(RowPath):
             ks.merge_namespaces(state_window, merged_state_windows, self.op.merge_contents)
 
 
-class CountSessionPath(RowPath):
+class CountSessionPath(_SessionRows):
     """Event-time sessions (static or dynamic gap) under ``[PURGING] COUNT(n)``, any evictor.
 
     ``WindowOperator.process_element`` for such a row with the merging set's
@@ -416,49 +431,23 @@ class CountSessionPath(RowPath):
 
     def __init__(self, op: WindowOperator) -> None:
         super().__init__(op)
-        config = op.config
-        assigner: Any = config.assigner
-        trigger: Any = config.effective_trigger
+        trigger: Any = op.config.effective_trigger
         self.purging = type(trigger) is PurgingTrigger
         self.count = (trigger.nested if self.purging else trigger).count
         # the trigger context's name for the count (a child's names carry its path)
         self.name = "0.count" if self.purging else "count"
-        self.gap = assigner.gap if type(assigner) is SessionWindows else 0
-        self.assign = assigner.assign_windows
-        self.lateness = config.allowed_lateness
-        self.timers = op.timer_service
-        self.key_states = op.key_states
 
     def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
-        op = self.op
-        seq = op.admit()
-        if timestamp is None:
-            op.drop(DROP_MISSING_TIMESTAMP)
+        met = self._meet(key, timestamp, values)
+        if met is None:
             return
-        start = timestamp
-        if self.gap:
-            end = timestamp + self.gap
-        else:
-            try:
-                ((start, end),) = self.assign(timestamp, values)
-            except DropRow as d:
-                op.drop(d.reason)
-                return
-        ks = self.key_states.get(key)
-        if ks is None:
-            ks = op.new_key_state(key)
+        seq, ks, start, end, hits, hit = met
+        op = self.op
         mws = ks.merging
-        assert mws is not None
         mapping = mws.mapping
         trigger = ks.trigger
         name = self.name
         lateness = self.lateness
-        hit: Any = None
-        hits = 0
-        for w in mapping:
-            if w[0] <= end and w[1] >= start:
-                hit = w
-                hits += 1
         if hits == 0:
             actual = make_window((start, end))
             mapping[actual] = actual
