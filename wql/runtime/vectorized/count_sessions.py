@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wql.runtime.assigners import DROP_INVALID_GAP, DROP_MISSING_TIMESTAMP
+from wql.runtime.assigners import DROP_IN_NO_FIRING, DROP_INVALID_GAP, DROP_MISSING_TIMESTAMP
 from wql.runtime.config import EARLY, LATE
+from wql.runtime.evictors import CountEvictor
 from wql.runtime.vectorized.kernels import IntArray
 from wql.runtime.vectorized.prepare import Prepared, count_sessions_shape
 from wql.runtime.vectorized.sessions import session_rows, ties
@@ -78,9 +79,8 @@ def process(op: WindowOperator, p: Prepared) -> bool | Cut:
     if len(invalid_gap):
         op.drop(DROP_INVALID_GAP, len(invalid_gap))
     columns = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in p.batch.columns]
-    values = list(zip(*columns, strict=True)) if columns else [()] * p.n
     name = "0.count" if purging else "count"
-    runs = _Runs(op, p, values, seq0, name, count, purging)
+    runs = _Runs(op, p, columns, seq0, name, count, purging)
     bounds = [*firsts.tolist(), len(order)]
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         at = rows[order[a:b]]
@@ -100,16 +100,25 @@ class _Runs:
         self,
         op: WindowOperator,
         p: Prepared,
-        values: list[tuple],
+        columns: list[list],
         seq0: int,
         name: str,
         count: int,
         purging: bool,
     ) -> None:
-        self.op, self.p, self.values, self.seq0 = op, p, values, seq0
+        self.op, self.p, self.seq0 = op, p, seq0
         self.name, self.count, self.purging = name, count, purging
-        self.evicting = op.config.evictor is not None
+        evictor = op.config.evictor
+        self.evicting = evictor is not None
+        # EVICT COUNT(k) BEFORE (not purging): a firing uses the last k rows of its
+        # buffer, so after a firing only those rows need to exist as rows
+        self.keep = (
+            evictor.count
+            if type(evictor) is CountEvictor and not evictor.after and not purging
+            else None
+        )
         self.lateness = op.config.allowed_lateness
+        self.values = list(zip(*columns, strict=True)) if columns else [()] * p.n
 
     def key(
         self, code: int, at: IntArray, ts: IntArray, gaps: IntArray, last: TimeWindow | None
@@ -166,10 +175,18 @@ class _Runs:
         seq0 = self.seq0
         values = self.values
         agg = op.aggregator
+        keep = self.keep
         done = 0
         fire = max(1, n - counted)  # CountTrigger fires when the count reaches n
         while True:
             upto = min(fire, m)
+            if keep is not None and fire <= m and upto - done > keep:
+                # The loop adds the chunk to the buffer and evicts all but its last
+                # `keep` rows before the firing uses them: the chunk's other rows end
+                # in no firing, and are only counted (the buffer's earlier rows, which
+                # the evictor drops as well, go through emit as the loop's do).
+                op.drop(DROP_IN_NO_FIRING, upto - done - keep)
+                done = upto - keep
             chunk = range(done, upto)
             seqs = [seq0 + at_l[i] for i in chunk]
             acc = contents.get(sw)
