@@ -60,7 +60,6 @@ from wql.runtime.windows import MAX_TIME, TimeWindow
 
 if TYPE_CHECKING:
     from wql.runtime.operator import WindowOperator
-    from wql.runtime.state import KeyState
 
 Key = Hashable
 #: Aggregates whose slice partials give any window exactly (over int64 columns).
@@ -187,9 +186,6 @@ class ColumnarWindows(RowPath):
             return []
         k, e_i = self._open()
         return sorted(self._time(e) - 1 for e in e_i[k == code].tolist())
-
-    def key_data(self, key: Key, ks: KeyState) -> tuple:
-        return ks.to_data()  # keys in KeyState are per-window (the arrays are materialized first)
 
     # ---------------------------------------------------------------- slices
 

@@ -22,6 +22,9 @@ makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
   any evictor): the same shortcuts with ``CountTrigger`` and the cleanup
   timers inlined (the operator still keeps the evictor's buffers and the
   rows it follows for its "in no firing" counter);
+- ``wql.runtime.columnar.ColumnarWindows`` (HOP/CUMULATE at lateness 0, on
+  top of :class:`WindowPath`): every key's (key, slice) partials as arrays,
+  for batches;
 - ``wql.runtime.slicing.Slicer`` (opt-in): HOP/CUMULATE with one
   accumulator per (key, slice), on top of :class:`WindowPath`.
 
@@ -60,10 +63,13 @@ _BEYOND = 2**64  # above every cleanup time
 
 
 class RowPath:
-    """A per-row path of one operator: ``process_element`` and the timer callback.
+    """A fast path of one operator: ``process_element``, the timer callback, the batch form.
 
     The base class runs the operator's plain timer callback, keeps no state
-    of its own and lets ``process_batch`` use the vectorized path.
+    of its own and lets ``process_batch`` use the vectorized path. A path
+    that keeps state outside the operator's key states and timers (the
+    columnar arrays) answers ``held_*`` for the inspection methods and moves
+    it into them on ``settle``.
     """
 
     #: ``process_batch`` may try the NumPy path (``wql.runtime.vectorized``).
