@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     def share(file: str, fn: str) -> float:
         return cum.get((file, fn), 0.0)
 
-    keys = share("batch.py", "_keys") + share("batch.py", "_column")
+    keys = share("batch.py", "_keys") + share("layout.py", "runtime_column")
     emit = share("batch.py", "_emit")
     operator = share("operator.py", "process_batch") + share("operator.py", "end_of_input")
     rows = table.num_rows

@@ -4,7 +4,9 @@
 (the compiler's ``backends/operator.py`` builds it from the plan); it holds
 no per-key state and can be shared. ``RowBatch`` is the columnar input of
 ``WindowOperator.process_batch``. Emitted rows are plain tuples, laid out as
-``EMITTED_FIELDS`` followed by the aggregate results in config order.
+``EMITTED_FIELDS`` followed by the aggregate results in config order, late
+rows as ``LATE_FIELDS``; hosts read both by the positions named here
+(``EMIT_*``, ``LATE_*``), never by bare numbers.
 
 >>> cfg = OperatorConfig(TumblingWindows(3000), (AggregateSpec("SUM", 0),))
 >>> type(cfg.effective_trigger).__name__
@@ -31,6 +33,18 @@ from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
 
 __all__ = [
     "EMITTED_FIELDS",
+    "EMIT_KEY",
+    "EMIT_PANE_INDEX",
+    "EMIT_PANE_TIMING",
+    "EMIT_RESULTS",
+    "EMIT_TIMESTAMP",
+    "EMIT_WINDOW_END",
+    "EMIT_WINDOW_START",
+    "EMIT_WINDOW_TIME",
+    "LATE_FIELDS",
+    "LATE_KEY",
+    "LATE_TIMESTAMP",
+    "LATE_VALUES",
     "Counters",
     "EncodedKeys",
     "OperatorConfig",
@@ -54,6 +68,24 @@ EMITTED_FIELDS = (
     "pane_timing",
     "timestamp",
 )
+
+#: Positions in an emitted row, named once for every host (``row[EMIT_PANE_INDEX]``).
+(
+    EMIT_KEY,
+    EMIT_WINDOW_START,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_TIME,
+    EMIT_PANE_INDEX,
+    EMIT_PANE_TIMING,
+    EMIT_TIMESTAMP,
+) = range(len(EMITTED_FIELDS))
+#: Position of the first aggregate result in an emitted row.
+EMIT_RESULTS = len(EMITTED_FIELDS)
+
+#: A late row (``drain_late()``) is ``(key, timestamp, values)``; ``values`` holds the
+#: late-output columns (``OperatorConfig.late_columns``).
+LATE_FIELDS = ("key", "timestamp", "values")
+LATE_KEY, LATE_TIMESTAMP, LATE_VALUES = range(len(LATE_FIELDS))
 
 EARLY = "EARLY"
 ON_TIME = "ON_TIME"

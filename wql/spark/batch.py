@@ -45,11 +45,9 @@ a query is rejected with a :class:`~wql.errors.WqlUnsupportedError`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import numpy as np
@@ -57,27 +55,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as ST
 
 from wql.compiler import plan as P
-from wql.compiler import types as T
 from wql.compiler.backends.operator import OperatorPlan, build_operator
-from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
+from wql.runtime.windows import MAX_TIME, MIN_TIME
+from wql.spark import layout as L
 from wql.spark import replay as R
 
 __all__ = ["OperatorRun", "REASON_FILTERED", "run_operator"]
-
-KIND = "__wql_kind"
-COUNTERS = "__wql_counters"
-_WS, _WE, _WT, _PI, _PT, _LTS = (
-    "__wql_ws",
-    "__wql_we",
-    "__wql_wt",
-    "__wql_pane",
-    "__wql_timing",
-    "__wql_late_ts",
-)
 
 #: Not a drop: rows the query's WHERE clause rejects (reported separately).
 REASON_FILTERED = "filtered by WHERE"
@@ -197,8 +183,8 @@ def stage(query: P.Query, op: OperatorPlan, replayed: R.Replay) -> tuple[DataFra
     df = replayed.df
     if query.filter is not None:
         df = df.where(F.expr(query.filter.sql))
-    key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
-    value_cols = [f"__wql_v{i}" for i in range(len(op.values))]
+    key_cols = L.key_columns(len(op.keys))
+    value_cols = L.value_columns(len(op.values))
     staged = df.select(
         *[F.expr(k.expr.sql).alias(c) for k, c in zip(op.keys, key_cols, strict=True)],
         *[F.expr(v.sql).alias(c) for v, c in zip(op.values, value_cols, strict=True)],
@@ -225,24 +211,20 @@ def partition_task(
     (rows of :func:`stage`, sorted by replay position) it yields the tagged
     output batches.
     """
-    clock = final_clocks(replayed, spec)
+    final_watermark, final_processing_time = final_clocks(replayed, spec)
     clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
-    _, arrow_schema, agg_types, late_types = _output_schema(query, op)
+    _, layout = L.tagged_layout(query, op)
     return _PartitionTask(
         config=op.config,
         n_keys=len(op.keys),
         n_values=len(op.values),
-        agg_types=agg_types,
-        key_types=tuple(k.type for k in op.keys),
-        late_index=tuple(i for _, i in op.late_columns),
-        late_types=late_types,
+        layout=layout,
         has_event_time=spec.event_time is not None,
         processing=op.uses_processing_time,
         wall_clock=op.uses_processing_time and spec.processing_time is None,
-        final_watermark=clock[0],
-        final_processing_time=clock[1],
+        final_watermark=final_watermark,
+        final_processing_time=final_processing_time,
         clock_events=clock_events,
-        out_schema=arrow_schema,
         slicing=slicing,
     )
 
@@ -265,7 +247,7 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
 
     slicing = str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true"
     task = partition_task(query, op, spec, replayed, slicing=slicing)
-    out_schema, arrow_schema, _, _ = _output_schema(query, op)
+    out_schema, layout = L.tagged_layout(query, op)
     if small:
         # The one partition's task runs right here, on the rows collected in
         # replay order: a small input then costs one Spark job instead of the
@@ -273,12 +255,11 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         # and the outputs read a local relation instead of a cache
         # (docs/benchmarks.md, "Small inputs"). Same task, same rows, same order.
         done = task(iter(staged.toArrow().to_batches()))
-        table = pa.Table.from_batches(list(done), arrow_schema)
+        table = pa.Table.from_batches(list(done), layout.schema)
         tagged = spark.createDataFrame(table, out_schema).coalesce(1)
     else:
         tagged = staged.mapInArrow(task, out_schema).persist()
-    counter_rows = tagged.where(F.col(KIND) == "C").select(COUNTERS).collect()
-    counters = _sum_counters([json.loads(r[COUNTERS]) for r in counter_rows])
+    counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
     replayed_rows = replayed.rows_replayed
     filtered = replayed_rows - counters["rows_in"]
     dropped = dict(replayed.dropped_counts)
@@ -299,10 +280,8 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
         - sum(counters["dropped"].values()),
         "dropped": dropped,
     }
-    result = _post_aggregation(query, op, tagged.where(F.col(KIND) == "R"))
-    late = None
-    if query.late_output is not None:
-        late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
+    result = L.results(query, op, tagged)
+    late = L.late_rows(op, tagged) if query.late_output is not None else None
     return OperatorRun(query, result, late, replayed.dropped, summary, [tagged], replayed)
 
 
@@ -312,8 +291,8 @@ def _run(query: P.Query, op: OperatorPlan, spec: R.ReplaySpec, replayed: R.Repla
 def final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
     """The watermark and processing time after the last replayed row (global)."""
     max_ts = replayed.max_ts
-    wm = R.MIN_TIME if max_ts is None else max(R.MIN_TIME, max_ts - spec.delay_ms - 1)
-    pt = R.MIN_TIME if replayed.max_pt is None else replayed.max_pt
+    wm = MIN_TIME if max_ts is None else max(MIN_TIME, max_ts - spec.delay_ms - 1)
+    pt = MIN_TIME if replayed.max_pt is None else replayed.max_pt
     return wm, pt
 
 
@@ -322,7 +301,7 @@ def global_clock_events(replayed: R.Replay) -> tuple[np.ndarray, np.ndarray, np.
     rows = replayed.df.select(R.SEQ, R.WM, R.PT).orderBy(R.SEQ).toArrow()
     seq = rows.column(R.SEQ).to_numpy()
     wm = rows.column(R.WM).to_numpy()
-    pt = rows.column(R.PT).fill_null(R.MIN_TIME).to_numpy()
+    pt = rows.column(R.PT).fill_null(MIN_TIME).to_numpy()
     if len(seq) == 0:
         return seq, wm, pt
     changed = np.ones(len(seq), dtype=bool)
@@ -340,17 +319,13 @@ class _PartitionTask:
     config: Any
     n_keys: int
     n_values: int
-    agg_types: tuple[WqlType, ...]
-    key_types: tuple[WqlType, ...]
-    late_index: tuple[int, ...]
-    late_types: tuple[WqlType, ...]
+    layout: L.TaggedLayout
     has_event_time: bool
     processing: bool
     wall_clock: bool
     final_watermark: int
     final_processing_time: int
     clock_events: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    out_schema: pa.Schema
     slicing: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -363,7 +338,9 @@ class _PartitionTask:
             if batch.num_rows == 0:
                 continue
             keys = self._keys(batch)
-            columns = tuple(_column(batch.column(f"__wql_v{i}")) for i in range(self.n_values))
+            columns = tuple(
+                L.runtime_column(batch.column(c)) for c in L.value_columns(self.n_values)
+            )
             ts = (
                 batch.column(R.TS).to_numpy(zero_copy_only=False).astype(np.int64)
                 if self.has_event_time
@@ -380,15 +357,16 @@ class _PartitionTask:
             else:
                 seqs = batch.column(R.SEQ).to_numpy(zero_copy_only=False)
                 rows = list(zip(*columns, strict=True)) if columns else [()] * len(keys)
-                for i in range(len(keys)):
+                row_keys = keys.tolist() if hasattr(keys, "tolist") else keys
+                for i in range(len(row_keys)):
                     events.advance_before(op, int(seqs[i]))
                     op.advance_watermark(int(wm[i]))
                     if pt is not None:
                         op.advance_processing_time(int(pt[i]))
-                    op.process_element(keys[i], None if ts is None else int(ts[i]), rows[i])
+                    op.process_element(row_keys[i], None if ts is None else int(ts[i]), rows[i])
             yield from self._emit(op)
         if events is not None:
-            events.advance_before(op, R.MAX_TIME)
+            events.advance_before(op, MAX_TIME)
         # the clocks after the last row of the whole replay (other keys' rows included)
         op.advance_watermark(self.final_watermark)
         if self.processing:
@@ -398,10 +376,7 @@ class _PartitionTask:
             op.advance_processing_time(final_pt)
         op.end_of_input()
         yield from self._emit(op)
-        counters = json.dumps(op.counters.as_dict())
-        yield self._batch(
-            {KIND: pa.array(["C"], pa.string()), COUNTERS: pa.array([counters], pa.string())}, 1
-        )
+        yield self.layout.rows(counters=op.counters.as_dict())
 
     def _keys(self, batch: pa.RecordBatch) -> Any:
         """The batch's keys, factorised in Arrow when their Python values compare as Arrow's.
@@ -414,7 +389,7 @@ class _PartitionTask:
         n = batch.num_rows
         if self.n_keys == 0:
             return EncodedKeys(np.zeros(n, np.int64), [()])
-        arrays = [batch.column(f"__wql_k{i}") for i in range(self.n_keys)]
+        arrays = [batch.column(c) for c in L.key_columns(self.n_keys)]
         encoded = _encode_keys(arrays)
         if encoded is None:
             cols = [a.to_pylist() for a in arrays]
@@ -424,34 +399,8 @@ class _PartitionTask:
     def _emit(self, op: Any) -> Iterator[pa.RecordBatch]:
         results = op.drain()
         late = op.drain_late()
-        if results:
-            yield self._results_batch(results)
-        if late:
-            yield self._late_batch(late)
-
-    def _results_batch(self, rows: list[tuple]) -> pa.RecordBatch:
-        n = len(rows)
-        cols: dict[str, pa.Array] = {KIND: pa.array(["R"] * n, pa.string())}
-        for i, t in enumerate(self.key_types):
-            cols[f"__wql_k{i}"] = _arrow([r[0][i] for r in rows], t)
-        for name, idx in ((_WS, 1), (_WE, 2), (_WT, 3), (_PI, 4)):
-            cols[name] = pa.array([r[idx] for r in rows], pa.int64())
-        cols[_PT] = pa.array([r[5] for r in rows], pa.string())
-        for i, t in enumerate(self.agg_types):
-            cols[f"__wql_a{i}"] = _arrow([r[7 + i] for r in rows], t)
-        return self._batch(cols, n)
-
-    def _late_batch(self, rows: list[tuple]) -> pa.RecordBatch:
-        n = len(rows)
-        cols: dict[str, pa.Array] = {KIND: pa.array(["L"] * n, pa.string())}
-        for j, t in enumerate(self.late_types):
-            cols[f"__wql_l{j}"] = _arrow([r[2][j] for r in rows], t)
-        cols[_LTS] = pa.array([r[1] for r in rows], pa.int64())
-        return self._batch(cols, n)
-
-    def _batch(self, cols: dict[str, pa.Array], n: int) -> pa.RecordBatch:
-        arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in self.out_schema]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
+        if results or late:
+            yield self.layout.rows(results, late)
 
 
 class ClockCursor:
@@ -521,136 +470,3 @@ def _encode_keys(arrays: list[pa.Array]) -> tuple[np.ndarray, list[tuple]] | Non
             digits.append(dictionary[d])
         keys.append(tuple(reversed(digits)))
     return rank[inverse.reshape(-1)], keys
-
-
-def _column(arr: pa.Array) -> Any:
-    """An Arrow column as the runtime wants it: NumPy when numeric without nulls, else a list."""
-    if arr.null_count == 0 and (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
-        return arr.to_numpy(zero_copy_only=False)
-    return arr.to_pylist()
-
-
-def arrow_type(t: WqlType) -> pa.DataType:
-    """The Arrow type Spark expects for a column of WQL type ``t`` in ``mapInArrow`` output."""
-    simple = {
-        "STRING": pa.string(),
-        "TINYINT": pa.int8(),
-        "SMALLINT": pa.int16(),
-        "INT": pa.int32(),
-        "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(),
-        "DOUBLE": pa.float64(),
-        "BOOLEAN": pa.bool_(),
-        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-        "DATE": pa.date32(),
-        "BINARY": pa.binary(),
-        "NULL": pa.null(),
-    }
-    if t.kind in simple:
-        return simple[t.kind]
-    if t.kind == "DECIMAL":
-        return pa.decimal128(t.precision, t.scale)
-    if t.kind == "ARRAY":
-        assert t.element is not None
-        return pa.list_(arrow_type(t.element))
-    raise WqlUnsupportedError(f"the operator engine cannot output values of type {t.ddl}")
-
-
-def _arrow(values: list, t: WqlType) -> pa.Array:
-    """Values computed by the runtime as an Arrow array of the plan's type."""
-    return pa.array([_coerce(v, t) for v in values], type=arrow_type(t))
-
-
-def _coerce(v: Any, t: WqlType) -> Any:
-    if v is None:
-        return None
-    kind = t.kind
-    if kind in ("DOUBLE", "FLOAT"):
-        return float(v)
-    if kind in ("BIGINT", "INT", "SMALLINT", "TINYINT"):
-        return int(v)
-    if kind == "DECIMAL":
-        # Spark rounds decimal results HALF_UP to the result scale
-        d = v if isinstance(v, Decimal) else Decimal(str(v))
-        return d.quantize(Decimal(1).scaleb(-(t.scale or 0)), rounding=ROUND_HALF_UP)
-    if kind == "ARRAY":
-        assert t.element is not None
-        return [_coerce(x, t.element) for x in v]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
-# --------------------------------------------------------------------------- schemas
-
-
-def _output_schema(
-    query: P.Query, op: OperatorPlan
-) -> tuple[ST.StructType, pa.Schema, tuple[WqlType, ...], tuple[WqlType, ...]]:
-    """The tagged stream's schema, in Spark and in Arrow (every batch must match it)."""
-    columns: list[tuple[str, WqlType]] = [(KIND, T.STRING)]
-    columns += [(f"__wql_k{i}", k.type) for i, k in enumerate(op.keys)]
-    columns += [(n, T.BIGINT) for n in (_WS, _WE, _WT, _PI)]
-    columns.append((_PT, T.STRING))
-    agg_types = tuple(a.type for a in query.aggregates)
-    columns += [(f"__wql_a{i}", t) for i, t in enumerate(agg_types)]
-    late_types = tuple(op.values[i].type for _, i in op.late_columns)
-    columns += [(f"__wql_l{j}", t) for j, t in enumerate(late_types)]
-    columns += [(_LTS, T.BIGINT), (COUNTERS, T.STRING)]
-    spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
-    arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
-    return spark_schema, arrow, agg_types, late_types
-
-
-def _spark_type(t: WqlType) -> ST.DataType:
-    if t.is_unknown:
-        raise WqlUnsupportedError(
-            f"the operator engine needs a known type, got {t.ddl}; add a CAST to the expression"
-        )
-    return T.to_spark(t)
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _post_aggregation(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
-    """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema)."""
-    rel = rows.select(
-        *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
-        F.timestamp_millis(F.col(_WS)).alias("window_start"),
-        F.timestamp_millis(F.col(_WE)).alias("window_end"),
-        F.timestamp_millis(F.col(_WT)).alias("window_time"),
-        F.col(_PI).alias("pane_index"),
-        F.col(_PT).alias("pane_timing"),
-        *[F.col(f"__wql_a{i}").alias(a.name) for i, a in enumerate(query.aggregates)],
-    )
-    if query.having is not None:
-        rel = rel.where(F.expr(query.having.sql))
-    out = []
-    for c in query.output:
-        col = F.expr(c.expr.sql)
-        if not c.type.is_unknown:
-            col = col.cast(T.to_spark(c.type))
-        out.append(col.alias(c.name))
-    return rel.select(*out)
-
-
-def _late_output(query: P.Query, op: OperatorPlan, rows: DataFrame) -> DataFrame:
-    cols = [
-        F.col(f"__wql_l{j}").alias(name)
-        for j, (name, _) in enumerate(op.late_columns)
-        if name.lower() != P.LATE_EVENT_TIME_COLUMN
-    ]
-    cols.append(F.timestamp_millis(F.col(_LTS)).alias(P.LATE_EVENT_TIME_COLUMN))
-    return rows.select(*cols)
-
-
-def _sum_counters(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
-    for p in parts:
-        for k in ("rows_in", "rows_emitted", "late_rows"):
-            total[k] += int(p.get(k, 0))
-        for reason, n in p.get("dropped", {}).items():
-            total["dropped"][reason] = total["dropped"].get(reason, 0) + int(n)
-    return total

@@ -68,10 +68,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from wql.compiler.backends.escaping import sql_identifier
 from wql.errors import WqlSemanticError, WqlUnsupportedError
-
-MIN_TIME = -(2**63)
-MAX_TIME = 2**63 - 1
+from wql.runtime.windows import MIN_TIME
 
 #: Columns the replay adds; source columns may not use the prefix.
 RESERVED_PREFIX = "__wql_"
@@ -162,7 +161,7 @@ class Replay:
 def event_time_millis(df: DataFrame, column: str) -> Column:
     """``column`` as epoch milliseconds (BIGINT), floored; NULL when absent or unparseable."""
     dtype = _field(df, column).dataType
-    col = F.col(_quote(column))
+    col = F.col(sql_identifier(column))
     if isinstance(dtype, T.TimestampType):
         ts = col
     elif isinstance(dtype, (T.TimestampNTZType, T.DateType)):
@@ -185,7 +184,7 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType, T.StringType)):
         return event_time_millis(df, column)
     if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return F.col(_quote(column)).cast(T.LongType())
+        return F.col(sql_identifier(column)).cast(T.LongType())
     raise WqlSemanticError(
         f"column '{column}' has type {dtype.simpleString()}; "
         "a processing-time column must be a TIMESTAMP or an integer of epoch milliseconds"
@@ -243,19 +242,21 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
     order += [_FILE, _ID]
 
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
-        *[F.col(_quote(c)) for c in source_cols], F.col(_DROP).alias("reason")
+        *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
+    prepared = _Staged(staged, source_cols, order, spec, dropped)
     if strategy == STRATEGY_AUTO:
-        replayed = _replay_window(staged, source_cols, order, spec, dropped)
+        replayed = _replay_window(prepared)
         if replayed.rows_replayed <= AUTO_WINDOW_MAX_ROWS:
             return replayed
-        return _replay_bucketed(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_BUCKETED:
-        return _replay_bucketed(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_PARTITIONED:
-        return _replay_partitioned(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_WINDOW:
-        return _replay_window(staged, source_cols, order, spec, dropped)
+        return _replay_bucketed(prepared)
+    strategies = {
+        STRATEGY_BUCKETED: _replay_bucketed,
+        STRATEGY_PARTITIONED: _replay_partitioned,
+        STRATEGY_WINDOW: _replay_window,
+    }
+    if strategy in strategies:
+        return strategies[strategy](prepared)
     raise ValueError(f"unknown replay strategy {strategy!r}")
 
 
@@ -289,6 +290,21 @@ def running_clock(pt: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
 
 # --------------------------------------------------------------------------- strategies
 
+
+@dataclass(frozen=True)
+class _Staged:
+    """What every strategy starts from: the source with its order and drop columns."""
+
+    #: source columns + input order, event time, processing time, arrival and drop reason
+    df: DataFrame
+    source_cols: list[str]
+    #: the replay order (primary column first, then input order)
+    order: list[str]
+    spec: ReplaySpec
+    #: the rows not replayed, with their reason
+    dropped: DataFrame
+
+
 _STATS_SCHEMA = T.StructType(
     [
         T.StructField("pid", T.IntegerType()),
@@ -301,13 +317,8 @@ _STATS_SCHEMA = T.StructType(
 )
 
 
-def _replay_partitioned(
-    staged: DataFrame,
-    source_cols: list[str],
-    order: list[str],
-    spec: ReplaySpec,
-    dropped: DataFrame,
-) -> Replay:
+def _replay_partitioned(prepared: _Staged) -> Replay:
+    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
     # Range-partitioned global sort: partition i holds a consecutive slice of the replay.
     # Persisted so both passes below see exactly the same partitions.
     ordered = staged.orderBy(*[F.col(c).asc_nulls_first() for c in order]).persist()
@@ -421,13 +432,9 @@ def _replay_partitioned(
     )
 
 
-def _replay_bucketed(
-    staged: DataFrame,
-    source_cols: list[str],
-    order: list[str],
-    spec: ReplaySpec,
-    dropped: DataFrame,
-) -> Replay:
+def _replay_bucketed(prepared: _Staged) -> Replay:
+    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
+    source_cols = prepared.source_cols
     spark = staged.sparkSession
     kept = staged.filter(F.col(_DROP).isNull())
     primary = order[0] if len(order) > 2 else None
@@ -491,7 +498,7 @@ def _replay_bucketed(
     else:
         pt = F.lit(None)
     out = bucketed.filter(F.col(_DROP).isNull()).select(
-        *[F.col(_quote(c)) for c in source_cols],
+        *[F.col(sql_identifier(c)) for c in source_cols],
         (by_bucket(offsets) + F.row_number().over(w) - 1).cast(T.LongType()).alias(SEQ),
         F.col(TS),
         wm.cast(T.LongType()).alias(WM),
@@ -500,13 +507,9 @@ def _replay_bucketed(
     return Replay(out, dropped, rows_in, dropped_counts, _known(max_ts), _known(max_pt))
 
 
-def _replay_window(
-    staged: DataFrame,
-    source_cols: list[str],
-    order: list[str],
-    spec: ReplaySpec,
-    dropped: DataFrame,
-) -> Replay:
+def _replay_window(prepared: _Staged) -> Replay:
+    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
+    source_cols = prepared.source_cols
     counts = (
         staged.groupBy(_DROP)
         .agg(F.count(F.lit(1)).alias("count"), F.max(TS).alias("ts"), F.max(PT).alias("pt"))
@@ -525,7 +528,7 @@ def _replay_window(
     wm = F.when(before.isNull() | (before < F.lit(floor)), F.lit(MIN_TIME)).otherwise(
         before - F.lit(spec.delay_ms + 1)
     )
-    cols = [F.col(_quote(c)) for c in source_cols]
+    cols = [F.col(sql_identifier(c)) for c in source_cols]
     out = kept.select(
         *cols,
         (F.row_number().over(w) - 1).cast(T.LongType()).alias(SEQ),
@@ -557,7 +560,7 @@ def _arrival_key(df: DataFrame, column: str) -> Column:
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
         return event_time_millis(df, column)
     if isinstance(dtype, T.NumericType):
-        return F.col(_quote(column))
+        return F.col(sql_identifier(column))
     raise WqlSemanticError(
         f"arrival_order column '{column}' has type {dtype.simpleString()}; "
         "it must be numeric or a TIMESTAMP"
@@ -574,10 +577,6 @@ def _field(df: DataFrame, name: str) -> T.StructField:
     raise WqlSemanticError(
         f"column '{name}' is not in the source (columns: {', '.join(df.columns)})"
     )
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:
