@@ -54,7 +54,7 @@ import numpy as np
 from wql.runtime.assigners import DROP_MISSING_TIMESTAMP, CumulateWindows, SlidingWindows
 from wql.runtime.config import ON_TIME, OperatorConfig, RowBatch
 from wql.runtime.fastpath import RowPath, WindowPath, inlines_event_trigger
-from wql.runtime.vectorized.kernels import IntArray, RangeTable
+from wql.runtime.vectorized.kernels import IntArray, RangeTable, session_components
 from wql.runtime.vectorized.prepare import prepare
 from wql.runtime.windows import MAX_TIME, TimeWindow
 
@@ -275,38 +275,32 @@ class ColumnarWindows(RowPath):
             self.first_slice
         )
 
-    def _window_ends(self, qi: IntArray, lo: int | None, hi: int) -> tuple[IntArray, IntArray]:
-        """Per slice, the ends (slice index) of its windows in ``[lo, hi]``: (slice, end)."""
-        first = qi + 1
-        last = self._last_end(qi) if self.cumulate else qi + self.size_u
-        if lo is not None:
-            first = np.maximum(first, lo)
-        last = np.minimum(last, hi)
-        if not self.cumulate:
-            # HOP ends are size_u apart from the slide-aligned starts
-            first = first + (self.size_u - first) % self.slide_u
-        n = np.where(first <= last, (last - first) // self.slide_u + 1, 0)
-        slice_of = np.repeat(np.arange(len(qi), dtype=np.int64), n)
-        within = np.arange(len(slice_of), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-        return slice_of, np.repeat(first, n) + within * self.slide_u
-
-    def _distinct(self, k: IntArray, e_i: IntArray) -> tuple[IntArray, IntArray]:
-        """Distinct (key, end) pairs, sorted by end then key."""
-        if len(k) == 0:
-            return k, e_i
-        order = np.lexsort((k, e_i))
-        k, e_i = k[order], e_i[order]
-        keep = np.concatenate(([True], (k[1:] != k[:-1]) | (e_i[1:] != e_i[:-1])))
-        return k[keep], e_i[keep]
-
     def _windows_ending(self, after: int, upto: int) -> tuple[IntArray, IntArray]:
-        """Windows with content whose max timestamp is in ``(after, upto]``: (key, end)."""
+        """Windows with content whose max timestamp is in ``(after, upto]``: (key, end),
+        sorted by end, then key.
+
+        A slice belongs to the windows whose ends (slice index) lie in
+        ``[qi + 1, last]`` (``last``: the latest-ending window that holds it),
+        HOP's ends ``size`` slices after a slide-aligned start. The union of
+        those ranges over a key's slices is the key's windows with content:
+        merged per key first (touching ranges join), so every window is
+        listed once, not once per slice.
+        """
         k, qi = self._slices()
-        lo = self._index_ceil(after + 2) if after > -_TIME_LIMIT else None
-        hi_time = min(upto, _TIME_LIMIT) + 1
-        hi = (hi_time - self.offset) // self.unit
-        slice_of, e_i = self._window_ends(qi, lo, hi)
-        return self._distinct(k[slice_of], e_i)
+        last = self._last_end(qi) if self.cumulate else qi + self.size_u
+        comp_key, first, stop = session_components(k, qi + 1, last + 1)[1:]
+        if after > -_TIME_LIMIT:
+            first = np.maximum(first, self._index_ceil(after + 2))
+        hi = (min(upto, _TIME_LIMIT) + 1 - self.offset) // self.unit
+        last = np.minimum(stop - 1, hi)
+        if not self.cumulate:
+            first = first + (self.size_u - first) % self.slide_u  # the aligned ends
+        n = np.where(first <= last, (last - first) // self.slide_u + 1, 0)
+        at = np.repeat(np.arange(len(n), dtype=np.int64), n)
+        within = np.arange(len(at), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+        k, e_i = comp_key[at], first[at] + within * self.slide_u
+        order = np.lexsort((k, e_i))
+        return k[order], e_i[order]
 
     def _open(self) -> tuple[IntArray, IntArray]:
         """Every window with content that has not fired: (key, end)."""

@@ -631,17 +631,23 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ batch
 
-    def process_batch(self, batch: RowBatch) -> None:
-        """The vectorized entry point; equal to the per-row loop in every observable way."""
-        # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
+    def process_batch(self, batch: RowBatch) -> bool:
+        """The vectorized entry point; equal to the per-row loop in every observable way.
+
+        Returns whether a batch form (the NumPy path, the columnar arrays) took
+        the batch; ``False``: the per-row loop ran.
+        """
+        # The NumPy path keeps no per-row firing record: "rows" tracking needs the
+        # loop (except the count-triggered sessions' form, which records them).
         path = self._path
         if self._fast and (
             path.process_batch(batch)
             if path is not None
             else not self._track and try_process_batch(self, batch)
         ):
-            return
+            return True
         self.process_rows(batch)
+        return False
 
     def process_rows(self, batch: RowBatch) -> None:
         """The per-row loop ``process_batch`` must equal, row by row (also for the NumPy
