@@ -30,6 +30,7 @@ from wql.runtime import (
     PanePurgingTrigger,
     ProcessingTimeoutTrigger,
     PurgingTrigger,
+    RowBatch,
     SessionWindows,
     SlidingWindows,
     TumblingWindows,
@@ -278,9 +279,14 @@ def test_default_trigger_without_lateness_every_window_ends_with_a_last_pane(ste
 @settings(max_examples=25, deadline=None)
 @given(data=st.data(), rows=rows_st, lateness=st.sampled_from([0, 1, 7]))
 def test_marking_fast_paths_equal_the_plain_path(path, name, data, rows, lateness):
-    assigner_st, trigger, _ = CONFIGS[name]
+    assigner_st, trigger, _, *evictor = CONFIGS[name]
     config = OperatorConfig(
-        data.draw(assigner_st), ALL_AGGS, trigger=trigger, allowed_lateness=lateness, mark_last=True
+        data.draw(assigner_st),
+        ALL_AGGS,
+        trigger=trigger,
+        evictor=evictor[0] if evictor else None,
+        allowed_lateness=lateness,
+        mark_last=True,
     )
     fast = WindowOperator(config, slicing=path == "sliced")
     plain = WindowOperator(config, fast=False)
@@ -628,3 +634,39 @@ def test_changelog_of_an_early_session_that_merges_and_fires_late():
         ("-U", 15, 0, 10500, 3, "EARLY"),
         ("+U", 15, 0, 10500, 4, "ON_TIME"),
     ]
+
+
+@pytest.mark.parametrize("name", ["tumble", "hop", "cumulate", "session", "session-count-evict"])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), rows=rows_st)
+def test_marked_batches_equal_the_per_row_loop(name, data, rows):
+    # the batch forms build rows without the marks: with them, process_batch is the loop
+    assigner_st, trigger, _, *evictor = CONFIGS[name]
+    config = OperatorConfig(
+        data.draw(assigner_st),
+        (AggregateSpec("COUNT_STAR"), AggregateSpec("SUM", 0)),
+        trigger=trigger,
+        evictor=evictor[0] if evictor else None,
+        mark_last=True,
+    )
+    wms, clock = [], -60
+    for *_, step in rows:
+        clock += step
+        wms.append(clock)
+    batched, looped = WindowOperator(config), WindowOperator(config)
+    batch = RowBatch(
+        keys=[r[0] for r in rows],
+        timestamps=[0 if r[1] is None else r[1] for r in rows],
+        columns=(
+            [0 if r[2] is None else r[2] for r in rows],
+            [r[3] for r in rows],
+            [r[4] for r in rows],
+        ),
+        watermark_before=wms,
+        timestamp_valid=[r[1] is not None for r in rows],
+    )
+    assert batched.process_batch(batch) is False
+    looped.process_rows(batch)
+    for op in (batched, looped):
+        op.end_of_input()
+    assert batched.drain() == looped.drain()

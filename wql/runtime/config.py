@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from wql.errors import WqlSemanticError
@@ -49,6 +50,7 @@ __all__ = [
     "LATE_TIMESTAMP",
     "LATE_VALUES",
     "Counters",
+    "EncodedKeys",
     "OperatorConfig",
     "RowBatch",
     "count_windows",
@@ -177,12 +179,42 @@ def count_windows(
     return GlobalWindows(), CountTrigger(slide), CountEvictor(size)
 
 
+class EncodedKeys:
+    """A key column as codes into its distinct keys (what ``RowBatch.keys`` may hold).
+
+    ``keys`` are distinct (no two equal as Python values) and ``codes[i]``
+    is the index of row i's key. A host that factorises keys in Arrow or
+    NumPy builds one tuple per distinct key instead of one per row, and the
+    vectorized path needs no hashing of its own. As a sequence it reads as
+    the per-row keys.
+    """
+
+    __slots__ = ("codes", "keys")
+
+    def __init__(self, codes: npt.NDArray[np.int64], keys: Sequence[Any]) -> None:
+        self.codes = codes
+        self.keys = list(keys)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return EncodedKeys(self.codes[i], self.keys)
+        return self.keys[int(self.codes[i])]
+
+    def tolist(self) -> list[Any]:
+        """The per-row keys."""
+        return list(map(self.keys.__getitem__, self.codes.tolist()))
+
+
 @dataclass(frozen=True)
 class RowBatch:
     """Columnar input of ``process_batch``; all sequences have one entry per row.
 
     Attributes:
-        keys: grouping-key tuples (``()`` for windowAll).
+        keys: grouping-key tuples (``()`` for windowAll), one per row, or
+            :class:`EncodedKeys`.
         timestamps: event time per row, int ms (an int64 array or a sequence);
             ``None`` when the query has no event time.
         columns: one sequence per ``values`` index. NumPy numeric arrays cannot
@@ -216,6 +248,21 @@ class RowBatch:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def slice(self, start: int, stop: int) -> RowBatch:
+        """Rows ``start`` to ``stop`` (exclusive) as a batch of their own."""
+
+        def cut(column: Any) -> Any:
+            return None if column is None else column[start:stop]
+
+        return RowBatch(
+            self.keys[start:stop],
+            cut(self.timestamps),
+            tuple(c[start:stop] for c in self.columns),
+            self.watermark_before[start:stop],
+            cut(self.processing_time),
+            cut(self.timestamp_valid),
+        )
 
 
 @dataclass

@@ -49,6 +49,7 @@ from wql.runtime.assigners import (
     GlobalWindows,
     SessionWindows,
 )
+from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.config import (
     DELETE,
     INSERT,
@@ -58,7 +59,7 @@ from wql.runtime.config import (
     OperatorConfig,
     RowBatch,
 )
-from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
+from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.slicing import Slicer, can_slice
 from wql.runtime.state import KeyState
@@ -220,6 +221,7 @@ class WindowOperator:
         #: no vectorized batches); every fast path must equal it.
         self._fast = fast
         self._path: RowPath | None = None
+        self._watch: Any = None
         self._on_timer = self.on_timer
         if fast:
             self.use_path(_fast_path(self, slicing))
@@ -255,10 +257,10 @@ class WindowOperator:
         else:
             accepted = False
             for w in windows:
-                if self._is_window_late(w):
+                if self.is_window_late(w):
                     continue
                 accepted = True
-                self._add(key, ks, w, timestamp, seq, values)
+                self.add_row(key, ks, w, timestamp, seq, values)
                 self._ctx.bind(key, ks, w)
                 r = self._trigger.on_element(timestamp, values, w, self._ctx)
                 if r & 1:
@@ -267,12 +269,12 @@ class WindowOperator:
                         continue  # FIRE on empty contents: nothing (not even the cleanup timer)
                     self.emit(key, ks, w, w, acc, self.timing_now(w))
                 if r & 2:
-                    self._purge(key, ks, w)
+                    self.purge(key, ks, w)
                 self.register_cleanup_timer(key, w)
         if not accepted:
             self.not_accepted(key, timestamp, values)
 
-    def _add(
+    def add_row(
         self, key: Key, ks: KeyState, sw: Window, timestamp: int | None, seq: int, values: tuple
     ) -> None:
         """Add the row to state window ``sw``: its accumulator, or its rows (an evictor)."""
@@ -290,7 +292,8 @@ class WindowOperator:
         if self._track:
             self._track_add(key, sw, seq)
 
-    def _purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+    def purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+        """PURGE: the state window's contents go (its trigger state and pane count stay)."""
         ks.contents.pop(sw, None)
         if self._track:
             self._track_discard(key, sw)
@@ -311,12 +314,12 @@ class WindowOperator:
         self._merge_key, self._merge_ks = key, ks
         for w in windows:
             actual = mws.add_window(w, self._on_merge)  # type: ignore[arg-type]
-            if self._is_window_late(actual):
+            if self.is_window_late(actual):
                 mws.retire_window(actual)
                 continue
             accepted = True
             sw = mws.mapping[actual]
-            self._add(key, ks, sw, timestamp, seq, values)
+            self.add_row(key, ks, sw, timestamp, seq, values)
             self._ctx.bind(key, ks, actual)
             r = self._trigger.on_element(timestamp, values, actual, self._ctx)
             if r & 1:
@@ -325,9 +328,14 @@ class WindowOperator:
                     continue
                 self.emit(key, ks, actual, sw, acc, self.timing_now(actual))
             if r & 2:
-                self._purge(key, ks, sw)
+                self.purge(key, ks, sw)
             self.register_cleanup_timer(key, actual)
         return accepted
+
+    def add_merging_window(self, key: Key, ks: KeyState, window: TimeWindow) -> TimeWindow:
+        """``MergingWindowSet.add_window`` with this operator's merge callback."""
+        self._merge_key, self._merge_ks = key, ks
+        return ks.merging.add_window(window, self._on_merge)  # type: ignore[union-attr]
 
     def _on_merge(
         self,
@@ -379,6 +387,8 @@ class WindowOperator:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
+        if self._watch is not None:
+            self._watch(watermark)
         heap = self._timers.event.heap
         if not heap or heap[0][0] > watermark:
             return
@@ -462,7 +472,7 @@ class WindowOperator:
                 timing = self._timing_timer(window, time, event)
                 self.emit(key, ks, window, sw, acc, timing, cleanup)
         if r & 2:
-            self._purge(key, ks, sw)
+            self.purge(key, ks, sw)
         if cleanup:
             self._clear_all_state(key, ks, window, sw)
         self.release_key(key)
@@ -488,7 +498,8 @@ class WindowOperator:
             return t if t < MAX_TIME else MAX_TIME
         return window.max_timestamp
 
-    def _is_window_late(self, window: Window) -> bool:
+    def is_window_late(self, window: Window) -> bool:
+        """Flink's ``isWindowLate``: an event-time window whose cleanup time has passed."""
         return self._event_time and self._cleanup_time(window) <= self.watermark
 
     def register_cleanup_timer(self, key: Key, window: Window) -> None:
@@ -633,13 +644,15 @@ class WindowOperator:
             self._fired_seq = current
         evicted = set(held or ()) - fired
         kept: list[int] = []
+        gone: list[int] = []
         for s in pending:
             if s in fired:
                 unfired.pop(s, None)
             elif s in evicted:
-                self._track_gone(s)
+                gone.append(s)
             else:
                 kept.append(s)
+        self._track_gone(gone)
         if kept:
             self._pending[(key, sw)] = kept
 
@@ -647,21 +660,26 @@ class WindowOperator:
         """``sw``'s contents are gone (purged or cleaned up) without another firing."""
         pending = self._pending.pop((key, sw), None)
         if pending:
-            for s in pending:
-                self._track_gone(s)
+            self._track_gone(pending)
 
-    def _track_gone(self, seq: int) -> None:
+    def _track_gone(self, seqs: list[int]) -> None:
+        """Rows ``seqs`` left a window that never included them in a firing."""
         unfired = self._unfired
-        n = unfired.get(seq)
-        if n is None:
-            return  # the row was in a firing of another window
-        if n > 1:
-            unfired[seq] = n - 1
-            return
-        del unfired[seq]
-        self.drop(DROP_IN_NO_FIRING)
-        if seq == self._seq - 1:
-            self._gone_seq = seq
+        current = self._seq - 1
+        gone = 0
+        for seq in seqs:
+            n = unfired.get(seq)
+            if n is None:
+                continue  # the row was in a firing of another window
+            if n > 1:
+                unfired[seq] = n - 1
+                continue
+            del unfired[seq]
+            gone += 1
+            if seq == current:
+                self._gone_seq = seq
+        if gone:
+            self.drop(DROP_IN_NO_FIRING, gone)
 
     def drain(self) -> list[tuple]:
         """Emitted rows since the last drain (layout: ``config.EMITTED_FIELDS`` + aggregates)."""
@@ -675,18 +693,33 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ batch
 
-    def process_batch(self, batch: RowBatch) -> None:
-        """The vectorized entry point; equal to the per-row loop in every observable way."""
-        # The fast path keeps no per-row firing record: "rows" tracking needs the loop.
+    def process_batch(self, batch: RowBatch) -> bool:
+        """The vectorized entry point; equal to the per-row loop in every observable way.
+
+        Returns whether a batch form (the NumPy path, the columnar arrays) took
+        the batch; ``False``: the per-row loop ran.
+        """
+        # The NumPy path keeps no per-row firing record: "rows" tracking needs the
+        # loop (except the count-triggered sessions' form, which records them).
         path = self._path
+        # Extended rows (is_last, op) come from ``emit`` only: the batch forms build
+        # their rows themselves.
         if (
             self._fast
-            and not self._track
             and not self._extended
-            and (path is None or path.vectorizable)
-            and try_process_batch(self, batch)
+            and (
+                path.process_batch(batch)
+                if path is not None
+                else not self._track and try_process_batch(self, batch)
+            )
         ):
-            return
+            return True
+        self.process_rows(batch)
+        return False
+
+    def process_rows(self, batch: RowBatch) -> None:
+        """The per-row loop ``process_batch`` must equal, row by row (also for the NumPy
+        path's rows it leaves to the loop): advance the clocks, then the row."""
         n = len(batch)
         if n == 0:
             return
@@ -713,21 +746,30 @@ class WindowOperator:
 
     # ------------------------------------------------------------- inspection
 
+    # (a fast path may hold state of its own: wql.runtime.columnar)
+
     def timers(self, key: Key) -> tuple[list[int], list[int]]:
         """Distinct pending timer times of ``key``: (event times, processing times)."""
-        return self._timers.times(key)
+        event, processing = self._timers.times(key)
+        if self._path is not None:
+            held = self._path.held_timers(key)
+            if held:
+                event = sorted({*event, *held})
+        return event, processing
 
     def active_keys(self) -> list[Key]:
         """Keys that currently hold state or timers."""
-        return list(self._keys)
+        held = self._path.held_keys() if self._path is not None else []
+        return list(self._keys) + [k for k in held if k not in self._keys]
 
     def open_windows(self) -> int:
         """Number of (key, state window) contents currently held."""
-        return sum(len(ks.contents) for ks in self._keys.values())
+        held = self._path.held_windows() if self._path is not None else 0
+        return sum(len(ks.contents) for ks in self._keys.values()) + held
 
     def state_size(self) -> int:
         """Rough size of the kept state: contents, buffered rows, trigger and pane entries."""
-        total = 0
+        total = self._path.held_windows() if self._path is not None else 0
         for ks in self._keys.values():
             total += len(ks.trigger) + len(ks.panes) + len(ks.emitted)
             for c in ks.contents.values():
@@ -745,6 +787,7 @@ class WindowOperator:
 
     def snapshot(self) -> bytes:
         """The whole operator: state, timers, clocks, counters and undrained output."""
+        self._settle()
         return _snap.dumps(
             {
                 "kind": "operator",
@@ -807,6 +850,7 @@ class WindowOperator:
         Clocks, counters and undrained output are not part of it: the host
         owns the clocks and must ``drain()`` / ``drain_late()`` first.
         """
+        self._settle()
         ks = self._keys.get(key)
         event, processing = self._timers.key_timers(key)
         return _snap.dumps(
@@ -845,6 +889,11 @@ class WindowOperator:
         # order FIRST_VALUE/LAST_VALUE/COLLECT_LIST ties and evictor buffers).
         self._seq = max(self._seq, payload["seq"])
 
+    def _settle(self) -> None:
+        """State a fast path holds of its own into key states and timers (snapshots, keys)."""
+        if self._path is not None:
+            self._path.settle()
+
     def _after_restore(self, ks: KeyState) -> None:
         if self._evictor is None and any(s.kind == "COUNT_DISTINCT" for s in self.aggregator.specs):
             for acc in ks.contents.values():
@@ -852,6 +901,7 @@ class WindowOperator:
 
     def forget_key(self, key: Key) -> None:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
+        self._settle()
         self._keys.pop(key, None)
         self._timers.drop_key(key)
         if self._pending:
@@ -939,6 +989,18 @@ class WindowOperator:
             self.drop(DROP_LATE_WINDOW)
         self.release_key(key)
 
+    @property
+    def tracks_rows(self) -> bool:
+        """Whether the operator follows each row until a firing includes it ("rows" mode)."""
+        return self._track
+
+    def track_rows(self, key: Key, sw: Window, seqs: list[int]) -> None:
+        """Rows ``seqs``, new and each in no other window, were added to state window ``sw``
+        (what ``add_row`` records row by row)."""
+        if self._track and seqs:
+            self._pending.setdefault((key, sw), []).extend(seqs)
+            self._unfired.update(dict.fromkeys(seqs, 1))
+
     def emit_rows(self, rows: list[tuple]) -> None:
         """Append firings built by the caller (``EMITTED_FIELDS`` + aggregate results)."""
         self._out.extend(rows)
@@ -947,6 +1009,7 @@ class WindowOperator:
     def use_path(self, path: RowPath | None) -> None:
         """Make ``path`` the per-row path (None: the plain methods)."""
         self._path = path
+        self._watch = path.on_watermark if path is not None and path.watches_watermark else None
         if path is None:
             vars(self).pop("process_element", None)
             self._on_timer = self.on_timer
@@ -994,12 +1057,19 @@ def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
         # and cleanups: the plain port's merge callback and cleanup do that.
         return None
     if config.assigner.is_merging:
-        return SessionPath(op) if SessionPath.applies(config) else None
+        if SessionPath.applies(config):
+            return SessionPath(op)
+        return CountSessionPath(op) if CountSessionPath.applies(config) else None
     if not WindowPath.applies(config):
         return None
     path = WindowPath(op)
     # HOP / CUMULATE: one accumulator per (key, slice) (opt-in, wql.runtime.slicing)
-    return Slicer(op, path) if slicing and can_slice(config) else path
+    if slicing and can_slice(config):
+        return Slicer(op, path)
+    if config.extended_rows:
+        return path  # the columnar arrays emit their firings without the marks
+    # HOP / CUMULATE at lateness 0: (key, slice) columns for batches (wql.runtime.columnar)
+    return ColumnarWindows(op, path) if ColumnarWindows.applies(config) else path
 
 
 def _as_list(column: Any) -> list:

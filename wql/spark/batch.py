@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -359,12 +360,13 @@ class _PartitionTask:
             else:
                 seqs = batch.column(R.SEQ).to_numpy(zero_copy_only=False)
                 rows = list(zip(*columns, strict=True)) if columns else [()] * len(keys)
-                for i in range(len(keys)):
+                row_keys = keys.tolist() if hasattr(keys, "tolist") else keys
+                for i in range(len(row_keys)):
                     events.advance_before(op, int(seqs[i]))
                     op.advance_watermark(int(wm[i]))
                     if pt is not None:
                         op.advance_processing_time(int(pt[i]))
-                    op.process_element(keys[i], None if ts is None else int(ts[i]), rows[i])
+                    op.process_element(row_keys[i], None if ts is None else int(ts[i]), rows[i])
             yield from self._emit(op)
         if events is not None:
             events.advance_before(op, MAX_TIME)
@@ -379,12 +381,23 @@ class _PartitionTask:
         yield from self._emit(op)
         yield self.layout.rows(counters=op.counters.as_dict())
 
-    def _keys(self, batch: pa.RecordBatch) -> list:
+    def _keys(self, batch: pa.RecordBatch) -> Any:
+        """The batch's keys, factorised in Arrow when their Python values compare as Arrow's.
+
+        One tuple per distinct key instead of one per row (and no hashing of
+        row tuples downstream: ``RowBatch.keys`` as ``EncodedKeys``).
+        """
+        from wql.runtime.config import EncodedKeys
+
         n = batch.num_rows
         if self.n_keys == 0:
-            return [()] * n
-        cols = [batch.column(c).to_pylist() for c in L.key_columns(self.n_keys)]
-        return list(zip(*cols, strict=True))
+            return EncodedKeys(np.zeros(n, np.int64), [()])
+        arrays = [batch.column(c) for c in L.key_columns(self.n_keys)]
+        encoded = _encode_keys(arrays)
+        if encoded is None:
+            cols = [a.to_pylist() for a in arrays]
+            return list(zip(*cols, strict=True))
+        return EncodedKeys(*encoded)
 
     def _emit(self, op: Any) -> Iterator[pa.RecordBatch]:
         results = op.drain()
@@ -405,3 +418,58 @@ class ClockCursor:
             op.advance_watermark(self.wm[self.pos])
             op.advance_processing_time(self.pt[self.pos])
             self.pos += 1
+
+
+# --------------------------------------------------------------------------- conversions
+
+
+def _encodable(t: pa.DataType) -> bool:
+    """Key types whose Arrow equality is Python's (floats are not: NaN, -0.0)."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_binary(t)
+    )
+
+
+def _encode_keys(arrays: list[pa.Array]) -> tuple[np.ndarray, list[tuple]] | None:
+    """``(codes, distinct key tuples)`` in first-appearance order, or None (not encodable).
+
+    Each column is dictionary-encoded (nulls are a value of their own, as
+    ``None`` in a Python key); several columns combine their codes and are
+    factorised again, keeping first appearance.
+    """
+    if not all(_encodable(a.type) for a in arrays):
+        return None
+    codes: np.ndarray | None = None
+    values: list[list] = []
+    width = 1
+    for a in arrays:
+        enc = pc.dictionary_encode(a, null_encoding="encode")
+        dictionary = enc.dictionary.to_pylist()
+        c = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        width *= max(len(dictionary), 1)
+        if width >= 2**62:
+            return None
+        codes = c if codes is None else codes * len(dictionary) + c
+        values.append(dictionary)
+    assert codes is not None
+    if len(values) == 1:
+        return codes, [(v,) for v in values[0]]
+    combined, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    keys = []
+    for code in combined[order].tolist():
+        digits = []
+        for dictionary in reversed(values):
+            code, d = divmod(code, len(dictionary))
+            digits.append(dictionary[d])
+        keys.append(tuple(reversed(digits)))
+    return rank[inverse.reshape(-1)], keys
