@@ -3,9 +3,11 @@
 One command (from the repository root)::
 
     .venv/bin/python bench/profile_operator.py [--data spark|nexmark] [--rows N] [--top T]
+                                               [--no-stages] [--batch-rows B]
 
 ``--data spark`` (default) profiles ``bench/spark.py``'s scenario b (SESSION
-5 s per key, COUNT + SUM, N rows over 1 000 keys); ``--data nexmark``
+5 s per key, COUNT + SUM, N rows over 1 000 keys), ``--data spark-c`` its
+scenario c (the same + ``TRIGGER COUNT(100) EVICT COUNT(10)``); ``--data nexmark``
 profiles Nexmark q11 (SESSION 10 s per bidder, COUNT; N events) from
 ``bench/nexmark.py``. Stages, each timed separately on the same DataFrame
 and forced with the ``noop`` sink (every stage recomputes the ones before
@@ -20,10 +22,12 @@ it, so the table gives each stage's time and its increment):
    the cached output);
 
 then the staged partitions are collected to this process and the partition
-task that ``mapInArrow`` runs is profiled under ``cProfile`` per partition:
-the table splits its time into Arrow -> Python conversion (keys and
-columns), the operator (``process_batch``/``end_of_input``), and Python ->
-Arrow (``_emit``), and the top functions by own time follow.
+task that ``mapInArrow`` runs is timed per partition without a profiler (CPU
+seconds of the process, best of ``--repeat``) and then profiled under
+``cProfile``: the table splits its time into Arrow -> Python conversion
+(keys and columns), the operator (``process_batch``/``end_of_input``), and
+Python -> Arrow (``_emit``), and the top functions by own time follow.
+``--no-stages`` skips the Spark stage timings (the task alone).
 """
 
 from __future__ import annotations
@@ -68,19 +72,24 @@ def timed(label: str, run: Callable[[], Any], repeat: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", choices=("spark", "nexmark"), default="spark")
+    ap.add_argument("--data", choices=("spark", "spark-c", "nexmark"), default="spark")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--no-stages", action="store_true", help="time the partition task only")
+    ap.add_argument(
+        "--batch-rows", type=int, default=10_000, help="Arrow batch size (Spark's default)"
+    )
     args = ap.parse_args(argv)
 
     spark = default_session(app_name="wql-profile")
     noop = nexmark.noop
     with tempfile.TemporaryDirectory(prefix="wql-profile-") as tmp:
-        if args.data == "spark":
+        if args.data in ("spark", "spark-c"):
             spark_bench.generate(Path(tmp) / "events", args.rows, 1000)
             df = spark.read.parquet(str(Path(tmp) / "events"))
-            compiled = wql.compile(spark_bench.SESSION_Q, engine="operator")
+            text = spark_bench.SESSION_Q if args.data == "spark" else spark_bench.TRIGGERED_Q
+            compiled = wql.compile(text, engine="operator")
             source = "events"
         else:
             nexmark.generate(Path(tmp), args.rows, 10_000)
@@ -102,30 +111,45 @@ def main(argv: list[str] | None = None) -> int:
             noop(results.df)
             results.release()
 
-        noop(df)  # warm-up
-        full()
-        print("timing stages (best of runs)...", file=sys.stderr)
-        t_scan = timed("scan", lambda: noop(df), args.repeat)
-        t_replay = timed("replay", lambda: noop(R.replay(df, spec).df), args.repeat)
-        t_shuffle = timed("shuffle", lambda: noop(staged_df()[0]), args.repeat)
-        t_full = timed("operator", full, args.repeat)
+        stages = None
+        if not args.no_stages:
+            noop(df)  # warm-up
+            full()
+            print("timing stages (best of runs)...", file=sys.stderr)
+            t_scan = timed("scan", lambda: noop(df), args.repeat)
+            t_replay = timed("replay", lambda: noop(R.replay(df, spec).df), args.repeat)
+            t_shuffle = timed("shuffle", lambda: noop(staged_df()[0]), args.repeat)
+            t_full = timed("operator", full, args.repeat)
+            stages = (t_scan, t_replay, t_shuffle, t_full)
 
         # the partition task in this process, per partition, under cProfile
         staged, replayed = staged_df()
         table = staged.withColumn("__pid", F.spark_partition_id()).toArrow()
         task_factory = B.partition_task(query, op, spec, replayed)
         pids = table.column("__pid").to_numpy()
+        parts = [table.filter(pids == pid).drop(["__pid"]) for pid in sorted(set(pids.tolist()))]
+
+        def run_task(profile: cProfile.Profile | None = None) -> int:
+            out_rows = 0
+            for part in parts:
+                batches = part.to_batches(max_chunksize=args.batch_rows)
+                if profile is not None:
+                    profile.enable()
+                for rb in task_factory(iter(batches)):
+                    out_rows += rb.num_rows
+                if profile is not None:
+                    profile.disable()
+            return out_rows
+
+        plain_cpu = []
+        for _ in range(args.repeat):
+            cpu0 = time.process_time()
+            run_task()
+            plain_cpu.append(time.process_time() - cpu0)
         profile = cProfile.Profile()
         cpu0 = time.process_time()
         wall0 = time.perf_counter()
-        out_rows = 0
-        for pid in sorted(set(pids.tolist())):
-            part = table.filter(pids == pid).drop(["__pid"])
-            batches = part.to_batches(max_chunksize=10_000)  # Spark's Arrow batch size
-            profile.enable()
-            for rb in task_factory(iter(batches)):
-                out_rows += rb.num_rows
-            profile.disable()
+        out_rows = run_task(profile)
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
 
@@ -135,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     def share(file: str, fn: str) -> float:
         return cum.get((file, fn), 0.0)
 
-    keys = share("batch.py", "_keys") + share("batch.py", "_column")
+    keys = share("batch.py", "_keys") + share("layout.py", "runtime_column")
     emit = share("batch.py", "_emit")
     operator = share("operator.py", "process_batch") + share("operator.py", "end_of_input")
     rows = table.num_rows
@@ -145,15 +169,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
     )
     print()
-    print("| stage | best s | increment s |")
-    print("|---|---:|---:|")
-    print(f"| scan | {t_scan:.2f} | {t_scan:.2f} |")
-    print(f"| + replay | {t_replay:.2f} | {t_replay - t_scan:.2f} |")
-    stage = "| + key/value expressions, repartition, sort"
-    print(f"{stage} | {t_shuffle:.2f} | {t_shuffle - t_replay:.2f} |")
-    stage = "| + mapInArrow operator, cached output (= apply)"
-    print(f"{stage} | {t_full:.2f} | {t_full - t_shuffle:.2f} |")
-    print()
+    if stages is not None:
+        t_scan, t_replay, t_shuffle, t_full = stages
+        print("| stage | best s | increment s |")
+        print("|---|---:|---:|")
+        print(f"| scan | {t_scan:.2f} | {t_scan:.2f} |")
+        print(f"| + replay | {t_replay:.2f} | {t_replay - t_scan:.2f} |")
+        stage = "| + key/value expressions, repartition, sort"
+        print(f"{stage} | {t_shuffle:.2f} | {t_shuffle - t_replay:.2f} |")
+        stage = "| + mapInArrow operator, cached output (= apply)"
+        print(f"{stage} | {t_full:.2f} | {t_full - t_shuffle:.2f} |")
+        print()
+    print(
+        f"partition task in-process without a profiler: CPU {min(plain_cpu):.2f} s "
+        f"(best of {args.repeat}), {rows / min(plain_cpu):,.0f} rows/s"
+    )
     print(
         f"partition task in-process (cProfile on, so inflated): wall {wall:.2f} s, "
         f"CPU {cpu:.2f} s, {out_rows:,} output rows"

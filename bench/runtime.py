@@ -17,9 +17,10 @@ d. HOP slide 1 s, size 60 s (size/slide = 60)
 
 Paths, measured in the same run on the same data:
 
-- ``vectorized``: ``wql.runtime.vectorized.try_process_batch`` per batch, the
-  per-row loop for a batch it declines (exactly what ``process_batch`` does;
-  the share of batches it took is printed);
+- ``vectorized``: ``WindowOperator.process_batch`` per batch: the operator's
+  batch form (the NumPy path ``wql.runtime.vectorized``, or for HOP/CUMULATE
+  the columnar arrays of ``wql.runtime.columnar``), the per-row loop for a
+  batch it declines (the share of batches a batch form took is printed);
 - ``per-row``: the per-row loop forced (``advance_watermark`` +
   ``process_element`` per row), on the first M rows (default 200 000; it is
   a rate, and HOP's loop touches 60 windows per row);
@@ -63,7 +64,6 @@ from wql.runtime import (  # noqa: E402
     TumblingWindows,
     WindowOperator,
 )
-from wql.runtime.vectorized import try_process_batch  # noqa: E402
 
 DELAY = 1_000
 AGGS = (AggregateSpec("SUM", 0), AggregateSpec("COUNT_STAR"))
@@ -119,10 +119,10 @@ def run_operator(config: OperatorConfig, data: Data, rows: int, size: int, vecto
     emitted = taken = total = 0
     for batch in batches(data, rows, size):
         total += 1
-        if vectorized and try_process_batch(op, batch):
-            taken += 1
-        else:
+        if not vectorized:
             per_row_loop(op, batch)
+        elif op.process_batch(batch):
+            taken += 1
         emitted += len(op.drain())
     op.end_of_input()
     emitted += len(op.drain())

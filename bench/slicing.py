@@ -10,7 +10,9 @@ Input: the bids of ``bench/nexmark.py``'s generator (N events, default
 Each query is ``COUNT(*)`` per window, run in this process (no Spark) three
 ways on the same rows, in batches of 100 000:
 
-- ``vectorized``: ``process_batch`` (the NumPy path where it applies);
+- ``vectorized``: ``process_batch``, the default batch form: for HOP and
+  CUMULATE the columnar (key, slice) arrays (``wql.runtime.columnar``), for
+  TUMBLE the NumPy path;
 - ``sliced``: ``WindowOperator(config, slicing=True)``, per row;
 - ``per-window``: the default per-row path (``WindowOperator(config)``).
 

@@ -31,8 +31,12 @@ Every timed run starts from the source DataFrame and is forced to completion
 with ``df.write.format("noop")``; a WQL run includes ``apply()`` (for the
 operator engine that is where the replay and operator jobs run) and ends with
 ``Results.release()`` (outside the clock). Each scenario gets W warm-up runs
-(default 1) and R timed runs (default 3); the table shows the median and the
-best, and the ratio of medians (best/best in parentheses). Sanity checks
+(default 1) and R timed runs (default 3), the scenarios taking turns (round
+after round) so that a shared machine's changing load weighs on all alike;
+the table shows the median and the best, the median CPU seconds of the
+whole process tree (this process, the JVM, the Python workers; less moved by
+other processes than wall time), and the ratios of medians (best/best in
+parentheses) in wall and CPU time. Sanity checks
 outside the clock: (a) and (b) have the same number of result rows as their
 hand-written forms.
 """
@@ -46,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nexmark import Sampler  # noqa: E402
 
 import wql  # noqa: E402
 from wql.spark.session import default_session  # noqa: E402
@@ -118,7 +125,8 @@ def generate(path: Path, rows: int, keys: int) -> None:
 @dataclass
 class Timing:
     name: str
-    runs: list[float]
+    runs: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # CPU seconds of the process tree
     baseline: Timing | None = None
 
     @property
@@ -129,18 +137,34 @@ class Timing:
     def best(self) -> float:
         return min(self.runs)
 
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
 
-def measure(name: str, run: Callable[[], None], warmup: int, repeat: int) -> Timing:
-    """Time ``run`` (which must force its result) ``repeat`` times after ``warmup`` runs."""
+
+def measure(runs: list[tuple[str, Callable[[], None]]], warmup: int, repeat: int) -> list[Timing]:
+    """Time every ``run`` (each must force its result) ``repeat`` times after ``warmup`` runs.
+
+    The runs take turns (one round = one run of each), so that a shared
+    machine's load, which moves by seconds within minutes, weighs on all of
+    them alike; each run's CPU seconds of the whole process tree (this
+    process, the JVM, the Python workers) are sampled as well.
+    """
     for _ in range(warmup):
-        run()
-    runs = []
+        for _, run in runs:
+            run()
+    timings = [Timing(name) for name, _ in runs]
     for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        runs.append(time.perf_counter() - started)
-    print(f"  {name}: " + ", ".join(f"{s:.2f}" for s in runs) + " s", file=sys.stderr)
-    return Timing(name, runs)
+        for timing, (_, run) in zip(timings, runs, strict=True):
+            with Sampler() as sampler:
+                started = time.perf_counter()
+                run()
+                elapsed = time.perf_counter() - started
+            timing.runs.append(elapsed)
+            timing.cpu.append(sampler.cpu)
+    for t in timings:
+        print(f"  {t.name}: " + ", ".join(f"{s:.2f}" for s in t.runs) + " s", file=sys.stderr)
+    return timings
 
 
 def noop(df: Any) -> None:
@@ -206,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.rows, args.keys, args.repeat, args.shuffle_partitions or 1) < 1 or args.warmup < 0:
         ap.error("--rows, --keys, --repeat, --shuffle-partitions must be >= 1, --warmup >= 0")
 
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     conf = {}
     if args.shuffle_partitions is not None:
         conf["spark.sql.shuffle.partitions"] = str(args.shuffle_partitions)
@@ -239,18 +264,19 @@ def main(argv: list[str] | None = None) -> int:
         results.release()
 
         print(f"timing ({args.warmup} warm-up + {args.repeat} runs each)...", file=sys.stderr)
-        w, r = args.warmup, args.repeat
-        a_base = measure("a. hand-written F.window", lambda: noop(tumble_by_hand(events)), w, r)
-        a = measure("a. WQL TUMBLE (native)", wql_runner(tumble, events, spark), w, r)
-        b_base = measure(
-            "b. hand-written F.session_window", lambda: noop(session_by_hand(events)), w, r
-        )
-        b = measure("b. WQL SESSION (operator)", wql_runner(session, events, spark), w, r)
-        c = measure(
-            "c. WQL SESSION+COUNT(100)+EVICT(10) (operator)",
-            wql_runner(triggered, events, spark),
-            w,
-            r,
+        a_base, a, b_base, b, c = measure(
+            [
+                ("a. hand-written F.window", lambda: noop(tumble_by_hand(events))),
+                ("a. WQL TUMBLE (native)", wql_runner(tumble, events, spark)),
+                ("b. hand-written F.session_window", lambda: noop(session_by_hand(events))),
+                ("b. WQL SESSION (operator)", wql_runner(session, events, spark)),
+                (
+                    "c. WQL SESSION+COUNT(100)+EVICT(10) (operator)",
+                    wql_runner(triggered, events, spark),
+                ),
+            ],
+            args.warmup,
+            args.repeat,
         )
         a.baseline, b.baseline, c.baseline = a_base, b_base, b_base
 
@@ -258,20 +284,31 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"rows {args.rows:,}, keys {args.keys:,}, local[*] on {os.cpu_count()} cores, "
         f"spark.sql.shuffle.partitions={spark.conf.get('spark.sql.shuffle.partitions')}, "
-        f"median of {args.repeat} after {args.warmup} warm-up"
+        f"median of {args.repeat} after {args.warmup} warm-up (runs take turns), "
+        f"load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
     )
     print(f"result rows: a {a_rows:,} (= by hand), b {b_rows:,} (= by hand), c {c_rows:,}")
     print()
-    header = ("scenario", "median s", "best s", "rows/s (median)", "ratio vs baseline (best)")
+    header = (
+        "scenario",
+        "median s",
+        "best s",
+        "CPU s (tree, median)",
+        "rows/s (median)",
+        "ratio vs baseline (best)",
+        "CPU ratio",
+    )
     print("| " + " | ".join(header) + " |")
-    print("|---|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for t in (a_base, a, b_base, b, c):
         if t.baseline is None:
-            ratio = "baseline"
+            ratio = cpu_ratio = "baseline"
         else:
             ratio = f"{t.median / t.baseline.median:.2f}x ({t.best / t.baseline.best:.2f}x)"
+            cpu_ratio = f"{t.cpu_median / t.baseline.cpu_median:.2f}x"
         print(
-            f"| {t.name} | {t.median:.2f} | {t.best:.2f} | {args.rows / t.median:,.0f} | {ratio} |"
+            f"| {t.name} | {t.median:.2f} | {t.best:.2f} | {t.cpu_median:.2f} | "
+            f"{args.rows / t.median:,.0f} | {ratio} | {cpu_ratio} |"
         )
     goals = (("a", a, 1.02), ("b", b, 1.0))
     print()

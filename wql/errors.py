@@ -185,10 +185,16 @@ class ErrorCode(enum.Enum):
         "a DataFrame or schema that does not match its source: a missing or incompatible "
         "column, a Spark type WQL has no type for, no columns",
     )
+    EMIT = (
+        "WQL211",
+        "an EMIT clause that contradicts itself or the query: a pane mode given twice, modes "
+        "per pane timing without a window end, an accumulation mode with a PURGING trigger",
+    )
     PIPELINE = (
         "WQL220",
         "a view read where it cannot be: before its definition, by itself, with a WATERMARK "
-        "clause, without the event time or the clock its reader needs",
+        "clause, a view with EMIT CHANGELOG, without the event time or the clock its reader "
+        "needs",
     )
     WINDOWED = (
         "WQL221",

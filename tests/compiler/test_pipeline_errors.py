@@ -65,6 +65,14 @@ CASES = [
         "@TUMBLE(PROCTIME(), INTERVAL '1' HOUR)",
         ErrorCode.PIPELINE,
     ),
+    (
+        "view_with_a_changelog",
+        "window_time AS minute_end, COUNT(*) AS clicks\nFROM clicks\n"
+        "GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE);",
+        "window_start, window_end, pane_index, window_time AS minute_end, COUNT(*) AS clicks\n"
+        "FROM clicks\nGROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE)\nEMIT CHANGELOG;",
+        ErrorCode.PIPELINE,
+    ),
     ("view_named_like_a_source", "CREATE VIEW per_minute", "CREATE VIEW @clicks", None),
     ("unknown_view", "FROM per_minute", "FROM @per_minut", ErrorCode.UNKNOWN_NAME),
 ]
@@ -72,6 +80,7 @@ CASES = [
 _AT = {
     "view_without_window_time": ("TUMBLE(minute_end", "TUMBLE(@minute_end"),
     "view_on_processing_time": ("FROM per_minute", "FROM @per_minute"),
+    "view_with_a_changelog": ("FROM per_minute", "FROM @per_minute"),
     "view_named_like_a_source": ("FROM per_minute", "FROM clicks"),
 }
 

@@ -105,8 +105,9 @@ def trigger(draw: st.DrawFn, depth: int = 0) -> str:
     if form == 3:
         return f"{kw('EVERY')} {draw(interval())}"
     if form == 4:
-        domain = draw(st.sampled_from(["OF EVENT TIME", "OF PROCESSING TIME"]))
-        return f"{kw('EVERY')} {draw(interval())} {kw(domain)}"
+        domain = draw(st.sampled_from(["OF EVENT TIME", "OF PROCESSING TIME", ""]))
+        update = draw(st.sampled_from(["", " ON UPDATE", " on update"]))
+        return f"{kw('EVERY')} {draw(interval())} {kw(domain)}{update}"
     if form in (5, 6):
         threshold = draw(st.sampled_from(["1", "2.5", "-3", "0.125"]))
         return f"{kw('DELTA')}({draw(expr())}, {threshold})"
@@ -148,6 +149,19 @@ def window(draw: st.DrawFn) -> str:
     return f"{kw('GLOBAL')}()"
 
 
+#: EMIT items (the round trip needs syntax only: any combination parses).
+EMIT_ITEMS = [
+    "ACCUMULATING",
+    "DISCARDING",
+    "EARLY ACCUMULATING",
+    "EARLY DISCARDING",
+    "ON_TIME DISCARDING",
+    "LATE ACCUMULATING",
+    "LATE DISCARDING",
+    "CHANGELOG",
+]
+
+
 @st.composite
 def query(draw: st.DrawFn) -> str:
     kw = draw(case)
@@ -162,6 +176,8 @@ def query(draw: st.DrawFn) -> str:
     parts = [f"{kw('SELECT')} {', '.join(items)}", f"{kw('FROM')} {draw(names)}"]
     if draw(st.booleans()):
         parts[-1] += f" {kw('WATERMARK FOR')} ts {kw('AS')} ts - {draw(interval())}"
+        if draw(st.booleans()):
+            parts[-1] += f" {kw('IDLE AFTER')} {draw(interval())}"
     if draw(st.booleans()):
         parts.append(f"{kw('WHERE')} {draw(expr())}")
     keys = draw(st.lists(names, max_size=2))
@@ -184,6 +200,9 @@ def query(draw: st.DrawFn) -> str:
         ][kind]
         position = draw(st.sampled_from(["", " BEFORE", " AFTER", " before"]))
         parts.append(f"{kw('EVICT')} {evictor}{position}")
+    if draw(st.booleans()):
+        items = draw(st.lists(st.sampled_from(EMIT_ITEMS), min_size=1, max_size=3))
+        parts.append(f"{kw('EMIT')} {', '.join(kw(i) for i in items)}")
     if draw(st.booleans()):
         parts.append(f"{kw('LATE DATA TO')} {draw(st.sampled_from(['late', '`late rows`']))}")
     if draw(st.booleans()):
@@ -309,7 +328,8 @@ def source(draw: st.DrawFn) -> str:
     types = ["STRING", "INT", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP", "DATE", "DECIMAL(10, 2)"]
     columns = [f"c{i} {kw(draw(st.sampled_from(types)))}" for i in range(draw(st.integers(1, 4)))]
     if draw(st.booleans()):
-        columns.append(f"{kw('WATERMARK FOR')} c0 {kw('AS')} c0 - {draw(interval())}")
+        idle = f" {kw('IDLE AFTER')} {draw(interval())}" if draw(st.booleans()) else ""
+        columns.append(f"{kw('WATERMARK FOR')} c0 {kw('AS')} c0 - {draw(interval())}{idle}")
     text = f"{kw('CREATE SOURCE')} src ({', '.join(columns)})"
     if draw(st.booleans()):
         text += f" {kw('WITH')} (format = 'csv', path = 'data/x.csv', 'header' = 'true')"

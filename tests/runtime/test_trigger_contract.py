@@ -27,7 +27,9 @@ from wql.runtime import (
     EventTimeTrigger,
     EveryElementTrigger,
     NeverTrigger,
+    OnUpdateTrigger,
     OperatorConfig,
+    PanePurgingTrigger,
     ProcessingTimeoutTrigger,
     ProcessingTimeTrigger,
     PurgingTrigger,
@@ -54,6 +56,11 @@ TRIGGERS = [
     EarlyLateTrigger(ContinuousProcessingTimeTrigger(500), CountTrigger(2)),
     NeverTrigger(),
     EveryElementTrigger(),
+    PanePurgingTrigger(EarlyLateTrigger(CountTrigger(2)), frozenset({"ON_TIME", "LATE"}), True),
+    PanePurgingTrigger(ContinuousEventTimeTrigger(1000), frozenset({"EARLY"}), True),
+    OnUpdateTrigger(1000, event_time=True, bounded=True, lateness=500),
+    OnUpdateTrigger(700, event_time=False),
+    EarlyLateTrigger(OnUpdateTrigger(500, True, True), OnUpdateTrigger(800, True, True, 2000)),
 ]
 MERGEABLE = [t for t in TRIGGERS if t.can_merge()]
 IDS = [repr(t) for t in TRIGGERS]

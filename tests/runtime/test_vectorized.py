@@ -137,18 +137,21 @@ from typing import Any  # noqa: E402
 from wql.runtime import (  # noqa: E402
     MIN_TIME,
     AggregateSpec,
+    CountEvictor,
     CountTrigger,
     CumulateWindows,
     DynamicSessionWindows,
     OperatorConfig,
+    PurgingTrigger,
     RowBatch,
     SessionWindows,
     SlidingWindows,
     TumblingWindows,
     WindowOperator,
     count_windows,
+    vectorized,  # noqa: E402
 )
-from wql.runtime.vectorized import try_process_batch  # noqa: E402
+from wql.runtime.vectorized import sessions, try_process_batch  # noqa: E402
 
 FAST_AGGS = [
     "COUNT_STAR",
@@ -418,3 +421,73 @@ def test_declines_what_it_cannot_prove_and_changes_nothing():
     assert try_process_batch(WindowOperator(counting), batch) is False
     nulls = RowBatch([("a",)], np.array([5]), ([None],), np.array([MIN_TIME]))
     assert try_process_batch(WindowOperator(late_fire), nulls) is False
+
+
+def test_a_row_bridging_existing_sessions_cuts_the_batch(monkeypatch):
+    # sessions [0, 20) and [40, 60) exist; the row at 20 joins them (touching windows):
+    # the rows before it are planned, it goes through the loop alone, then the rest
+    cfg = OperatorConfig(SessionWindows(20), (AggregateSpec("COUNT_STAR"), AggregateSpec("SUM", 0)))
+    fast, plain = WindowOperator(cfg), WindowOperator(cfg, fast=False)
+    for op in (fast, plain):
+        op.process_element(("k",), 0, (1,))
+        op.process_element(("k",), 40, (2,))
+    keys = [("j",)] * 3 + [("k",)] + [("j",)] * 3
+    times = np.array([100, 101, 102, 20, 103, 104, 200])
+    batch = RowBatch(keys, times, (np.arange(7),), np.full(7, -1))
+    planned: list = []
+    plan = sessions.plan_sessions
+    monkeypatch.setattr(
+        sessions, "plan_sessions", lambda op, p: planned.append(plan(op, p)) or planned[-1]
+    )
+    monkeypatch.setattr(vectorized, "MIN_PART", 1)
+    assert try_process_batch(fast, batch)
+    loop(plain, batch)
+    assert [type(x).__name__ for x in planned] == ["Cut", "Plan", "Plan"]
+    assert observed(fast, fast.drain()) == observed(plain, plain.drain())
+    assert state_view(fast) == state_view(plain)
+    for op in (fast, plain):
+        op.end_of_input()
+    assert observed(fast, fast.drain()) == observed(plain, plain.drain())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from([("a",), ("b",), ("c",)]), st.integers(0, 6)),
+        min_size=20,
+        max_size=80,
+    ),
+    cuts=st.lists(st.integers(0, 80), max_size=4),
+    n=st.integers(1, 4),
+    keep=st.integers(1, 3),
+    purging=st.booleans(),
+    lateness=st.sampled_from([0, 5]),
+)
+def test_count_triggered_sessions_fire_as_the_loop(steps, cuts, n, keep, purging, lateness):
+    # mostly in-order rows per key, sessions of gap 8 holding many rows: COUNT(n) fires
+    # inside batches, the evictor keeps `keep` rows; every batch equals the loop
+    trigger = PurgingTrigger(CountTrigger(n)) if purging else CountTrigger(n)
+    cfg = OperatorConfig(
+        SessionWindows(8),
+        (AggregateSpec("COUNT_STAR"), AggregateSpec("SUM", 0), AggregateSpec("COLLECT_LIST", 0)),
+        trigger=trigger,
+        evictor=None if purging else CountEvictor(keep),
+        allowed_lateness=lateness,
+    )
+    fast, plain = WindowOperator(cfg), WindowOperator(cfg, fast=False)
+    clock, keys, times = 0, [], []
+    for key, dt in steps:
+        clock += dt
+        keys.append(key)
+        times.append(clock)
+    wms = [t - 10 for t in times]
+    bounds = sorted({0, len(keys), *(c for c in cuts if c < len(keys))})
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        batch = RowBatch(keys[a:b], np.array(times[a:b]), (np.arange(a, b),), np.array(wms[a:b]))
+        assert try_process_batch(fast, batch)
+        loop(plain, batch)
+        assert observed(fast, fast.drain()) == observed(plain, plain.drain())
+        assert state_view(fast) == state_view(plain)
+    for op in (fast, plain):
+        op.end_of_input()
+    assert observed(fast, fast.drain()) == observed(plain, plain.drain())

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
+
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,8 +14,9 @@ from tests.spark.host_helpers import multiset, run_in_process, ts
 from wql.compiler import compile_source
 from wql.errors import WqlUnsupportedError
 from wql.runtime.assigners import DROP_LATE
+from wql.runtime.config import EncodedKeys
 from wql.spark import replay as R
-from wql.spark.batch import OPERATOR_PARTITIONS_CONF, run_operator
+from wql.spark.batch import OPERATOR_PARTITIONS_CONF, _encode_keys, run_operator
 
 pytestmark = pytest.mark.spark
 
@@ -352,3 +357,42 @@ def test_sliced_operators_give_the_per_window_results(spark):
             assert late == [] and counters["rows_emitted"] == 8
     finally:
         spark.conf.unset(OPERATOR_SLICING_CONF)
+
+
+_KEY_COLUMNS = {
+    "int": (st.one_of(st.none(), st.integers(-3, 3)), pa.int64()),
+    "str": (st.one_of(st.none(), st.sampled_from(["a", "b", ""])), pa.string()),
+    "bool": (st.one_of(st.none(), st.booleans()), pa.bool_()),
+    "decimal": (
+        st.one_of(st.none(), st.sampled_from([Decimal("1.50"), Decimal("-2.00")])),
+        pa.decimal128(5, 2),
+    ),
+    "ts": (
+        st.one_of(st.none(), st.sampled_from([datetime(2024, 1, 1), datetime(1970, 1, 1)])),
+        pa.timestamp("us"),
+    ),
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.data(),
+    kinds=st.lists(st.sampled_from(sorted(_KEY_COLUMNS)), min_size=1, max_size=3),
+    n=st.integers(1, 30),
+)
+def test_keys_encoded_in_arrow_read_as_the_row_tuples(data, kinds, n):
+    arrays = [
+        pa.array(
+            data.draw(st.lists(_KEY_COLUMNS[k][0], min_size=n, max_size=n)), _KEY_COLUMNS[k][1]
+        )
+        for k in kinds
+    ]
+    codes, keys = _encode_keys(arrays)
+    rows = list(zip(*[a.to_pylist() for a in arrays], strict=True))
+    assert EncodedKeys(codes, keys).tolist() == rows
+    assert keys == list(dict.fromkeys(rows))  # distinct, in first-appearance order
+
+
+def test_float_keys_are_not_encoded():
+    # NaN and -0.0 compare differently in Arrow and in Python keys: row tuples instead
+    assert _encode_keys([pa.array([0.0, -0.0, float("nan")])]) is None

@@ -97,6 +97,30 @@ def test_minute_windows_roll_up_into_hours_on_both_engines(spark, partitions):
     assert (c["rows_in"], c["rows_fired"], c["late_rows"], c["dropped"]) == (4, 4, 0, {})
 
 
+def test_a_view_that_marks_its_last_panes_is_read_like_any_other(spark, partitions):
+    # The view's rows carry is_last (the runtime's extended fields) and, as a pipeline
+    # stage, what fired them (FIRED_FIELDS, before the extended ones): the reader's
+    # rows are the rollup's above; every pane of a default-trigger window is its last.
+    text = f"""
+    CREATE SOURCE clicks ({CLICKS});
+    CREATE VIEW per_minute AS
+    SELECT user, window_time AS minute_end, is_last, COUNT(*) AS clicks
+    FROM clicks GROUP BY user, TUMBLE(ts, INTERVAL '1' MINUTE);
+    CREATE VIEW per_hour AS
+    SELECT user, window_start, window_end, SUM(clicks) AS clicks, COUNT(*) AS active_minutes
+    FROM per_minute WHERE is_last GROUP BY user, TUMBLE(minute_end, INTERVAL '1' HOUR);
+    """
+    out, counters, engines = run(spark, text, "operator", clicks=clicks(spark))
+    assert engines == {"per_minute": "operator", "per_hour": "operator"}
+    assert [r[2] for r in out["per_minute"]] == ["True"] * 4
+    assert out["per_hour"] == [
+        ("alice", "2024-01-01 00:00:00", "2024-01-01 01:00:00", "3", "2"),
+        ("alice", "2024-01-01 01:00:00", "2024-01-01 02:00:00", "1", "1"),
+        ("bob", "2024-01-01 00:00:00", "2024-01-01 01:00:00", "2", "1"),
+    ]
+    assert counters["per_hour"]["rows_fired"] == 4
+
+
 def test_session_over_tumbling_windows(spark, partitions):
     # Sessions of active minutes: a user is in one session while their minutes with
     # clicks are at most 2 minutes apart (a SESSION gap of 2 min over minute_end).

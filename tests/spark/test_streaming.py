@@ -249,3 +249,57 @@ def test_wql_run_stream_runs_a_query_spark_cannot_stream_natively(spark, tmp_pat
         "q.wql:6:13: unsupported: query 'query_1' cannot run on the native engine on a stream"
         in err
     )
+
+
+def test_wql_run_stream_drain_ends_a_bounded_stream(spark, tmp_path, capsys):
+    """``wql run --stream --drain``: after the files there, the end of input. Windows
+    the data never closed fire, a count window's remainder is counted as in no
+    firing, the outputs and counters are the batch run's, and the drained
+    checkpoint refuses a second run."""
+    from wql.cli import main as cli_main
+
+    folder = tmp_path / "in"
+    write_files(folder, range(3))  # no sentinel: nothing closes the last windows
+    text = """
+CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (format = 'json', path = 'in'{options});
+CREATE VIEW tumbles AS
+SELECT k, window_start, COUNT(*) AS n, SUM(v) AS total FROM s
+GROUP BY k, TUMBLE(ts, INTERVAL '5' SECOND);
+CREATE VIEW pairs AS
+SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(2);
+"""
+    query = tmp_path / "q.wql"
+    query.write_text(text.format(options=", maxFilesPerTrigger = '1'"))
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    argv = ["run", str(query), "--stream", "--drain", "--checkpoint", str(ck)]
+    argv += ["--output", str(out), "--master", "local[2]"]
+    argv += ["--conf", f"spark.sql.shuffle.partitions={partitions}"]
+    assert cli_main(argv) == 0
+    err = capsys.readouterr().err
+    # a's windows from 0 and 5 s, b's from 0: the last two wait for the end of input
+    assert "tumbles [operator, stream, drained] | rows in 9 | rows out 3 |" in err
+    # pairs of a's 6 rows and of b's 3: b's third row waits in a window that never fires
+    assert "pairs [operator, stream, drained] | rows in 9 | rows out 4 | fired 8" in err
+    assert "dropped 1 (in no firing)" in err
+    assert (ck / "tumbles" / "DRAINED").exists()
+
+    batch_file = tmp_path / "batch.wql"
+    batch_file.write_text(text.format(options=""))
+    batch = wql.compile_file(batch_file).apply(spark)
+    try:
+        for r in batch.queries:
+            reader = spark.read.schema(r.df.schema).option("header", "true")
+            assert rows(reader.csv(str(out / r.name))) == rows(r.df), r.name
+    finally:
+        batch.release()
+
+    assert cli_main(argv) == 1  # the stream has ended
+    err = capsys.readouterr().err
+    assert "its stream was drained" in err and "another --checkpoint" in err
+    assert cli_main([*argv, "--trigger", "interval=1s"]) == 1
+    assert "--drain ends the stream" in capsys.readouterr().err
+    assert cli_main(["run", str(query), "--drain"]) == 1
+    assert "--drain ends a stream: use it with --stream" in capsys.readouterr().err

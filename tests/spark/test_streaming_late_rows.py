@@ -131,7 +131,7 @@ def test_a_query_native_in_batch_runs_on_the_operator_engine_on_a_stream(spark, 
 
     # every late row counted: the tagged stream's counter rows, per query
     def dropped(name: str) -> Counter:
-        from wql.spark.batch import COUNTERS, KIND
+        from wql.spark.layout import COUNTERS, KIND
 
         total: Counter = Counter()
         tagged = read_output(spark, sinks.tagged[name]).where(f"{KIND} = 'C'")

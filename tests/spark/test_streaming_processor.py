@@ -34,10 +34,12 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 from wql.compiler import compile_source  # noqa: E402
 from wql.compiler.backends.operator import build_operator  # noqa: E402
 from wql.runtime.operator import WindowOperator  # noqa: E402
-from wql.spark.batch import _output_schema  # noqa: E402
+from wql.spark.layout import sum_counters  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
+    END_MS,
+    REASON_AFTER_END,
     WindowProcessor,
-    _Layout,
+    processor_layout,
     spark_watermark_delay_ms,
     time_mode,
 )
@@ -65,7 +67,7 @@ class _Value:
         return self.d.state.get(self.d.key)
 
     def update(self, value) -> None:
-        assert isinstance(value[0], bytes) and len(value) == 4
+        assert isinstance(value[0], bytes) and len(value) == 5
         self.d.state[self.d.key] = value
 
     def clear(self) -> None:
@@ -75,24 +77,16 @@ class _Value:
 class Driver:
     """Spark's micro-batch loop for one query's processor (one partition)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
         self.query, op = _compiled(text)
         self.op = op
-        _, arrow, aggs, lates = _output_schema(self.query, op)
-        self.proc = WindowProcessor(
-            _Layout(
-                op.config,
-                len(op.keys),
-                len(op.values),
-                tuple(k.type for k in op.keys),
-                aggs,
-                lates,
-                arrow,
-                time_mode(op),
-                True,
-            )
-        )
         self.delay = spark_watermark_delay_ms(self.query)
+        #: with an end stream: Spark's watermark once the end marker arrived
+        self.end_watermark = END_MS - self.delay if drainable else None
+        mode = time_mode(op, drainable=drainable)
+        layout = processor_layout(self.query, op, mode, end_watermark=self.end_watermark)
+        self.proc = WindowProcessor(layout)
+        self.counters: list[str] = []  # the C rows
         self.state: dict = {}
         self.timers: dict = {}
         self.key = None
@@ -158,6 +152,11 @@ class Driver:
         """A no-data batch whose watermark passed every window."""
         self.batch([], END)
 
+    def drain(self) -> None:
+        """The no-data batch after the end marker: Spark's watermark is the end's."""
+        assert self.end_watermark is not None
+        self.batch([], self.end_watermark)
+
     def _collect(self, frames) -> None:
         import json
 
@@ -179,6 +178,7 @@ class Driver:
                         (rec["__wql_l0"], rec["__wql_l1"], int(rec["__wql_late_ts"]) - BASE)
                     )
                 else:
+                    self.counters.append(rec["__wql_counters"])
                     self.dropped.update(json.loads(rec["__wql_counters"])["dropped"])
 
 
@@ -209,8 +209,8 @@ def _values(text: str, k: str, v: float, t: int) -> tuple:
     return tuple(sample[c.sql] for c in _compiled(text)[1].values)
 
 
-def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
-    """One operator, the documented streaming semantics (watermark per micro-batch)."""
+def _fed(text: str, batches: list[list[tuple]]) -> tuple[WindowOperator, list, list]:
+    """One operator fed the documented streaming semantics (watermark per micro-batch)."""
     q, plan = _compiled(text)
     op = WindowOperator(plan.config)
     delay = q.source.event_time.delay_ms + 1
@@ -226,6 +226,12 @@ def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Co
         if rows:
             top = BASE + max(r[2] for r in rows)
             max_ts = top if max_ts is None else max(max_ts, top)
+    return op, results, late
+
+
+def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
+    """One operator, the documented streaming semantics, then a watermark past every window."""
+    op, results, late = _fed(text, batches)
     op.advance_watermark(END)
     _emitted(op, results, late)
     return Counter(results), Counter(late)
@@ -409,6 +415,72 @@ def test_stream_agrees_with_batch_replay_when_no_row_is_late(name, rows, cuts):
     results, late = reference_batch(text, ordered)
     assert not d.late and not late
     assert Counter(d.results) == results
+
+
+# --------------------------------------------------------------------------- end of input
+
+#: Queries whose rows can wait in windows that never fire (count windows, GLOBAL(),
+#: a trigger that never fires) or fire only at the end (EVERY OF EVENT TIME on GLOBAL)
+DRAINED = {
+    **QUERIES,
+    "count_window": _source()
+    + "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(3)",
+    "global_every_event_time": _source() + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+    "TRIGGER EVERY INTERVAL '2' SECOND OF EVENT TIME",
+    "sliding_count_evict_time": _source() + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+    "TRIGGER COUNT(2) EVICT TIME(INTERVAL '1' SECOND)",
+    "tumble_count_never": _source(1)
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "TRIGGER COUNT(4)",
+}
+
+
+def reference_drained(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter, dict]:
+    """One operator, the streaming semantics, then ``end_of_input()``: results, late, counters."""
+    op, results, late = _fed(text, batches)
+    op.end_of_input()
+    _emitted(op, results, late)
+    return Counter(results), Counter(late), op.counters.as_dict()
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=20, deadline=None)
+@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+def test_a_drained_stream_ends_as_one_operator_at_end_of_input(name, rows, cuts):
+    """The end marker's watermark reaches every key with state (a key whose state
+    has no runtime timer keeps one at the end), fires what end_of_input() fires,
+    counts the rows no firing will take, and leaves no state and no timer; the
+    counters rows add up to the operator's counters (rows in = fired + late +
+    dropped, as in batch)."""
+    text = DRAINED[name]
+    batches = _split(rows, cuts)
+    d = Driver(text, drainable=True)
+    assert d.proc.layout.mode == "EventTime"
+    for rows_ in batches:
+        d.batch(rows_)
+    d.drain()
+    results, late, counters = reference_drained(text, batches)
+    assert Counter(d.results) == results
+    assert Counter(d.late) == late
+    assert sum_counters(d.counters) == counters
+    assert not d.state and not any(d.timers.values())
+    # every Spark timer of a drainable stream is below the end watermark
+    assert all(t < d.end_watermark for ts in d.timers.values() for t in ts)
+
+
+def test_rows_after_the_end_are_counted_not_run():
+    text = DRAINED["count_window"]
+    d = Driver(text, drainable=True)
+    d.batch([("a", 1, 0), ("a", 1, 10), ("b", 1, 20), ("a", 1, 30)])
+    d.drain()
+    assert [(r[0], r[5]) for r in d.results] == [("a", 3.0)]
+    assert d.dropped == Counter({"in no firing": 1})  # b's only row
+    d.batch([("a", 1, 40), ("a", 1, 50), ("a", 1, 60)], d.end_watermark)
+    assert len(d.results) == 1
+    assert d.dropped == Counter({"in no firing": 1, REASON_AFTER_END: 3})
+    total = sum_counters(d.counters)
+    assert total["rows_in"] == 7 and total["rows_emitted"] == 1
+    assert not d.state
 
 
 # --------------------------------------------------------------------------- pinned differences

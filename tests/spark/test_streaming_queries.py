@@ -26,8 +26,9 @@ Queries that cannot be compared with batch replay:
   wall-clock time, batch replay's the declared ``processing_time`` column. They
   run with an interval trigger (an available-now stream with processing-time
   timers never ends) until their input is processed, without an error;
-* queries on both clocks are refused on streams with a positioned error
-  (docs/streaming.md, "Time modes").
+* queries on both clocks, and queries over a source with ``IDLE AFTER``, are
+  refused on streams with a positioned error (docs/streaming.md, "Time modes",
+  "Idle sources").
 
 Each file runs once (a module fixture), its queries streamed together in
 groups of at most ``GROUP``, on one shuffle partition (every micro-batch of a
@@ -100,7 +101,8 @@ _PATH = re.compile(r"path\s*=\s*'([^']*)'")
 
 
 def _kind(q: P.OperatorStage) -> str:
-    """``compare``, ``processing`` (wall clock on a stream) or ``refused`` (both clocks)."""
+    """``compare``, ``processing`` (wall clock on a stream) or ``refused`` (both clocks,
+    an idle source)."""
     try:
         mode = time_mode(build_stage(q))
     except WqlUnsupportedError:
@@ -380,6 +382,11 @@ def test_query_streams_with_the_default_engine(outcome, path, query):
     kind = _kind(query)
     if kind == "refused":
         err = outcome.errors[query.name]
+        et = query.source.event_time
+        if et is not None and et.idle_ms is not None:
+            assert "IDLE AFTER" in err.message and err.span is not None and et.idle_span
+            assert (err.span.line, err.span.column) == (et.idle_span.line, et.idle_span.column)
+            return
         assert "uses both event time and processing time" in err.message
         trigger = query.trigger
         assert trigger is not None and err.span is not None

@@ -44,7 +44,6 @@ from wql.commands import (
     run_stream,
     spark_failures,
 )
-from wql.compiler.backends.escaping import sql_identifier
 from wql.errors import ErrorCode, WqlError
 
 FORMATS = ("parquet", "csv", "json")
@@ -151,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     show = args.show if args.show is not None else (None if args.output else 20)
     if args.timeline:
         _check_timeline(args, compiled)
+    if args.drain and not args.stream:
+        raise WqlError("--drain ends a stream: use it with --stream", code=ErrorCode.USAGE)
     if args.stream:
         return run_stream.run_stream(args, compiled, stems, conf)
 
@@ -266,20 +267,9 @@ def _join(base: str, name: str) -> str:
 
 
 def _write(df: Any, target: str, fmt: str) -> None:
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from wql.spark.layout import writable
 
-    if fmt == "csv":
-        # CSV has no arrays: COLLECT_LIST results are written as JSON text
-        df = df.select(
-            *[
-                F.to_json(F.col(sql_identifier(f.name))).alias(f.name)
-                if isinstance(f.dataType, T.ArrayType)
-                else F.col(sql_identifier(f.name))
-                for f in df.schema.fields
-            ]
-        )
-    writer = df.write.mode("overwrite").format(fmt)
+    writer = writable(df, fmt).write.mode("overwrite").format(fmt)
     if fmt == "csv":
         writer = writer.option("header", "true")
     writer.save(target)

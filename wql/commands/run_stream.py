@@ -3,7 +3,8 @@
 ::
 
     wql run FILE... --stream --checkpoint CK --output OUT
-                    [--trigger available-now|interval=<duration>] [--format csv|json|parquet]
+                    [--trigger available-now|interval=<duration>] [--drain]
+                    [--format csv|json|parquet]
 
 Every declared source a query reads is streamed from its folder
 (:func:`wql.spark.stream_sinks.read_stream_source`), every output is
@@ -13,6 +14,8 @@ files, one subfolder per file stem). ``available-now`` processes what is
 there and stops, printing a summary line per query; ``interval=<duration>``
 (``5s``, ``500ms``, ``1m``, or Spark's ``'5 seconds'``) runs until
 SIGINT/SIGTERM, and a restart with the same checkpoints resumes the run.
+``--drain`` (available-now) then ends every stream as a bounded source ends
+(docs/streaming.md, "Bounded streams"); a drained checkpoint takes no more runs.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=AVAILABLE_NOW,
         metavar="available-now|interval=DURATION",
         help="streaming trigger (default: available-now)",
+    )
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="end the stream after the files there, as a bounded source ends: every "
+        "remaining window fires; the checkpoint then takes no more rows",
     )
 
 
@@ -79,6 +88,11 @@ def run_stream(
     if not args.output or not args.checkpoint:
         raise WqlError("--stream needs --output DIR and --checkpoint DIR", code=ErrorCode.USAGE)
     trigger = parse_trigger(args.trigger)
+    if args.drain and trigger is not None:
+        raise WqlError(
+            "--drain ends the stream after the files there: it needs --trigger available-now",
+            code=ErrorCode.USAGE,
+        )
     conf = dict(conf)
     # Stateful streaming runs one state store (and one Python worker) per shuffle
     # partition in every micro-batch; Spark's default of 200 makes a local stream
@@ -109,7 +123,9 @@ def run_stream(
                     f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
                 )
                 try:
-                    sinks = start_streams(results, out, ck, fmt=args.format, trigger=trigger)
+                    sinks = start_streams(
+                        results, out, ck, fmt=args.format, trigger=trigger, drain=args.drain
+                    )
                 except WqlError as e:
                     raise e.with_source(c.text, c.filename) from None
                 all_sinks.append(sinks)
@@ -158,17 +174,28 @@ def _wait_for_signal(spark: Any) -> bool:
 
 
 def _summary(spark: Any, file: str, r: Any, sinks: Any, fmt: str) -> None:
-    """Rows written so far (all runs on this checkpoint), from the committed sinks."""
-    from wql.spark.stream_sinks import committed_drops, committed_rows
+    """Rows so far (all runs on this checkpoint), from the committed sinks.
 
-    parts = [f"{file}: {r.name} [{r.engine}, stream]"]
+    A stream's ``rows in`` are the rows that reached the operator (WHERE runs
+    before it); ``in = fired + late + dropped`` holds once the stream is drained
+    (until then rows waiting in windows are in no count but ``in``).
+    """
+    from wql.spark.stream_sinks import committed_rows, tagged_counters
+
+    drained = ", drained" if r.name in sinks.drained else ""
+    parts = [f"{file}: {r.name} [{r.engine}, stream{drained}]"]
+    tagged = sinks.tagged.get(r.name)
+    counters = tagged_counters(spark, tagged) if tagged is not None else None
+    if counters is not None:
+        parts.append(f"rows in {counters['rows_in']}")
     out = sinks.outputs.get(r.name)
     parts.append(f"rows out {committed_rows(spark, out, fmt) if out is not None else '?'}")
     if r.late_name and r.late_name in sinks.outputs:
         parts.append(f"late {committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
-    tagged = sinks.tagged.get(r.name)
-    if tagged is not None:
-        dropped = committed_drops(spark, tagged)
+    if counters is not None:
+        if drained:
+            parts.append(f"fired {counters['rows_fired']}")
+        dropped = counters["dropped"]
         parts.append(
             "dropped " + (", ".join(f"{n} ({k})" for k, n in sorted(dropped.items())) or "0")
         )

@@ -49,6 +49,10 @@ class Capabilities:
     """Whether SESSION windows without GROUP BY keys run."""
     float_sums: bool = True
     """Whether floating-point SUM/AVG run (folded in replay order, docs/native.md #11)."""
+    changelog: bool = False
+    """Whether EMIT CHANGELOG runs (retractions need each window's last row)."""
+    idle_sources: bool = False
+    """Whether a watermark with IDLE AFTER runs (it advances with processing time)."""
     late_rows: bool = True
     """Whether rows behind the watermark get the operator engine's outcome: counted as
     late (or sent to the late output), never added to a window that already fired."""
@@ -84,7 +88,9 @@ NATIVE = Capabilities(
     evictors=False,
     allowed_lateness=False,
     late_output=False,
-    pane_columns=frozenset({"pane_index", "pane_timing"}),
+    # each window fires once, ON_TIME, by the timer that also cleans it up
+    # (lateness 0): pane_index 0, 'ON_TIME', is_first and is_last TRUE
+    pane_columns=frozenset({"pane_index", "pane_timing", "is_first", "is_last"}),
     arrival_order=False,
     zero_delay_keyed_sessions=False,
     reserved_prefix="__wql_",
@@ -124,6 +130,14 @@ NATIVE = Capabilities(
             "the native backend reserves the column prefix __wql_ for its own columns",
         ),
         ("trigger", "Spark emits each window once, at the watermark; it has no triggers"),
+        (
+            "changelog",
+            "Spark's aggregation emits insert-only rows and keeps no emitted row to retract",
+        ),
+        (
+            "idle_sources",
+            "Spark's watermark moves only with the event times of rows, never with processing time",
+        ),
         ("evictor", "Spark aggregates have no evictors"),
         ("allowed_lateness", "Spark has no allowed lateness with late re-firings"),
         ("late_output", "Spark has no late side output"),

@@ -107,6 +107,14 @@ def explain_query(q: P.Stage, program: P.Program | None = None) -> str:
         add(f"  evictor ({origin}): {evictor_text(q.effective_evictor).described}")
     else:
         add("  evictor: none")
+    if q.accumulation is not None:
+        add(f"  accumulation (EMIT): {accumulation_text(q.accumulation)}")
+    if q.changelog is not None:
+        key = ", ".join(q.changelog_key) or "the grouping keys"
+        add(
+            f"  output mode (EMIT CHANGELOG): {P.OP_COLUMN} = +I / -U, +U / -D; a row is "
+            f"({key}), a window's rows in pane_index order, a row before its retraction"
+        )
     add(f"  allowed lateness: {duration(q.allowed_lateness_ms)}")
     if q.late_output is not None:
         late_cols = ", ".join(f"{c.name} {c.type}" for c in q.late_schema or ())
@@ -145,6 +153,8 @@ def _input(q: P.OperatorStage, program: P.Program | None) -> list[str]:
 
 def _output_and_engine(q: P.Stage) -> list[str]:
     lines = ["  output:"]
+    if isinstance(q, P.Query) and q.changelog is not None:
+        lines.append(f"    {P.OP_COLUMN} STRING = the change: +I, -U, +U or -D")
     lines += [f"    {o.name} {o.type} = {o.expr.sql}" for o in q.output]
     if q.engine is not None:
         forced = ", forced" if q.engine.forced else ""
@@ -239,6 +249,16 @@ def _source_input(src: P.SourceRef) -> list[str]:
             f"    event time: {et.column}, watermark = max({et.column}) - "
             f"{duration(et.delay_ms)} - 1 ms"
         )
+        if et.idle_ms is not None:
+            replay = (
+                f"batch replay: processing_time column {src.processing_time}"
+                if src.processing_time
+                else "no effect in batch replay without a processing_time column"
+            )
+            lines.append(
+                f"    idle after {duration(et.idle_ms)} without a row: the watermark advances "
+                f"with processing time since the last row ({replay})"
+            )
     else:
         lines.append("    event time: none")
     if src.arrival_order is not None:
@@ -266,6 +286,21 @@ def _view_input(q: P.OperatorStage, program: P.Program | None) -> list[str]:
         chain = " -> ".join(p.name for p in program.pipeline(q))
         lines.append(f"    pipeline: source {program.root_source(q).name} -> {chain}")
     return lines
+
+
+def accumulation_text(a: P.Accumulation) -> str:
+    """``EMIT``'s accumulation mode, e.g. ``EARLY accumulating, ON_TIME discarding, ...``."""
+
+    def mode(timing: str) -> str:
+        return "discarding" if timing in a.discarding else "accumulating"
+
+    if not a.per_timing:
+        every = mode(P.PANE_TIMINGS[0])
+        what = "purge what they fired, as PURGING" if a.discarding else "keep what they fired"
+        return f"{every} (every pane: panes {what})"
+    return ", ".join(f"{t} {mode(t)}" for t in P.PANE_TIMINGS) + (
+        " (a discarding pane purges what it fired)"
+    )
 
 
 def _uses_processing_time(q: P.Query) -> bool:
@@ -392,7 +427,14 @@ def _(t: P.CountTrigger) -> NodeText:
 @trigger_text.register
 def _(t: P.EveryTrigger) -> NodeText:
     text = f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
-    return NodeText("EVERY", text, text)
+    if not t.on_update:
+        return NodeText("EVERY", text, text)
+    return NodeText(
+        "EVERY",
+        f"{text} ON UPDATE",
+        f"{text} ON UPDATE (fire at the next {duration(t.interval_ms)} boundary after rows "
+        "arrived, only if rows arrived since the last firing)",
+    )
 
 
 @trigger_text.register

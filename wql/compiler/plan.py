@@ -33,6 +33,9 @@ column               type         meaning
 ``window_time``      TIMESTAMP    window_end - 1 ms; NULL for count/global
 ``pane_index``       BIGINT       0 for a window's first firing, +1 per firing
 ``pane_timing``      STRING       'EARLY' | 'ON_TIME' | 'LATE'
+``is_first``         BOOLEAN      pane_index = 0 (only when the query reads it)
+``is_last``          BOOLEAN      the pane of the timer that cleaned the window up
+                                  (only when the query reads it)
 ``__agg_<i>``        result type  the i-th aggregate (0-based)
 ===================  ===========  ==========================================
 """
@@ -100,16 +103,29 @@ class EventTime:
     """Event time: the TIMESTAMP column and the bounded-out-of-orderness delay.
 
     The watermark after a row is ``max_ts_seen - delay_ms - 1`` (spec §3).
+    ``idle_ms`` (``IDLE AFTER``): once no row has arrived for that long in
+    processing time, the watermark advances as if event time passed with
+    processing time since the last row: ``max_ts_seen + (now - last arrival)
+    - delay_ms - 1`` (docs/language.md, "Idle sources"); it never goes back.
     """
 
     column: str
     delay_ms: int
     span: Span | None = field(default=None, compare=False, repr=False)
+    idle_ms: int | None = field(default=None, kw_only=True)
+    idle_span: Span | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """Where IDLE AFTER is written."""
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
             _fail(
                 f"watermark delay must be >= 0, got {self.delay_ms} ms",
+                self.span,
+                code=ErrorCode.OUT_OF_RANGE,
+            )
+        if self.idle_ms is not None and self.idle_ms <= 0:
+            _fail(
+                f"IDLE AFTER must be > 0, got {self.idle_ms} ms",
                 self.span,
                 code=ErrorCode.OUT_OF_RANGE,
             )
@@ -477,10 +493,16 @@ class CountTrigger(_TriggerNode):
 
 @dataclass(frozen=True)
 class EveryTrigger(_TriggerNode):
-    """ContinuousEventTimeTrigger / ContinuousProcessingTimeTrigger(interval)."""
+    """ContinuousEventTimeTrigger / ContinuousProcessingTimeTrigger(interval).
+
+    ``on_update`` (EVERY ... ON UPDATE): fire at the next boundary after rows
+    arrived, only when rows arrived since the last firing (the runtime's
+    OnUpdateTrigger), instead of at every boundary.
+    """
 
     interval_ms: int
     domain: TimeDomain
+    on_update: bool = False
     span: Span | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -659,6 +681,63 @@ def first_non_mergeable(t: Trigger) -> Trigger | None:
 
 
 # ---------------------------------------------------------------------------
+# Emit
+
+#: Pane timings, in the order a window's panes come.
+PANE_TIMINGS = ("EARLY", "ON_TIME", "LATE")
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """EMIT [EARLY | ON_TIME | LATE] ACCUMULATING | DISCARDING (Beam's accumulation mode).
+
+    ``discarding``: the pane timings whose panes purge the contents they
+    fired (DISCARDING), in :data:`PANE_TIMINGS` order; every other pane keeps
+    them (ACCUMULATING). ``per_timing``: the clause named pane timings (only
+    windows with an end have them); False: one mode for every pane.
+    """
+
+    discarding: tuple[str, ...]
+    per_timing: bool = False
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.discarding != tuple(t for t in PANE_TIMINGS if t in self.discarding):
+            _fail(
+                f"discarding pane timings must be a subset of {PANE_TIMINGS} in that order",
+                self.span,
+                code=ErrorCode.EMIT,
+            )
+
+    @property
+    def discards_all(self) -> bool:
+        """Every pane purges what it fired: exactly PURGING on the trigger."""
+        return self.discarding == PANE_TIMINGS
+
+
+#: The column EMIT CHANGELOG puts first in the output: Flink's RowKind, short form.
+OP_COLUMN = "op"
+CHANGELOG_OPS = ("+I", "-U", "+U", "-D")
+
+
+@dataclass(frozen=True)
+class Changelog:
+    """EMIT CHANGELOG: the output is a changelog of a table with one row per window.
+
+    Every output row carries ``op`` (first column): ``+I`` a window's first
+    row, ``-U`` / ``+U`` the retraction of the row a window emitted last and
+    its new row (every later pane), ``-D`` the retraction of the row of a
+    window a session merge absorbed. A row of the table is identified by the
+    grouping keys and ``window_start``, ``window_end`` (NULL for count and
+    GLOBAL() windows), which the SELECT list must hold as they are
+    (:attr:`Query.changelog_key`), and a window's rows are ordered by
+    ``pane_index`` (also selected), a row before its retraction.
+    """
+
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+# ---------------------------------------------------------------------------
 # Evictors
 
 
@@ -831,7 +910,10 @@ class EngineChoice:
 # ---------------------------------------------------------------------------
 # Queries and the program
 
-PANE_COLUMNS = ("pane_index", "pane_timing")
+#: Pane markers: in the post-aggregation relation of a query that reads them (SELECT
+#: or HAVING); the runtime marks a window's last pane only for such a query.
+MARK_COLUMNS = ("is_first", "is_last")
+PANE_COLUMNS = ("pane_index", "pane_timing", *MARK_COLUMNS)
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 LATE_EVENT_TIME_COLUMN = "event_time"
 
@@ -845,7 +927,9 @@ class Query:
     filled in, COUNT_WINDOW expanded; None only for GLOBAL(), which the
     binder rejects without a trigger). ``effective_evictor`` likewise adds
     COUNT_WINDOW(size, slide)'s CountEvictor(size) when no EVICT is given.
-    ``engine`` is None until the planner has run.
+    ``engine`` is None until the planner has run. ``accumulation`` is the
+    EMIT clause's accumulation mode (None: the trigger decides, as without
+    EMIT: a PURGING trigger discards, any other accumulates).
     """
 
     name: str
@@ -868,6 +952,8 @@ class Query:
     """Where ALLOWED LATENESS is written (None when absent)."""
     late_output_span: Span | None = field(default=None, compare=False, repr=False)
     """Where LATE DATA TO is written (None when absent)."""
+    accumulation: Accumulation | None = None
+    changelog: Changelog | None = None
 
     def __post_init__(self) -> None:
         if self.allowed_lateness_ms < 0:
@@ -900,6 +986,8 @@ class Query:
             _fail(
                 "LATE DATA TO needs an event-time window", self.span, code=ErrorCode.NOT_FOR_WINDOW
             )
+        if self.accumulation is not None:
+            _check_accumulation(self.accumulation, self.window, self.effective_trigger)
         names = [a.name for a in self.aggregates]
         if names != [f"__agg_{i}" for i in range(len(names))]:
             _fail(
@@ -932,6 +1020,18 @@ class Query:
         """The window's clock (None for count and GLOBAL() windows)."""
         return self.window.domain
 
+    def reads(self, column: str) -> bool:
+        """Whether SELECT or HAVING reads ``column`` of the post-aggregation relation."""
+        used = {c for o in self.output for c in o.expr.columns}
+        if self.having is not None:
+            used |= set(self.having.columns)
+        return column in used
+
+    @property
+    def marks_last(self) -> bool:
+        """The runtime must mark each window's last pane: SELECT or HAVING reads is_last."""
+        return self.reads("is_last")
+
     @property
     def event_time(self) -> EventTime | None:
         return self.source.event_time
@@ -942,8 +1042,31 @@ class Query:
 
     @property
     def output_schema(self) -> tuple[Column, ...]:
-        """The result's columns (name, WQL type), in SELECT order."""
-        return tuple(Column(c.name, c.type, c.span) for c in self.output)
+        """The result's columns (name, WQL type), in SELECT order; ``op`` first with
+        EMIT CHANGELOG."""
+        cols = tuple(Column(c.name, c.type, c.span) for c in self.output)
+        if self.changelog is not None:
+            return (Column(OP_COLUMN, T.STRING), *cols)
+        return cols
+
+    @property
+    def changelog_key(self) -> tuple[str, ...]:
+        """The output columns that identify a changelog row (EMIT CHANGELOG): the
+        grouping keys, then window_start and window_end for time windows; empty for a
+        key or window column that is not selected as it is."""
+        wanted = [k.name for k in self.keys]
+        if has_bounds(self.window):
+            wanted += ["window_start", "window_end"]
+        plain = {o.expr.sql: o.name for o in self.output if len(o.expr.columns) == 1}
+        out = []
+        for name in wanted:
+            for spelling in (name, "`" + name.replace("`", "``") + "`"):
+                if spelling in plain:
+                    out.append(plain[spelling])
+                    break
+            else:
+                return ()
+        return tuple(out)
 
     @property
     def late_schema(self) -> tuple[Column, ...] | None:
@@ -960,17 +1083,39 @@ class Query:
         return (*cols, Column(LATE_EVENT_TIME_COLUMN, T.TIMESTAMP))
 
 
-def window_result_schema(keys: tuple[KeyColumn, ...]) -> tuple[Column, ...]:
-    """The post-aggregation relation before its aggregates: keys, window and pane columns."""
+def _check_accumulation(a: Accumulation, window: Window, trigger: Trigger) -> None:
+    if a.per_timing and not has_bounds(window):
+        _fail(
+            f"EMIT modes per pane timing need a window with an end; a {window.kind} window's "
+            "panes are neither EARLY, ON_TIME nor LATE",
+            a.span,
+            code=ErrorCode.EMIT,
+        )
+    if any(isinstance(t, PurgingTrigger) for t in walk_trigger(trigger)):
+        _fail(
+            "an EMIT accumulation mode cannot be combined with a PURGING trigger, which "
+            "discards every pane's contents already",
+            a.span,
+            code=ErrorCode.EMIT,
+        )
+
+
+def window_result_schema(
+    keys: tuple[KeyColumn, ...], marks: tuple[str, ...] = MARK_COLUMNS
+) -> tuple[Column, ...]:
+    """The post-aggregation relation before its aggregates: keys, window and pane columns
+    (of the pane markers, those in ``marks``; SELECT and HAVING bind against all)."""
     cols = [Column(k.name, k.type) for k in keys]
     cols += [Column(n, T.TIMESTAMP) for n in WINDOW_COLUMNS]
     cols += [Column("pane_index", T.BIGINT), Column("pane_timing", T.STRING)]
+    cols += [Column(n, T.BOOLEAN) for n in MARK_COLUMNS if n in marks]
     return tuple(cols)
 
 
 def post_aggregation_schema(q: Query) -> tuple[Column, ...]:
     """The relation SELECT and HAVING read (see the module docstring)."""
-    return window_result_schema(q.keys) + tuple(Column(a.name, a.type) for a in q.aggregates)
+    marks = tuple(n for n in MARK_COLUMNS if q.reads(n))
+    return window_result_schema(q.keys, marks) + tuple(Column(a.name, a.type) for a in q.aggregates)
 
 
 # ---------------------------------------------------------------------------

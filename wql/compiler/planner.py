@@ -174,14 +174,20 @@ def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
                 q.span,
             ),
         )
-    return (
+    reasons = [
         P.Reason(
             f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
             "lateness and only incremental aggregates: Spark's native aggregation gives "
             "identical rows",
             q.window.span,
-        ),
-    )
+        )
+    ]
+    if q.accumulation is not None:
+        # each window fires once and is cleaned up: what a pane keeps changes nothing
+        reasons.append(
+            P.Reason("EMIT's accumulation mode changes no row: each window fires once", q.span)
+        )
+    return tuple(reasons)
 
 
 def native_blockers(
@@ -238,10 +244,18 @@ def native_blockers(
         for c in q.source.columns:
             if c.name.lower().startswith(caps.reserved_prefix):
                 need(f"source column {c.name!r}", c.span or q.source.span, "reserved_prefix")
+    if et is not None and et.idle_ms is not None and not caps.idle_sources:
+        need(
+            f"IDLE AFTER {duration(et.idle_ms)}",
+            et.idle_span or et.span or q.source.span,
+            "idle_sources",
+        )
     if q.trigger is not None and not _default_like(q):
         need(f"TRIGGER {trigger_text(q.trigger).spelling}", q.trigger.span, "trigger")
     if q.evictor is not None and not caps.evictors:
         need(f"EVICT {evictor_text(q.evictor).spelling}", q.evictor.span, "evictor")
+    if q.changelog is not None and not caps.changelog:
+        need("EMIT CHANGELOG", q.changelog.span, "changelog")
     if q.allowed_lateness_ms > 0 and not caps.allowed_lateness:
         need(
             f"ALLOWED LATENESS {duration(q.allowed_lateness_ms)}",
@@ -256,11 +270,8 @@ def native_blockers(
         elif float_sum(a) and (not caps.float_sums or q.source.view is not None):
             construct = "view_float_sums" if q.source.view is not None else "float_sums"
             need(f"{a.kind.value} of {a.arg.type.ddl if a.arg else ''}", a.span, construct)
-    used = {c for o in q.output for c in o.expr.columns}
-    if q.having is not None:
-        used |= set(q.having.columns)
     for col in P.PANE_COLUMNS:
-        if col in used and col not in caps.pane_columns:
+        if q.reads(col) and col not in caps.pane_columns:
             need(col, q.span, "pane_columns")
     if not caps.late_rows and et is not None and w.domain is P.TimeDomain.EVENT:
         # last: the one reason that holds for every event-time query on a stream

@@ -60,6 +60,7 @@ __all__ = [
     "Expr",
     "TypeName",
     "ColumnDef",
+    "IdleAfter",
     "Watermark",
     "SourceOption",
     "CreateSource",
@@ -100,6 +101,11 @@ __all__ = [
     "TriggerClause",
     "EvictClause",
     "LateDataTo",
+    "PaneKind",
+    "Accumulation",
+    "Changelog",
+    "EmitItem",
+    "EmitClause",
     "Query",
     "QueryForm",
     "Star",
@@ -303,8 +309,15 @@ class ColumnDef(Node):
 
 
 @dataclass(frozen=True)
+class IdleAfter(Node):
+    """``IDLE AFTER <interval>`` in a WATERMARK clause: the source's idle timeout."""
+
+    interval: Interval
+
+
+@dataclass(frozen=True)
 class Watermark(Node):
-    """``WATERMARK FOR column AS expr_column [- delay]``.
+    """``WATERMARK FOR column AS expr_column [- delay] [IDLE AFTER <interval>]``.
 
     The spec form is ``WATERMARK FOR ts AS ts - INTERVAL '5' SECOND``; the
     binder checks that ``expr_column`` names ``column``. ``delay`` is ``None``
@@ -314,6 +327,7 @@ class Watermark(Node):
     column: Ident
     expr_column: Ident
     delay: Interval | None = None
+    idle: IdleAfter | None = None
 
 
 @dataclass(frozen=True)
@@ -477,10 +491,15 @@ class CountTrigger(TriggerSpec):
 
 @dataclass(frozen=True)
 class EveryTrigger(TriggerSpec):
-    """``EVERY <interval> [OF EVENT TIME | OF PROCESSING TIME]``; ``domain`` None = window's own."""
+    """``EVERY <interval> [OF EVENT TIME | OF PROCESSING TIME] [ON UPDATE]``.
+
+    ``domain`` None = the window's own; ``on_update``: fire only when rows
+    arrived since the last firing (without it: Flink's continuous triggers).
+    """
 
     interval: Interval
     domain: TimeDomain | None = None
+    on_update: bool = False
 
 
 @dataclass(frozen=True)
@@ -608,6 +627,42 @@ class LateDataTo(Node):
     name: Ident
 
 
+class PaneKind(enum.Enum):
+    """The panes an ``EMIT`` item is about (by ``pane_timing``)."""
+
+    EARLY = "EARLY"
+    ON_TIME = "ON_TIME"
+    LATE = "LATE"
+
+
+@dataclass(frozen=True)
+class Accumulation(Node):
+    """``[EARLY | ON_TIME | LATE] ACCUMULATING | DISCARDING``.
+
+    Whether a pane keeps (accumulating) or purges (discarding) the contents
+    it fired, for the panes of one timing, or of every timing when ``panes``
+    is None (Beam's accumulation mode).
+    """
+
+    discarding: bool
+    panes: PaneKind | None = None
+
+
+@dataclass(frozen=True)
+class Changelog(Node):
+    """``CHANGELOG``: retractions before every later pane and for merged windows."""
+
+
+EmitItem = Accumulation | Changelog
+
+
+@dataclass(frozen=True)
+class EmitClause(Node):
+    """``EMIT <item>, ...`` (span covers the whole clause)."""
+
+    items: tuple[EmitItem, ...]
+
+
 class QueryForm(enum.Enum):
     """How a query's window was written; both forms mean the same query.
 
@@ -625,7 +680,8 @@ class Query(Node):
     """One windowed query, clauses in the spec's order.
 
     ``SELECT ... FROM ... [WHERE] GROUP BY ... [HAVING] [ALLOWED LATENESS]
-    [TRIGGER] [EVICT] [LATE DATA TO]``. Absent clauses are ``None``; defaults are the binder's.
+    [TRIGGER] [EVICT] [EMIT] [LATE DATA TO]``. Absent clauses are ``None``;
+    defaults are the binder's.
     A query written with a window table-valued function is held in the same
     shape (``form`` only tells the formatter how it was written).
     """
@@ -640,6 +696,7 @@ class Query(Node):
     evict: EvictClause | None = None
     late_data: LateDataTo | None = None
     form: QueryForm = field(default=QueryForm.WQL, compare=False)
+    emit: EmitClause | None = None
 
 
 # --------------------------------------------------------------------------- Top-N, joins

@@ -334,6 +334,9 @@ def _query_lines(
         if query.evict.position is not None:
             text += f" {query.evict.position.value}"
         lines.append(_Line(text, _anchor(query.evict)))
+    if query.emit is not None:
+        text = "EMIT " + ", ".join(format_emit_item(i) for i in query.emit.items)
+        lines.append(_Line(text, _anchor(query.emit)))
     if query.late_data is not None:
         text = f"LATE DATA TO {format_ident(query.late_data.name)}"
         lines.append(_Line(text, _anchor(query.late_data)))
@@ -384,6 +387,8 @@ def _watermark(watermark: ast.Watermark) -> str:
     )
     if watermark.delay is not None:
         text += f" - {format_interval(watermark.delay)}"
+    if watermark.idle is not None:
+        text += f" IDLE AFTER {format_interval(watermark.idle.interval)}"
     return text
 
 
@@ -463,9 +468,10 @@ def format_trigger(trigger: ast.Trigger) -> str:
             return "PROCESSING TIME"
         case ast.CountTrigger(count):
             return f"COUNT({count.value})"
-        case ast.EveryTrigger(interval, domain):
+        case ast.EveryTrigger(interval, domain, on_update):
             text = f"EVERY {format_interval(interval)}"
-            return text + (f" OF {domain.value} TIME" if domain is not None else "")
+            text += f" OF {domain.value} TIME" if domain is not None else ""
+            return text + (" ON UPDATE" if on_update else "")
         case ast.DeltaTrigger(expr, threshold):
             return f"DELTA({expr.canonical}, {_decimal_text(threshold.value)})"
         case ast.TimeoutTrigger(inner, timeout):
@@ -484,6 +490,17 @@ def format_trigger(trigger: ast.Trigger) -> str:
                 text += f" LATE {format_trigger(late)}"
             return text
     raise TypeError(f"not a trigger: {trigger!r}")
+
+
+def format_emit_item(item: ast.EmitItem) -> str:
+    """One ``EMIT`` item, e.g. ``LATE DISCARDING``."""
+    match item:
+        case ast.Accumulation(discarding, panes):
+            mode = "DISCARDING" if discarding else "ACCUMULATING"
+            return mode if panes is None else f"{panes.value} {mode}"
+        case ast.Changelog():
+            return "CHANGELOG"
+    raise TypeError(f"not an EMIT item: {item!r}")
 
 
 def format_evictor(evictor: ast.Evictor) -> str:

@@ -262,7 +262,7 @@ _QUOTED = re.compile(
 )
 # Words that show a string literal ran over code.
 _CODE_IN_STRING = re.compile(
-    r"\b(SELECT|FROM|WHERE|GROUP\s+BY|HAVING|TRIGGER|EVICT|ALLOWED\s+LATENESS|INTERVAL)\b",
+    r"\b(SELECT|FROM|WHERE|GROUP\s+BY|HAVING|TRIGGER|EVICT|EMIT|ALLOWED\s+LATENESS|INTERVAL)\b",
     re.IGNORECASE,
 )
 
@@ -568,7 +568,7 @@ def _keyword_terminals() -> dict[str, str]:
 # Words that start a clause: after a skipped token, errors are reported again
 # only once the text has reached one of them.
 _CLAUSE_WORD = re.compile(
-    r"\b(SELECT|FROM|WHERE|GROUP|HAVING|ALLOWED|TRIGGER|EVICT|LATE|CREATE|WATERMARK|WITH)\b",
+    r"\b(SELECT|FROM|WHERE|GROUP|HAVING|ALLOWED|TRIGGER|EVICT|EMIT|LATE|CREATE|WATERMARK|WITH)\b",
     re.IGNORECASE,
 )
 

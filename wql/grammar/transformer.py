@@ -543,8 +543,12 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return ast.TypeName(name, args, span=span)
 
     def watermark(self, span: Span | None, children: list[Any]) -> ast.Watermark:
-        delay = children[2] if len(children) > 2 else None
-        return ast.Watermark(children[0], children[1], delay, span=span)
+        delay = next((c for c in children[2:] if isinstance(c, ast.Interval)), None)
+        idle = next((c for c in children[2:] if isinstance(c, ast.IdleAfter)), None)
+        return ast.Watermark(children[0], children[1], delay, idle, span=span)
+
+    def idle_after(self, span: Span | None, children: list[Any]) -> ast.IdleAfter:
+        return ast.IdleAfter(children[0], span=span)
 
     def source_options(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(tuple(children), span)
@@ -595,6 +599,8 @@ class WqlTransformer(Transformer[Token, ast.Script]):
                 parts["evict"] = child
             elif isinstance(child, ast.LateDataTo):
                 parts["late_data"] = child
+            elif isinstance(child, ast.EmitClause):
+                parts["emit"] = child
         if tvf is not None:
             parts["source"], parts["group_by"] = _from_tvf(tvf, parts.get("group_by"), items)
             parts["form"] = ast.QueryForm.TVF
@@ -996,6 +1002,31 @@ class WqlTransformer(Transformer[Token, ast.Script]):
     def late_data_to(self, span: Span | None, children: list[Any]) -> ast.LateDataTo:
         return ast.LateDataTo(children[0], span=span)
 
+    def emit_clause(self, span: Span | None, children: list[Any]) -> ast.EmitClause:
+        return ast.EmitClause(tuple(children), span=span)
+
+    def accumulation(self, span: Span | None, children: list[Any]) -> ast.Accumulation:
+        panes = children[0].value if len(children) > 1 else None
+        return ast.Accumulation(children[-1].value, panes, span=span)
+
+    def changelog(self, span: Span | None, children: list[Any]) -> ast.Changelog:
+        return ast.Changelog(span=span)
+
+    def early_panes(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.PaneKind.EARLY, span)
+
+    def on_time_panes(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.PaneKind.ON_TIME, span)
+
+    def late_panes(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(ast.PaneKind.LATE, span)
+
+    def accumulating(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(False, span)
+
+    def discarding(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(True, span)
+
     # ------------------------------------------------------------- triggers
 
     def watermark_trigger(self, span: Span | None, children: list[Any]) -> ast.WatermarkTrigger:
@@ -1010,8 +1041,12 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return ast.CountTrigger(children[0], span=span)
 
     def every_trigger(self, span: Span | None, children: list[Any]) -> ast.EveryTrigger:
-        domain = children[1].value if len(children) > 1 else None
-        return ast.EveryTrigger(children[0], domain, span=span)
+        parts = [c.value for c in children[1:]]
+        domain = next((p for p in parts if isinstance(p, ast.TimeDomain)), None)
+        return ast.EveryTrigger(children[0], domain, "on_update" in parts, span=span)
+
+    def on_update(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part("on_update", span)
 
     def event_domain(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(ast.TimeDomain.EVENT, span)

@@ -4,10 +4,14 @@
 (the compiler's ``backends/operator.py`` builds it from the plan); it holds
 no per-key state and can be shared. ``RowBatch`` is the columnar input of
 ``WindowOperator.process_batch``. Emitted rows are plain tuples, laid out as
-``EMITTED_FIELDS`` followed by the aggregate results in config order, and,
-when the config asks for it (``tag_firings``), by ``FIRED_FIELDS``: what
-fired the row, which a host needs to place it in a pipeline's global
-sequence (docs/architecture.md, "Contract: pipelines").
+``EMITTED_FIELDS`` followed by the aggregate results in config order, then,
+when the config asks for it (``tag_firings``), ``FIRED_FIELDS``: what fired
+the row, which a host needs to place it in a pipeline's global sequence
+(docs/architecture.md, "Contract: pipelines"), and last ``EXTENDED_FIELDS``
+when the config asks for them (``OperatorConfig.extended_rows``:
+``mark_last`` or ``changelog``); late rows as ``LATE_FIELDS``; hosts read
+both by the positions named here (``EMIT_*``, ``LATE_*``), never by bare
+numbers.
 
 >>> cfg = OperatorConfig(TumblingWindows(3000), (AggregateSpec("SUM", 0),))
 >>> type(cfg.effective_trigger).__name__
@@ -23,9 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from wql.errors import WqlSemanticError
+from wql.runtime import windows as W
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.assigners import GlobalWindows, TumblingWindows, WindowAssigner
 from wql.runtime.evictors import CountEvictor, Evictor
@@ -33,11 +39,25 @@ from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
 
 __all__ = [
     "EMITTED_FIELDS",
+    "EMIT_KEY",
+    "EMIT_PANE_INDEX",
+    "EMIT_PANE_TIMING",
+    "EMIT_RESULTS",
+    "EMIT_TIMESTAMP",
+    "EMIT_WINDOW_END",
+    "EMIT_WINDOW_START",
+    "EMIT_WINDOW_TIME",
+    "EXTENDED_FIELDS",
     "FIRED_BY_EVENT_TIMER",
     "FIRED_BY_PROCESSING_TIMER",
     "FIRED_BY_ROW",
     "FIRED_FIELDS",
+    "LATE_FIELDS",
+    "LATE_KEY",
+    "LATE_TIMESTAMP",
+    "LATE_VALUES",
     "Counters",
+    "EncodedKeys",
     "OperatorConfig",
     "RowBatch",
     "count_windows",
@@ -60,12 +80,43 @@ EMITTED_FIELDS = (
     "timestamp",
 )
 
-EARLY = "EARLY"
-ON_TIME = "ON_TIME"
-LATE = "LATE"
+#: Positions in an emitted row, named once for every host (``row[EMIT_PANE_INDEX]``).
+(
+    EMIT_KEY,
+    EMIT_WINDOW_START,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_TIME,
+    EMIT_PANE_INDEX,
+    EMIT_PANE_TIMING,
+    EMIT_TIMESTAMP,
+) = range(len(EMITTED_FIELDS))
+#: Position of the first aggregate result in an emitted row.
+EMIT_RESULTS = len(EMITTED_FIELDS)
 
-#: With ``OperatorConfig.tag_firings`` every emitted row ends, after its
-#: aggregate results, with these fields: what made the operator emit it.
+#: Fields after the aggregate results when ``OperatorConfig.extended_rows``:
+#: ``is_last`` (bool, the firing cleaned the window up: no later pane can
+#: follow) and ``op`` (Flink's RowKind in its short form: ``+I`` insert,
+#: ``-U`` / ``+U`` the previous pane's row retracted / the new one, ``-D`` the
+#: row of a window merged away; without ``changelog`` every row is ``+I``).
+#: They are the last two fields: ``row[-2]``, ``row[-1]``.
+EXTENDED_FIELDS = ("is_last", "op")
+
+#: A late row (``drain_late()``) is ``(key, timestamp, values)``; ``values`` holds the
+#: late-output columns (``OperatorConfig.late_columns``).
+LATE_FIELDS = ("key", "timestamp", "values")
+LATE_KEY, LATE_TIMESTAMP, LATE_VALUES = range(len(LATE_FIELDS))
+
+# The pane timings live with the windows (wql.runtime.windows.pane_timing).
+EARLY, ON_TIME, LATE = W.EARLY, W.ON_TIME, W.LATE
+
+INSERT = "+I"
+UPDATE_BEFORE = "-U"
+UPDATE_AFTER = "+U"
+DELETE = "-D"
+
+#: With ``OperatorConfig.tag_firings`` every emitted row carries, after its
+#: aggregate results (and before ``EXTENDED_FIELDS``, which stay last), these
+#: fields: what made the operator emit it.
 #:
 #: ``fired_by`` is one of the ``FIRED_BY_*`` codes below; ``fired_time`` is
 #: the timer's time (None for a row fired by a row); ``fired_row`` is an
@@ -105,8 +156,16 @@ class OperatorConfig:
             instead of counting them as dropped.
         late_columns: which ``values`` indices the late output carries
             (``None``: all of them).
-        tag_firings: end every emitted row with ``FIRED_FIELDS`` (a stage of
-            a pipeline: its host places each row in the global sequence).
+        tag_firings: end every emitted row's results with ``FIRED_FIELDS``
+            (a stage of a pipeline: its host places each row in the global
+            sequence); ``EXTENDED_FIELDS``, if any, follow them.
+        mark_last: emitted rows carry ``is_last`` (``EXTENDED_FIELDS``).
+        changelog: emitted rows carry ``op`` and every pane after a window's
+            first is preceded by the retraction (``-U``) of the window's
+            previous row; a session merge retracts (``-D``) the rows of the
+            windows it absorbs (docs/runtime.md, "Changelog"). Not with
+            ``tag_firings``: a window stage reads appends only (Flink's
+            window aggregate does not consume updates).
     """
 
     assigner: WindowAssigner
@@ -116,7 +175,11 @@ class OperatorConfig:
     allowed_lateness: int = 0
     late_output: bool = False
     late_columns: tuple[int, ...] | None = None
-    tag_firings: bool = False
+    # Not in repr: the snapshot fingerprint of a config without them stays what it
+    # was (WindowOperator._config_fingerprint adds them when set).
+    tag_firings: bool = field(default=False, repr=False)
+    mark_last: bool = field(default=False, repr=False)
+    changelog: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.allowed_lateness, int) or self.allowed_lateness < 0:
@@ -125,6 +188,11 @@ class OperatorConfig:
                 f"got {self.allowed_lateness!r}"
             )
         object.__setattr__(self, "aggregates", tuple(self.aggregates))
+        if self.tag_firings and self.changelog:
+            raise WqlSemanticError(
+                "a pipeline stage cannot emit a changelog: the next window stage reads "
+                "appended rows only"
+            )
         if self.assigner.is_merging:
             for t in walk(self.effective_trigger):
                 if not t.can_merge():
@@ -136,6 +204,11 @@ class OperatorConfig:
     @property
     def effective_trigger(self) -> Trigger:
         return self.trigger if self.trigger is not None else self.assigner.default_trigger()
+
+    @property
+    def extended_rows(self) -> bool:
+        """Emitted rows end with ``EXTENDED_FIELDS`` (``is_last``, ``op``)."""
+        return self.mark_last or self.changelog
 
 
 def count_windows(
@@ -151,12 +224,42 @@ def count_windows(
     return GlobalWindows(), CountTrigger(slide), CountEvictor(size)
 
 
+class EncodedKeys:
+    """A key column as codes into its distinct keys (what ``RowBatch.keys`` may hold).
+
+    ``keys`` are distinct (no two equal as Python values) and ``codes[i]``
+    is the index of row i's key. A host that factorises keys in Arrow or
+    NumPy builds one tuple per distinct key instead of one per row, and the
+    vectorized path needs no hashing of its own. As a sequence it reads as
+    the per-row keys.
+    """
+
+    __slots__ = ("codes", "keys")
+
+    def __init__(self, codes: npt.NDArray[np.int64], keys: Sequence[Any]) -> None:
+        self.codes = codes
+        self.keys = list(keys)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return EncodedKeys(self.codes[i], self.keys)
+        return self.keys[int(self.codes[i])]
+
+    def tolist(self) -> list[Any]:
+        """The per-row keys."""
+        return list(map(self.keys.__getitem__, self.codes.tolist()))
+
+
 @dataclass(frozen=True)
 class RowBatch:
     """Columnar input of ``process_batch``; all sequences have one entry per row.
 
     Attributes:
-        keys: grouping-key tuples (``()`` for windowAll).
+        keys: grouping-key tuples (``()`` for windowAll), one per row, or
+            :class:`EncodedKeys`.
         timestamps: event time per row, int ms (an int64 array or a sequence);
             ``None`` when the query has no event time.
         columns: one sequence per ``values`` index. NumPy numeric arrays cannot
@@ -190,6 +293,21 @@ class RowBatch:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def slice(self, start: int, stop: int) -> RowBatch:
+        """Rows ``start`` to ``stop`` (exclusive) as a batch of their own."""
+
+        def cut(column: Any) -> Any:
+            return None if column is None else column[start:stop]
+
+        return RowBatch(
+            self.keys[start:stop],
+            cut(self.timestamps),
+            tuple(c[start:stop] for c in self.columns),
+            self.watermark_before[start:stop],
+            cut(self.processing_time),
+            cut(self.timestamp_valid),
+        )
 
 
 @dataclass

@@ -18,6 +18,13 @@ makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
   and timer calls, in the same order, as ``MergingWindowSet.add_window`` +
   the merge callback + ``EventTimeTrigger``; a row bridging several
   sessions takes ``add_window`` with an inlined callback.
+- :class:`CountSessionPath` (event-time sessions under ``[PURGING] COUNT(n)``,
+  any evictor): the same shortcuts with ``CountTrigger`` and the cleanup
+  timers inlined (the operator still keeps the evictor's buffers and the
+  rows it follows for its "in no firing" counter);
+- ``wql.runtime.columnar.ColumnarWindows`` (HOP/CUMULATE at lateness 0, on
+  top of :class:`WindowPath`): every key's (key, slice) partials as arrays,
+  for batches;
 - ``wql.runtime.slicing.Slicer`` (opt-in): HOP/CUMULATE with one
   accumulator per (key, slice), on top of :class:`WindowPath`.
 
@@ -42,8 +49,9 @@ from wql.runtime.assigners import (
     SlidingWindows,
     TumblingWindows,
 )
-from wql.runtime.config import ON_TIME, OperatorConfig
-from wql.runtime.triggers import EventTimeTrigger
+from wql.runtime.config import ON_TIME, OperatorConfig, RowBatch
+from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
+from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import MAX_TIME, TimeWindow, Window, make_window
 
 if TYPE_CHECKING:
@@ -55,10 +63,13 @@ _BEYOND = 2**64  # above every cleanup time
 
 
 class RowPath:
-    """A per-row path of one operator: ``process_element`` and the timer callback.
+    """A fast path of one operator: ``process_element``, the timer callback, the batch form.
 
     The base class runs the operator's plain timer callback, keeps no state
-    of its own and lets ``process_batch`` use the vectorized path.
+    of its own and lets ``process_batch`` use the vectorized path. A path
+    that keeps state outside the operator's key states and timers (the
+    columnar arrays) answers ``held_*`` for the inspection methods and moves
+    it into them on ``settle``.
     """
 
     #: ``process_batch`` may try the NumPy path (``wql.runtime.vectorized``).
@@ -73,12 +84,36 @@ class RowPath:
     def on_timer(self, key: Key, window: Window, time: int, event: bool) -> None:
         self.op.on_timer(key, window, time, event)
 
+    def process_batch(self, batch: RowBatch) -> bool:
+        """``process_batch``'s fast path: whether it took the batch (else the loop runs)."""
+        return self.vectorizable and try_process_batch(self.op, batch)
+
+    #: The operator calls ``on_watermark`` on every rise of the watermark.
+    watches_watermark = False
+
+    def on_watermark(self, watermark: int) -> None:
+        """The watermark rose to ``watermark`` (only when ``watches_watermark``)."""
+
     def key_data(self, key: Key, ks: KeyState) -> tuple:
         """``key``'s state as snapshots hold it (the plain path's form)."""
         return ks.to_data()
 
     def forget(self, key: Key) -> None:
         """``key`` left the operator (``forget_key``)."""
+
+    def settle(self) -> None:
+        """Move any state the path keeps outside the operator's key states and timers
+        into them (before snapshots and per-key operations)."""
+
+    # state the path keeps outside the operator's key states and timers
+    def held_keys(self) -> list[Key]:
+        return []
+
+    def held_windows(self) -> int:
+        return 0
+
+    def held_timers(self, key: Key) -> list[int]:
+        return []
 
 
 def inlines_event_trigger(config: OperatorConfig) -> bool:
@@ -207,12 +242,14 @@ class WindowPath(RowPath):
             ks = op.new_key_state(key)
         max_ts = window[1] - 1  # type: ignore[index]
         contents = ks.contents
+        cleanup = max_ts + self.lateness
+        cleanup = cleanup if cleanup < MAX_TIME else MAX_TIME
         if time == max_ts:
             acc = contents.get(window)
             if acc is not None:
-                op.emit(key, ks, window, window, acc, ON_TIME)
-        cleanup = max_ts + self.lateness
-        if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
+                # the firing of the cleanup timer (lateness 0) is the window's last
+                op.emit(key, ks, window, window, acc, ON_TIME, time == cleanup)
+        if time == cleanup:
             contents.pop(window, None)
             ks.panes.pop(window, None)
         op.release_key(key)
@@ -229,7 +266,48 @@ def _slot_unit(assigner: Any) -> tuple[int, int] | None:
     return None
 
 
-class SessionPath(RowPath):
+class _SessionRows(RowPath):
+    """What the session paths share: a row's session window and the sessions it meets."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        super().__init__(op)
+        assigner: Any = op.config.assigner
+        self.gap = assigner.gap if type(assigner) is SessionWindows else 0
+        self.assign = assigner.assign_windows
+        self.lateness = op.config.allowed_lateness
+        self.timers = op.timer_service
+        self.key_states = op.key_states
+
+    def _meet(self, key: Key, timestamp: int | None, values: tuple) -> tuple | None:
+        """Admit the row: ``(seq, key state, start, end, in-flight sessions it meets, the
+        last of them)``, or None when it is dropped (no timestamp, invalid gap)."""
+        op = self.op
+        seq = op.admit()
+        if timestamp is None:
+            op.drop(DROP_MISSING_TIMESTAMP)
+            return None
+        start = timestamp
+        if self.gap:
+            end = timestamp + self.gap
+        else:
+            try:
+                ((start, end),) = self.assign(timestamp, values)
+            except DropRow as d:
+                op.drop(d.reason)
+                return None
+        ks = self.key_states.get(key)
+        if ks is None:
+            ks = op.new_key_state(key)
+        hit: Any = None
+        hits = 0
+        for w in ks.merging.mapping:  # type: ignore[union-attr]
+            if w[0] <= end and w[1] >= start:
+                hit = w
+                hits += 1
+        return seq, ks, start, end, hits, hit
+
+
+class SessionPath(_SessionRows):
     """Event-time sessions (static or dynamic gap), default trigger, no evictor."""
 
     @staticmethod
@@ -240,49 +318,23 @@ class SessionPath(RowPath):
 
     def __init__(self, op: WindowOperator) -> None:
         super().__init__(op)
-        assigner: Any = op.config.assigner
-        self.gap = assigner.gap if type(assigner) is SessionWindows else 0
-        self.assign = assigner.assign_windows
-        self.lateness = op.config.allowed_lateness
         self.create = op.aggregator.create
         self.add = op.aggregator.add
-        self.merge = op.aggregator.merge
-        self.timers = op.timer_service
-        self.key_states = op.key_states
         # the key a bridging row's merge callback works on
         self._key: Key = None
         self._ks: KeyState | None = None
 
     def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
         """``WindowOperator.process_element`` for one session row (see the class doc)."""
-        op = self.op
-        seq = op.admit()
-        if timestamp is None:
-            op.drop(DROP_MISSING_TIMESTAMP)
+        met = self._meet(key, timestamp, values)
+        if met is None:
             return
-        start = timestamp
-        if self.gap:
-            end = timestamp + self.gap
-        else:
-            try:
-                ((start, end),) = self.assign(timestamp, values)
-            except DropRow as d:
-                op.drop(d.reason)
-                return
-        ks = self.key_states.get(key)
-        if ks is None:
-            ks = op.new_key_state(key)
+        seq, ks, start, end, hits, hit = met
+        op = self.op
         mws = ks.merging
-        assert mws is not None
         mapping = mws.mapping
         wm = op.watermark
         lateness = self.lateness
-        hit: Any = None
-        hits = 0
-        for w in mapping:
-            if w[0] <= end and w[1] >= start:
-                hit = w
-                hits += 1
         # Whether the session's max_ts timer may be missing. An in-flight session
         # whose max_ts is ahead of the watermark holds it: it was registered when
         # the session got its bounds (opened, extended or merged, always while
@@ -361,3 +413,91 @@ class SessionPath(RowPath):
         self._merge_timers(key, merge_result, merged_windows)
         if merged_state_windows:
             ks.merge_namespaces(state_window, merged_state_windows, self.op.merge_contents)
+
+
+class CountSessionPath(_SessionRows):
+    """Event-time sessions (static or dynamic gap) under ``[PURGING] COUNT(n)``, any evictor.
+
+    ``WindowOperator.process_element`` for such a row with the merging set's
+    one-session shortcuts and ``CountTrigger.on_merge`` / ``clear`` /
+    ``on_element`` and the cleanup timers inlined: the same state (the
+    trigger's count under the same name, contents, the rows the operator
+    follows for its "in no firing" counter) and the same timer calls, in the
+    same order. A row bridging several sessions takes ``add_window`` with the
+    operator's own merge callback.
+    """
+
+    @staticmethod
+    def applies(config: OperatorConfig) -> bool:
+        trigger = config.effective_trigger
+        inner = trigger.nested if type(trigger) is PurgingTrigger else trigger
+        return (
+            isinstance(config.assigner, SessionWindows | DynamicSessionWindows)
+            and config.assigner.is_event_time
+            and type(inner) is CountTrigger
+        )
+
+    def __init__(self, op: WindowOperator) -> None:
+        super().__init__(op)
+        trigger: Any = op.config.effective_trigger
+        self.purging = type(trigger) is PurgingTrigger
+        self.count = (trigger.nested if self.purging else trigger).count
+        # the trigger context's name for the count (a child's names carry its path)
+        self.name = "0.count" if self.purging else "count"
+
+    def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None:
+        met = self._meet(key, timestamp, values)
+        if met is None:
+            return
+        seq, ks, start, end, hits, hit = met
+        op = self.op
+        mws = ks.merging
+        mapping = mws.mapping
+        trigger = ks.trigger
+        name = self.name
+        lateness = self.lateness
+        if hits == 0:
+            actual = make_window((start, end))
+            mapping[actual] = actual
+        elif hits == 1:
+            if hit[0] <= start and hit[1] >= end:
+                actual = hit  # inside one session, unchanged: no merge callback
+            else:
+                # add_window's one-hit shortcut, then the merge callback:
+                # CountTrigger.on_merge (the counts add up on the cover),
+                # CountTrigger.clear and the cleanup-timer deletion of the hit
+                h0, h1 = hit
+                actual = make_window((h0 if h0 < start else start, h1 if h1 > end else end))
+                mapping[actual] = mapping.pop(hit)
+                moved = trigger.get((hit, name))
+                if moved is not None:
+                    held = trigger.get((actual, name))
+                    trigger[(actual, name)] = moved if held is None else held + moved
+                    del trigger[(hit, name)]
+                cleanup = hit[1] - 1 + lateness
+                if cleanup < MAX_TIME:
+                    self.timers.delete_event_time_timer(key, hit, cleanup)
+        else:
+            actual = op.add_merging_window(key, ks, make_window((start, end)))
+        cleanup = actual[1] - 1 + lateness
+        # isWindowLate: cleanup time (capped at MAX_TIME) <= watermark
+        wm = op.watermark
+        if cleanup <= wm or wm == MAX_TIME:
+            mws.retire_window(actual)
+            op.not_accepted(key, timestamp, values)
+            return
+        sw = mapping[actual]
+        op.add_row(key, ks, sw, timestamp, seq, values)
+        n = trigger.get((actual, name), 0) + 1  # CountTrigger.on_element
+        if n >= self.count:
+            trigger.pop((actual, name), None)
+            acc = ks.contents.get(sw)
+            if acc is None:
+                return  # FIRE on empty contents: nothing, not even the cleanup timer
+            op.emit(key, ks, actual, sw, acc, op.timing_now(actual))
+            if self.purging:
+                op.purge(key, ks, sw)
+        else:
+            trigger[(actual, name)] = n
+        if cleanup < MAX_TIME:
+            self.timers.register_event_time_timer(key, actual, cleanup)

@@ -49,18 +49,20 @@ from wql.runtime.assigners import (
     GlobalWindows,
     SessionWindows,
 )
+from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.config import (
-    EARLY,
+    DELETE,
     FIRED_BY_EVENT_TIMER,
     FIRED_BY_PROCESSING_TIMER,
     FIRED_BY_ROW,
-    LATE,
-    ON_TIME,
+    INSERT,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
     Counters,
     OperatorConfig,
     RowBatch,
 )
-from wql.runtime.fastpath import RowPath, SessionPath, WindowPath
+from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
 from wql.runtime.slicing import Slicer, can_slice
 from wql.runtime.state import KeyState
@@ -74,6 +76,7 @@ from wql.runtime.windows import (
     GlobalWindow,
     TimeWindow,
     Window,
+    pane_timing,
 )
 
 Key = Hashable
@@ -184,6 +187,9 @@ class WindowOperator:
         self._merging = assigner.is_merging
         self._lateness = config.allowed_lateness
         self._late_columns = config.late_columns
+        #: Emitted rows end with ``is_last`` and ``op`` (``OperatorConfig.extended_rows``).
+        self._extended = config.extended_rows
+        self._changelog = config.changelog
         #: Current event-time watermark and processing time (injected by the host).
         self.watermark = MIN_TIME
         self.processing_time = MIN_TIME
@@ -222,6 +228,7 @@ class WindowOperator:
         #: no vectorized batches); every fast path must equal it.
         self._fast = fast
         self._path: RowPath | None = None
+        self._watch: Any = None
         self._on_timer = self.on_timer
         if fast:
             self.use_path(_fast_path(self, slicing))
@@ -257,10 +264,10 @@ class WindowOperator:
         else:
             accepted = False
             for w in windows:
-                if self._is_window_late(w):
+                if self.is_window_late(w):
                     continue
                 accepted = True
-                self._add(key, ks, w, timestamp, seq, values)
+                self.add_row(key, ks, w, timestamp, seq, values)
                 self._ctx.bind(key, ks, w)
                 r = self._trigger.on_element(timestamp, values, w, self._ctx)
                 if r & 1:
@@ -269,12 +276,12 @@ class WindowOperator:
                         continue  # FIRE on empty contents: nothing (not even the cleanup timer)
                     self.emit(key, ks, w, w, acc, self.timing_now(w))
                 if r & 2:
-                    self._purge(key, ks, w)
+                    self.purge(key, ks, w)
                 self.register_cleanup_timer(key, w)
         if not accepted:
             self.not_accepted(key, timestamp, values)
 
-    def _add(
+    def add_row(
         self, key: Key, ks: KeyState, sw: Window, timestamp: int | None, seq: int, values: tuple
     ) -> None:
         """Add the row to state window ``sw``: its accumulator, or its rows (an evictor)."""
@@ -292,7 +299,8 @@ class WindowOperator:
         if self._track:
             self._track_add(key, sw, seq)
 
-    def _purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+    def purge(self, key: Key, ks: KeyState, sw: Window) -> None:
+        """PURGE: the state window's contents go (its trigger state and pane count stay)."""
         ks.contents.pop(sw, None)
         if self._track:
             self._track_discard(key, sw)
@@ -313,12 +321,12 @@ class WindowOperator:
         self._merge_key, self._merge_ks = key, ks
         for w in windows:
             actual = mws.add_window(w, self._on_merge)  # type: ignore[arg-type]
-            if self._is_window_late(actual):
+            if self.is_window_late(actual):
                 mws.retire_window(actual)
                 continue
             accepted = True
             sw = mws.mapping[actual]
-            self._add(key, ks, sw, timestamp, seq, values)
+            self.add_row(key, ks, sw, timestamp, seq, values)
             self._ctx.bind(key, ks, actual)
             r = self._trigger.on_element(timestamp, values, actual, self._ctx)
             if r & 1:
@@ -327,9 +335,14 @@ class WindowOperator:
                     continue
                 self.emit(key, ks, actual, sw, acc, self.timing_now(actual))
             if r & 2:
-                self._purge(key, ks, sw)
+                self.purge(key, ks, sw)
             self.register_cleanup_timer(key, actual)
         return accepted
+
+    def add_merging_window(self, key: Key, ks: KeyState, window: TimeWindow) -> TimeWindow:
+        """``MergingWindowSet.add_window`` with this operator's merge callback."""
+        self._merge_key, self._merge_ks = key, ks
+        return ks.merging.add_window(window, self._on_merge)  # type: ignore[union-attr]
 
     def _on_merge(
         self,
@@ -352,6 +365,8 @@ class WindowOperator:
             ctx.window = m
             self._trigger.clear(m, ctx)
             self.delete_cleanup_timer(key, m)
+        if self._changelog:
+            self._retract_merged(ks, merge_result, merged_windows)
         if not merged_state_windows:
             return  # the result kept its only state window: nothing to fold
         if self._track:
@@ -380,6 +395,8 @@ class WindowOperator:
             return
         before = self.watermark
         self.watermark = watermark
+        if self._watch is not None:
+            self._watch(watermark)
         heap = self._timers.event.heap
         if not heap or heap[0][0] > watermark:
             return
@@ -488,19 +505,25 @@ class WindowOperator:
             r = self._trigger.on_event_time(time, window, ctx)
         else:
             r = self._trigger.on_processing_time(time, window, ctx)
+        # The timer that cleans the window up: a pane it fires is the window's last.
+        cleanup = event == self._event_time and time == self._cleanup_time(window)
         if r & 1:
             acc = ks.contents.get(sw)
             if acc is not None:
-                self.emit(key, ks, window, sw, acc, self._timing_timer(window, time, event))
+                timing = self._timing_timer(window, time, event)
+                self.emit(key, ks, window, sw, acc, timing, cleanup)
         if r & 2:
-            self._purge(key, ks, sw)
-        if event == self._event_time and time == self._cleanup_time(window):
+            self.purge(key, ks, sw)
+        if cleanup:
             self._clear_all_state(key, ks, window, sw)
         self.release_key(key)
 
     def _clear_all_state(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
         """Flink's ``clearAllState``: contents, trigger state, pane count, merging entry."""
         ks.clear_namespace(sw)
+        if ks.emitted:
+            # changelog: the window's last row stays in the result; nothing follows it
+            ks.emitted.pop(window, None)
         if self._track:
             self._track_discard(key, sw)
         self._ctx.bind(key, ks, window)
@@ -516,7 +539,8 @@ class WindowOperator:
             return t if t < MAX_TIME else MAX_TIME
         return window.max_timestamp
 
-    def _is_window_late(self, window: Window) -> bool:
+    def is_window_late(self, window: Window) -> bool:
+        """Flink's ``isWindowLate``: an event-time window whose cleanup time has passed."""
         return self._event_time and self._cleanup_time(window) <= self.watermark
 
     def register_cleanup_timer(self, key: Key, window: Window) -> None:
@@ -541,19 +565,27 @@ class WindowOperator:
 
     def timing_now(self, window: Window) -> str:
         """Pane timing of a firing not caused by a timer of the window's own domain."""
-        return EARLY if self.watermark < window.max_timestamp else LATE
+        return pane_timing(window, self.watermark)
 
     def _timing_timer(self, window: Window, time: int, event: bool) -> str:
-        if event == self._event_time and type(window) is TimeWindow:
-            max_ts = window.end - 1
-            if time == max_ts:
-                return ON_TIME
-            return EARLY if time < max_ts else LATE
-        return self.timing_now(window)
+        own = time if event == self._event_time else None
+        return pane_timing(window, self.watermark, own)
 
     def emit(
-        self, key: Key, ks: KeyState, window: Window, sw: Window, acc: Any, timing: str
+        self,
+        key: Key,
+        ks: KeyState,
+        window: Window,
+        sw: Window,
+        acc: Any,
+        timing: str,
+        last: bool = False,
     ) -> None:
+        """Emit one firing of ``window`` (contents under state window ``sw``).
+
+        ``last``: the firing is the one of the timer that cleans the window
+        up, so no later pane of it can follow (``is_last``).
+        """
         pane = ks.panes.get(sw, 0)
         ks.panes[sw] = pane + 1
         evictor = self._evictor
@@ -578,9 +610,44 @@ class WindowOperator:
             max_ts = window.end - 1  # type: ignore[union-attr]
             row = (key, window.start, window.end, max_ts, pane, timing, max_ts, *results)  # type: ignore[union-attr]
         if self._tag:
+            # The firing tags come before the extended fields, which stay last.
             row += self._cause
-        self._out.append(row)
         self.counters.rows_emitted += 1
+        if not self._extended:
+            self._out.append(row)
+            return
+        row = (*row, last)
+        if not self._changelog:
+            self._out.append((*row, INSERT))
+            return
+        # Flink table-runtime's emitWindowResult with produceUpdates: the first
+        # pane of a window is an insert, every later one retracts the row the
+        # window emitted before (kept in its state) and then adds the new one.
+        emitted = ks.emitted
+        previous = emitted.get(window)
+        if previous is None:
+            self._out.append((*row, INSERT))
+        else:
+            self._out.append((*previous, UPDATE_BEFORE))
+            self._out.append((*row, UPDATE_AFTER))
+        emitted[window] = row
+
+    def _retract_merged(self, ks: KeyState, merge_result: Window, merged: list[TimeWindow]) -> None:
+        """Changelog: a merge retracts (``-D``) the rows of the windows it absorbed.
+
+        They are no longer windows of the result: the merged window emits a
+        row of its own (an insert) when it next fires. A merged window whose
+        bounds did not change keeps its row.
+        """
+        emitted = ks.emitted
+        for m in merged:
+            row = emitted.pop(m, None)
+            if row is None:
+                continue
+            if m == merge_result:
+                emitted[m] = row
+            else:
+                self._out.append((*row, DELETE))
 
     # ------------------------------------------- rows that end in no firing
 
@@ -621,13 +688,15 @@ class WindowOperator:
             self._fired_seq = current
         evicted = set(held or ()) - fired
         kept: list[int] = []
+        gone: list[int] = []
         for s in pending:
             if s in fired:
                 unfired.pop(s, None)
             elif s in evicted:
-                self._track_gone(s)
+                gone.append(s)
             else:
                 kept.append(s)
+        self._track_gone(gone)
         if kept:
             self._pending[(key, sw)] = kept
 
@@ -635,21 +704,26 @@ class WindowOperator:
         """``sw``'s contents are gone (purged or cleaned up) without another firing."""
         pending = self._pending.pop((key, sw), None)
         if pending:
-            for s in pending:
-                self._track_gone(s)
+            self._track_gone(pending)
 
-    def _track_gone(self, seq: int) -> None:
+    def _track_gone(self, seqs: list[int]) -> None:
+        """Rows ``seqs`` left a window that never included them in a firing."""
         unfired = self._unfired
-        n = unfired.get(seq)
-        if n is None:
-            return  # the row was in a firing of another window
-        if n > 1:
-            unfired[seq] = n - 1
-            return
-        del unfired[seq]
-        self.drop(DROP_IN_NO_FIRING)
-        if seq == self._seq - 1:
-            self._gone_seq = seq
+        current = self._seq - 1
+        gone = 0
+        for seq in seqs:
+            n = unfired.get(seq)
+            if n is None:
+                continue  # the row was in a firing of another window
+            if n > 1:
+                unfired[seq] = n - 1
+                continue
+            del unfired[seq]
+            gone += 1
+            if seq == current:
+                self._gone_seq = seq
+        if gone:
+            self.drop(DROP_IN_NO_FIRING, gone)
 
     def drain(self) -> list[tuple]:
         """Emitted rows since the last drain (layout: ``config.EMITTED_FIELDS`` + aggregates)."""
@@ -663,19 +737,35 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ batch
 
-    def process_batch(self, batch: RowBatch) -> None:
-        """The vectorized entry point; equal to the per-row loop in every observable way."""
-        # The fast path keeps no per-row firing record: "rows" tracking and the
-        # firing tags of a pipeline stage need the loop.
+    def process_batch(self, batch: RowBatch) -> bool:
+        """The vectorized entry point; equal to the per-row loop in every observable way.
+
+        Returns whether a batch form (the NumPy path, the columnar arrays) took
+        the batch; ``False``: the per-row loop ran.
+        """
+        # The NumPy path keeps no per-row firing record: "rows" tracking needs the
+        # loop (except the count-triggered sessions' form, which records them), and
+        # the firing tags of a pipeline stage always do.
         path = self._path
+        # Extended rows (is_last, op) come from ``emit`` only: the batch forms build
+        # their rows themselves.
         if (
             self._fast
-            and not self._track
+            and not self._extended
             and not self._tag
-            and (path is None or path.vectorizable)
-            and try_process_batch(self, batch)
+            and (
+                path.process_batch(batch)
+                if path is not None
+                else not self._track and try_process_batch(self, batch)
+            )
         ):
-            return
+            return True
+        self.process_rows(batch)
+        return False
+
+    def process_rows(self, batch: RowBatch) -> None:
+        """The per-row loop ``process_batch`` must equal, row by row (also for the NumPy
+        path's rows it leaves to the loop): advance the clocks, then the row."""
         n = len(batch)
         if n == 0:
             return
@@ -702,23 +792,32 @@ class WindowOperator:
 
     # ------------------------------------------------------------- inspection
 
+    # (a fast path may hold state of its own: wql.runtime.columnar)
+
     def timers(self, key: Key) -> tuple[list[int], list[int]]:
         """Distinct pending timer times of ``key``: (event times, processing times)."""
-        return self._timers.times(key)
+        event, processing = self._timers.times(key)
+        if self._path is not None:
+            held = self._path.held_timers(key)
+            if held:
+                event = sorted({*event, *held})
+        return event, processing
 
     def active_keys(self) -> list[Key]:
         """Keys that currently hold state or timers."""
-        return list(self._keys)
+        held = self._path.held_keys() if self._path is not None else []
+        return list(self._keys) + [k for k in held if k not in self._keys]
 
     def open_windows(self) -> int:
         """Number of (key, state window) contents currently held."""
-        return sum(len(ks.contents) for ks in self._keys.values())
+        held = self._path.held_windows() if self._path is not None else 0
+        return sum(len(ks.contents) for ks in self._keys.values()) + held
 
     def state_size(self) -> int:
         """Rough size of the kept state: contents, buffered rows, trigger and pane entries."""
-        total = 0
+        total = self._path.held_windows() if self._path is not None else 0
         for ks in self._keys.values():
-            total += len(ks.trigger) + len(ks.panes)
+            total += len(ks.trigger) + len(ks.panes) + len(ks.emitted)
             for c in ks.contents.values():
                 total += len(c) if self._evictor is not None else 1
             if ks.merging is not None:
@@ -728,10 +827,13 @@ class WindowOperator:
     # --------------------------------------------------------------- snapshots
 
     def _config_fingerprint(self) -> str:
-        return repr(self.config)
+        config = self.config
+        flags = [n for n in ("tag_firings", "mark_last", "changelog") if getattr(config, n)]
+        return repr(config) + "".join(f" +{n}" for n in flags)
 
     def snapshot(self) -> bytes:
         """The whole operator: state, timers, clocks, counters and undrained output."""
+        self._settle()
         return _snap.dumps(
             {
                 "kind": "operator",
@@ -794,6 +896,7 @@ class WindowOperator:
         Clocks, counters and undrained output are not part of it: the host
         owns the clocks and must ``drain()`` / ``drain_late()`` first.
         """
+        self._settle()
         ks = self._keys.get(key)
         event, processing = self._timers.key_timers(key)
         return _snap.dumps(
@@ -832,6 +935,11 @@ class WindowOperator:
         # order FIRST_VALUE/LAST_VALUE/COLLECT_LIST ties and evictor buffers).
         self._seq = max(self._seq, payload["seq"])
 
+    def _settle(self) -> None:
+        """State a fast path holds of its own into key states and timers (snapshots, keys)."""
+        if self._path is not None:
+            self._path.settle()
+
     def _after_restore(self, ks: KeyState) -> None:
         if self._evictor is None and any(s.kind == "COUNT_DISTINCT" for s in self.aggregator.specs):
             for acc in ks.contents.values():
@@ -839,6 +947,7 @@ class WindowOperator:
 
     def forget_key(self, key: Key) -> None:
         """Drop ``key``'s state and timers from memory (after the host saved them)."""
+        self._settle()
         self._keys.pop(key, None)
         self._timers.drop_key(key)
         if self._pending:
@@ -933,6 +1042,18 @@ class WindowOperator:
             self.drop(DROP_LATE_WINDOW)
         self.release_key(key)
 
+    @property
+    def tracks_rows(self) -> bool:
+        """Whether the operator follows each row until a firing includes it ("rows" mode)."""
+        return self._track
+
+    def track_rows(self, key: Key, sw: Window, seqs: list[int]) -> None:
+        """Rows ``seqs``, new and each in no other window, were added to state window ``sw``
+        (what ``add_row`` records row by row)."""
+        if self._track and seqs:
+            self._pending.setdefault((key, sw), []).extend(seqs)
+            self._unfired.update(dict.fromkeys(seqs, 1))
+
     def emit_rows(self, rows: list[tuple]) -> None:
         """Append firings built by the caller (``EMITTED_FIELDS`` + aggregate results).
 
@@ -946,6 +1067,7 @@ class WindowOperator:
     def use_path(self, path: RowPath | None) -> None:
         """Make ``path`` the per-row path (None: the plain methods)."""
         self._path = path
+        self._watch = path.on_watermark if path is not None and path.watches_watermark else None
         if path is None:
             vars(self).pop("process_element", None)
             self._on_timer = self.on_timer
@@ -988,13 +1110,24 @@ def _firing_guarantee(config: OperatorConfig) -> str | None:
 def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
     """The fastest per-row path for ``op``'s configuration (None: the plain methods)."""
     config = op.config
+    if config.changelog:
+        # The changelog keeps each window's last row and retracts it on merges
+        # and cleanups: the plain port's merge callback and cleanup do that.
+        return None
     if config.assigner.is_merging:
-        return SessionPath(op) if SessionPath.applies(config) else None
+        if SessionPath.applies(config):
+            return SessionPath(op)
+        return CountSessionPath(op) if CountSessionPath.applies(config) else None
     if not WindowPath.applies(config):
         return None
     path = WindowPath(op)
     # HOP / CUMULATE: one accumulator per (key, slice) (opt-in, wql.runtime.slicing)
-    return Slicer(op, path) if slicing and can_slice(config) else path
+    if slicing and can_slice(config):
+        return Slicer(op, path)
+    if config.extended_rows:
+        return path  # the columnar arrays emit their firings without the marks
+    # HOP / CUMULATE at lateness 0: (key, slice) columns for batches (wql.runtime.columnar)
+    return ColumnarWindows(op, path) if ColumnarWindows.applies(config) else path
 
 
 def _as_list(column: Any) -> list:

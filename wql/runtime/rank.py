@@ -107,6 +107,11 @@ class RankConfig:
         if self.keep != TOP and (self.limit != 1 or len(self.order) != 1):
             raise ValueError("a deduplication keeps one row by one time column")
 
+    @property
+    def extended_rows(self) -> bool:
+        """A window rank's rows never carry ``EXTENDED_FIELDS`` (no panes, no changelog)."""
+        return False
+
 
 class _Desc:
     """Reverses the order of a value (a descending sort key)."""

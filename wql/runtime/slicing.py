@@ -211,10 +211,12 @@ class Slicer(RowPath):
             return self.per_window.on_timer(key, window, time, event)
         max_ts = window[1] - 1
         contents = ks.contents
-        if time == max_ts and window in contents:
-            op.emit(key, ks, window, window, self.window_acc(slices, window), ON_TIME)
         cleanup = max_ts + self.lateness
-        if time == (cleanup if cleanup < MAX_TIME else MAX_TIME):
+        cleanup = cleanup if cleanup < MAX_TIME else MAX_TIME
+        if time == max_ts and window in contents:
+            acc = self.window_acc(slices, window)
+            op.emit(key, ks, window, window, acc, ON_TIME, time == cleanup)
+        if time == cleanup:
             if contents.pop(window, None) is not None:
                 self._free(slices, window)
             ks.panes.pop(window, None)

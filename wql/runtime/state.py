@@ -12,6 +12,10 @@ streaming host can snapshot and restore a key on its own:
 - ``panes``: state window -> number of firings so far (the next ``pane_index``);
   survives purges, cleared with the window, merged by ``max``.
 - ``merging``: the key's ``MergingWindowSet`` (session windows only).
+- ``emitted``: changelog mode only (``OperatorConfig.changelog``): window ->
+  the row its last firing emitted (without ``op``), so that the next pane or a
+  merge can retract exactly that row; dropped when the window is cleaned up or
+  merged away.
 
 Timers are kept by the ``TimerService``, indexed by key as well.
 """
@@ -26,19 +30,21 @@ from wql.runtime.windows import Window
 
 
 class KeyState:
-    __slots__ = ("contents", "trigger", "panes", "merging")
+    __slots__ = ("contents", "trigger", "panes", "merging", "emitted")
 
     def __init__(self, merging: MergingWindowSet | None = None) -> None:
         self.contents: dict[Window, Any] = {}
         self.trigger: dict[tuple[Window, str], Any] = {}
         self.panes: dict[Window, int] = {}
         self.merging = merging
+        self.emitted: dict[Window, tuple] = {}
 
     def is_empty(self) -> bool:
         return not (
             self.contents
             or self.trigger
             or self.panes
+            or self.emitted
             or (self.merging is not None and self.merging.mapping)
         )
 
@@ -103,16 +109,21 @@ class KeyState:
             state[(target, name)] = acc
 
     def to_data(self) -> tuple:
-        return (
+        data: tuple = (
             self.contents,
             self.trigger,
             self.panes,
             None if self.merging is None else self.merging.mapping,
         )
+        # the emitted rows only when there are any: a key's snapshot outside
+        # changelog mode stays what it was
+        return (*data, self.emitted) if self.emitted else data
 
     @classmethod
     def from_data(cls, data: tuple, merge_windows: Any, eager: bool = False) -> KeyState:
-        contents, trigger, panes, mapping = data
+        contents, trigger, panes, mapping = data[:4]
         ks = cls(None if mapping is None else MergingWindowSet(merge_windows, mapping, eager=eager))
         ks.contents, ks.trigger, ks.panes = contents, trigger, panes
+        if len(data) > 4:
+            ks.emitted = data[4]
         return ks

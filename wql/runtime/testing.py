@@ -36,7 +36,11 @@ _CLOCK = re.compile(r"^(?P<kind>WM|PT)\s+(?P<t>-?\d+)$", re.IGNORECASE)
 
 
 class Fired(NamedTuple):
-    """One emitted row, key unwrapped; ``value`` is the single aggregate or a tuple of them."""
+    """One emitted row, key unwrapped; ``value`` is the single aggregate or a tuple of them.
+
+    ``is_last`` and ``op`` are set when the config asks for extended rows
+    (``OperatorConfig.mark_last`` / ``changelog``), else None.
+    """
 
     key: Any
     value: Any
@@ -45,6 +49,15 @@ class Fired(NamedTuple):
     timestamp: int
     pane_index: int
     pane_timing: str
+    is_last: bool | None = None
+    op: str | None = None
+
+    def __repr__(self) -> str:
+        # the extended fields only when there are any (rows of a plain config read as before)
+        shown = [(n, v) for n, v in zip(self._fields, self, strict=True)]
+        if self.is_last is None and self.op is None:
+            shown = shown[:-2]
+        return "Fired(" + ", ".join(f"{n}={v!r}" for n, v in shown) + ")"
 
 
 class Late(NamedTuple):
@@ -117,11 +130,13 @@ class Harness:
 
     def output(self) -> list[Fired]:
         fired = []
+        extended = self.config.extended_rows
         for row in self.op.drain():
-            results = row[7:]
+            results = row[7:-2] if extended else row[7:]
             value = results[0] if len(results) == 1 else tuple(results)
             key = row[0][0] if len(row[0]) == 1 else row[0]
-            fired.append(Fired(key, value, row[1], row[2], row[6], row[4], row[5]))
+            marks = (row[-2], row[-1]) if extended else ()
+            fired.append(Fired(key, value, row[1], row[2], row[6], row[4], row[5], *marks))
         return fired
 
     def late(self) -> list[Late]:

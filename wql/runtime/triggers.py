@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
-from wql.runtime.windows import MAX_TIME, Window
+from wql.runtime.windows import MAX_TIME, Window, pane_timing
 
 
 class TriggerResult(IntEnum):
@@ -365,6 +365,102 @@ class ContinuousProcessingTimeTrigger(Trigger):
 
 
 @dataclass(frozen=True)
+class OnUpdateTrigger(Trigger):
+    """EVERY <interval> [OF ... TIME] ON UPDATE: fire at the next interval boundary after
+    rows arrived, only when rows arrived in the window since its last firing.
+
+    Beam's ``AfterProcessingTime.pastFirstElementInPane()`` (a timer armed by
+    the first row of a pane) on interval boundaries, in either clock; Flink
+    table-runtime's ``ProcessingTimeTriggers.AfterFirstElementPeriodic`` arms
+    the same way but re-arms after every firing, rows or not. State ``fire``:
+    the armed timer, None while no row arrived since the last firing. The
+    first such row arms the first boundary strictly after ``now`` (epoch
+    aligned, floor: ``now - now mod interval + interval``), where ``now`` is
+    the processing time, or in event time the row's timestamp or the
+    watermark, whichever is later. The timer fires the window and disarms;
+    nothing re-arms it but the next row, so a quiet window has no timer.
+
+    ``bounded`` (the window runs on this trigger's clock): a timer never
+    passes the window's end, so the rows of a window that has not ended fire
+    at its ``window_time`` at the latest (an ON_TIME pane); once the
+    watermark has passed the end, rows within the allowed ``lateness`` fire
+    at the next boundary, at the cleanup time at the latest (a LATE pane,
+    the window's last). A window without an end (GLOBAL) or on the other
+    clock is not bounded. On merge the earliest armed timer of the merged
+    windows is the merged window's (rows were pending in one of them).
+    """
+
+    interval: int
+    event_time: bool
+    bounded: bool = False
+    lateness: int = 0
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0:
+            raise ValueError("EVERY needs a positive interval")
+
+    def on_element(self, timestamp, values, window, ctx):
+        if ctx.get_state("fire") is not None:
+            return CONTINUE  # armed: this row fires with the pending ones
+        if self.event_time:
+            now = ctx.watermark
+            if timestamp is not None and timestamp > now:
+                now = timestamp
+        else:
+            now = ctx.processing_time
+        fire = now - now % self.interval + self.interval
+        if self.bounded:
+            max_ts = window.max_timestamp
+            end = (
+                max_ts if not self.event_time or max_ts > ctx.watermark else max_ts + self.lateness
+            )
+            fire = min(fire, end)
+        fire = min(fire, MAX_TIME)
+        ctx.set_state("fire", fire)
+        if self.event_time:
+            ctx.register_event_time_timer(fire)
+        else:
+            ctx.register_processing_time_timer(fire)
+        return CONTINUE
+
+    def _on_timer(self, time: int, ctx: TriggerContext) -> TriggerResult:
+        if ctx.get_state("fire") == time:
+            ctx.clear_state("fire")
+            return FIRE
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return self._on_timer(time, ctx) if self.event_time else CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return CONTINUE if self.event_time else self._on_timer(time, ctx)
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        ctx.merge_state("fire", min)
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            if self.event_time:
+                ctx.register_event_time_timer(fire)
+            else:
+                ctx.register_processing_time_timer(fire)
+
+    def clear(self, window, ctx) -> None:
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            if self.event_time:
+                ctx.delete_event_time_timer(fire)
+            else:
+                ctx.delete_processing_time_timer(fire)
+            ctx.clear_state("fire")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("fire",)
+
+
+@dataclass(frozen=True)
 class DeltaTrigger(Trigger):
     """DELTA(expr, threshold): FIRE when |v - v_last_fired| > threshold.
 
@@ -396,8 +492,23 @@ class DeltaTrigger(Trigger):
         return ("last",)
 
 
+class _Wrapping(Trigger):
+    """A trigger that changes what ``nested`` returns: it merges and clears as ``nested``."""
+
+    nested: Trigger
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window, ctx) -> None:
+        self.nested.on_merge(window, ctx.child(0))
+
+    def clear(self, window, ctx) -> None:
+        self.nested.clear(window, ctx.child(0))
+
+
 @dataclass(frozen=True)
-class PurgingTrigger(Trigger):
+class PurgingTrigger(_Wrapping):
     """PURGING <t>: every FIRE of ``nested`` becomes FIRE_AND_PURGE."""
 
     nested: Trigger
@@ -414,14 +525,45 @@ class PurgingTrigger(Trigger):
         r = self.nested.on_processing_time(time, window, ctx.child(0))
         return FIRE_AND_PURGE if r & 1 else r
 
-    def can_merge(self) -> bool:
-        return self.nested.can_merge()
 
-    def on_merge(self, window, ctx) -> None:
-        self.nested.on_merge(window, ctx.child(0))
+@dataclass(frozen=True)
+class PanePurgingTrigger(_Wrapping):
+    """EMIT ... DISCARDING for some pane timings: PurgingTrigger, but only for those panes.
 
-    def clear(self, window, ctx) -> None:
-        self.nested.clear(window, ctx.child(0))
+    Every FIRE of ``nested`` becomes FIRE_AND_PURGE when the pane it fires
+    has a timing in ``discard`` (``EARLY``, ``ON_TIME``, ``LATE``): the
+    pane's contents are discarded after it (Beam's DISCARDING_FIRED_PANES),
+    the others keep them (ACCUMULATING_FIRED_PANES). The timing is the one
+    the operator gives the pane (``windows.pane_timing``): a timer of the
+    window's own clock (``event_time``: the window is an event-time window)
+    by its time, any other firing by the watermark. With all three timings
+    this is exactly ``PurgingTrigger(nested)``.
+    """
+
+    nested: Trigger
+    discard: frozenset[str]
+    event_time: bool
+
+    def _discarding(
+        self, r: TriggerResult, window: Window, ctx: TriggerContext, own: int | None
+    ) -> TriggerResult:
+        """``r``, purging when it fires a pane of a discarding timing (``own``: the
+        time of the window's own-clock timer that fired it, see ``pane_timing``)."""
+        if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
+            return FIRE_AND_PURGE
+        return r
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
+        return self._discarding(r, window, ctx, None)
+
+    def on_event_time(self, time, window, ctx):
+        r = self.nested.on_event_time(time, window, ctx.child(0))
+        return self._discarding(r, window, ctx, time if self.event_time else None)
+
+    def on_processing_time(self, time, window, ctx):
+        r = self.nested.on_processing_time(time, window, ctx.child(0))
+        return self._discarding(r, window, ctx, None if self.event_time else time)
 
 
 @dataclass(frozen=True)
@@ -699,7 +841,7 @@ def walk(trigger: Trigger) -> list[Trigger]:
 
 
 def _children(trigger: Trigger) -> Sequence[Trigger]:
-    if isinstance(trigger, PurgingTrigger | ProcessingTimeoutTrigger):
+    if isinstance(trigger, PurgingTrigger | PanePurgingTrigger | ProcessingTimeoutTrigger):
         return (trigger.nested,)
     if isinstance(trigger, AnyTrigger | AllTrigger):
         return trigger.children

@@ -87,6 +87,28 @@ make_window = partial(tuple.__new__, TimeWindow)
 
 Window = TimeWindow | GlobalWindow
 
+#: Pane timings (docs/architecture.md, "Pane timing").
+EARLY = "EARLY"
+ON_TIME = "ON_TIME"
+LATE = "LATE"
+
+
+def pane_timing(window: Window, watermark: int, own_timer: int | None = None) -> str:
+    """The timing of a firing of ``window``: decided by what fired it, not by clock jumps.
+
+    ``own_timer``: the time of the timer *of the window's own clock* that
+    fired it (``ON_TIME`` at the window's max timestamp, ``EARLY`` before,
+    ``LATE`` after); ``None`` for any other firing (a row, a merge, a timer
+    of the other clock), which is ``EARLY`` while the watermark is below the
+    window's max timestamp, else ``LATE``.
+    """
+    if own_timer is not None and type(window) is TimeWindow:
+        max_ts = window.end - 1
+        if own_timer == max_ts:
+            return ON_TIME
+        return EARLY if own_timer < max_ts else LATE
+    return EARLY if watermark < window.max_timestamp else LATE
+
 
 def window_start_with_offset(timestamp: int, offset: int, size: int) -> int:
     """Start of the size-aligned window containing ``timestamp`` (floor modulo).

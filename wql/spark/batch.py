@@ -45,46 +45,30 @@ a query is rejected with a :class:`~wql.errors.WqlUnsupportedError`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
+from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
-from wql.compiler.types import WqlType
 from wql.errors import WqlUnsupportedError
+from wql.runtime.config import EMIT_RESULTS, FIRED_BY_ROW
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
+from wql.runtime.windows import MAX_TIME, MIN_TIME
+from wql.spark import layout as L
 from wql.spark import replay as R
 
 __all__ = ["OperatorRun", "REASON_FILTERED", "run_operator", "run_view_stage"]
-
-KIND = "__wql_kind"
-COUNTERS = "__wql_counters"
-#: A pipeline stage's rows in the global sequence (docs/architecture.md, "Contract:
-#: pipelines"): the step, and the rank within the step (the order its reader takes them in).
-STEP = "__wql_step"
-RANK = "__wql_rank"
-# what the rank is computed from: rows fired by rows first (by their input's rank, then
-# emission number), then rows fired by timers (by time, key, window end and start)
-_CLS, _O1, _O2, _EMIT = "__wql_cls", "__wql_o1", "__wql_o2", "__wql_emit"
-_WS, _WE, _WT, _PI, _PT, _LTS = (
-    "__wql_ws",
-    "__wql_we",
-    "__wql_wt",
-    "__wql_pane",
-    "__wql_timing",
-    "__wql_late_ts",
-)
 
 #: Not a drop: rows the query's WHERE clause rejects (reported separately).
 REASON_FILTERED = "filtered by WHERE"
@@ -111,7 +95,7 @@ class OperatorRun:
     _cached: list[DataFrame] = field(default_factory=list, repr=False)
     _replay: R.Replay | None = field(default=None, repr=False)
     #: A stage of a pipeline (``run_operator(tag=True)``, ``run_view_stage``): the
-    #: result with each row's place in the global sequence (``STEP``, ``RANK``), what
+    #: result with each row's place in the global sequence (``layout.STEP``, ``layout.RANK``), what
     #: the queries reading this one take as input, and the pipeline's clock.
     placed: DataFrame | None = None
     clock: GlobalClock | None = None
@@ -177,27 +161,24 @@ def run_view_stage(
 def replay_spec(query: P.OperatorStage, op: OperatorPlan) -> R.ReplaySpec:
     """How ``query``'s source is replayed for the operator ``op`` (clocks and order)."""
     et = query.source.event_time
+    # an idle timeout measures gaps between arrivals on the processing-time column
+    idle = et is not None and et.idle_ms is not None and query.source.processing_time is not None
     spec = R.ReplaySpec(
         event_time=et.column if et else None,
         delay_ms=et.delay_ms if et else 0,
         arrival_order=query.source.arrival_order,
-        processing_time=query.source.processing_time if op.uses_processing_time else None,
+        processing_time=query.source.processing_time if op.uses_processing_time or idle else None,
+        idle_ms=et.idle_ms if idle and et is not None else None,
     )
     if op.mixes_time_domains and spec.processing_time is None:
         raise WqlUnsupportedError(
             f"query {query.name!r} uses both event time and processing time; batch replay "
             "needs the global sequence of both clocks, which exists only with a declared "
             "processing-time column",
-            _trigger_span(query),
+            op.trigger_span,
             hint="declare WITH (processing_time = '<column>') on the source",
         )
     return spec
-
-
-def _trigger_span(query: P.OperatorStage) -> Any:
-    """Where the trigger of ``query`` is written, else the query."""
-    trigger = getattr(query, "trigger", None)
-    return trigger.span if trigger is not None else query.span
 
 
 OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
@@ -252,8 +233,12 @@ def stage_view(
     row sees comes from the pipeline's clock, in the task.
     """
     et = query.source.event_time
-    ts = F.unix_millis(F.col(_quote(et.column))) if et is not None else F.lit(None).cast("bigint")
-    return _staged(query, op, placed, STEP, RANK, ts.alias(R.TS))
+    ts = (
+        F.unix_millis(F.col(sql_identifier(et.column)))
+        if et is not None
+        else F.lit(None).cast("bigint")
+    )
+    return _staged(query, op, placed, L.STEP, L.RANK, ts.alias(R.TS))
 
 
 def _staged(
@@ -261,8 +246,8 @@ def _staged(
 ) -> tuple[DataFrame, list[str]]:
     if query.filter is not None:
         df = df.where(F.expr(query.filter.sql))
-    key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
-    value_cols = [f"__wql_v{i}" for i in range(len(op.values))]
+    key_cols = L.key_columns(len(op.keys))
+    value_cols = L.value_columns(len(op.values))
     staged = df.select(
         *[F.expr(k.expr.sql).alias(c) for k, c in zip(op.keys, key_cols, strict=True)],
         *[F.expr(v.sql).alias(c) for v, c in zip(op.values, value_cols, strict=True)],
@@ -295,23 +280,19 @@ def partition_task(
         clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
     else:
         assert clock is not None
-        final, clock_events = (clock.final, R.MIN_TIME), None
-    _, arrow_schema, agg_types, late_types = _output_schema(query, op)
+        final, clock_events = (clock.final, MIN_TIME), None
+    _, layout = L.tagged_layout(query, op)
     return _PartitionTask(
         config=op.config,
         n_keys=len(op.keys),
         n_values=len(op.values),
-        agg_types=agg_types,
-        key_types=tuple(k.type for k in op.keys),
-        late_index=tuple(i for _, i in op.late_columns),
-        late_types=late_types,
+        layout=layout,
         has_event_time=query.source.event_time is not None,
         processing=op.uses_processing_time,
         wall_clock=op.uses_processing_time and (spec is None or spec.processing_time is None),
         final_watermark=final[0],
         final_processing_time=final[1],
         clock_events=clock_events,
-        out_schema=arrow_schema,
         slicing=slicing,
         clock=clock,
         view_input=replayed is None,
@@ -388,8 +369,8 @@ def _execute(
         staged = staged.repartition(partitions, *key_cols)
     else:
         staged = staged.repartition(1)
-    staged = staged.sortWithinPartitions(*((STEP, RANK) if task.view_input else (R.SEQ,)))
-    out_schema, arrow_schema, _, _ = _output_schema(query, op)
+    staged = staged.sortWithinPartitions(*((L.STEP, L.RANK) if task.view_input else (R.SEQ,)))
+    out_schema, layout = L.tagged_layout(query, op)
     if small:
         # The one partition's task runs right here, on the rows collected in
         # replay order: a small input then costs one Spark job instead of the
@@ -397,12 +378,11 @@ def _execute(
         # and the outputs read a local relation instead of a cache
         # (docs/benchmarks.md, "Small inputs"). Same task, same rows, same order.
         done = task(iter(staged.toArrow().to_batches()))
-        table = pa.Table.from_batches(list(done), arrow_schema)
+        table = pa.Table.from_batches(list(done), layout.schema)
         tagged = spark.createDataFrame(table, out_schema).coalesce(1)
     else:
         tagged = staged.mapInArrow(task, out_schema).persist()
-    counter_rows = tagged.where(F.col(KIND) == "C").select(COUNTERS).collect()
-    counters = _sum_counters([json.loads(r[COUNTERS]) for r in counter_rows])
+    counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
     filtered = rows - counters["rows_in"]
     summary = {
         "rows_in": rows_in,
@@ -419,31 +399,17 @@ def _execute(
         - sum(counters["dropped"].values()),
         "dropped": dict(counters["dropped"]),
     }
-    fired = tagged.where(F.col(KIND) == "R")
-    result = _post_aggregation(query, op, fired)
-    placed = None
-    if op.config.tag_firings:
-        placed = _post_aggregation(query, op, _ranked(fired, len(op.keys)), keep=(STEP, RANK))
-    late = None
-    if query.late_output is not None:
-        late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
+    result = L.results(query, op, tagged)
+    placed = L.placed_results(query, op, tagged) if op.config.tag_firings else None
+    late = L.late_rows(op, tagged) if query.late_output is not None else None
     return OperatorRun(
         query, result, late, dropped, summary, [tagged], replayed, placed=placed, clock=clock
     )
 
 
-def _ranked(fired: DataFrame, n_keys: int) -> DataFrame:
-    """A stage's fired rows with their rank within their step (the order readers take)."""
-    from pyspark.sql import Window
-
-    order = [_CLS, _O1, _O2, *[f"__wql_k{i}" for i in range(n_keys)], _WE, _WS, _EMIT]
-    w = Window.partitionBy(STEP).orderBy(*[F.col(c).asc_nulls_first() for c in order])
-    return fired.withColumn(RANK, (F.row_number().over(w) - 1).cast("bigint"))
-
-
 def _dropped_schema(query: P.OperatorStage) -> ST.StructType:
     """A query's input columns and ``reason``: the shape of :attr:`OperatorRun.dropped`."""
-    fields = [ST.StructField(c.name, _spark_type(c.type)) for c in query.source.columns]
+    fields = [ST.StructField(c.name, T.to_spark(c.type)) for c in query.source.columns]
     return ST.StructType([*fields, ST.StructField("reason", ST.StringType())])
 
 
@@ -453,8 +419,8 @@ def _dropped_schema(query: P.OperatorStage) -> ST.StructType:
 def final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
     """The watermark and processing time after the last replayed row (global)."""
     max_ts = replayed.max_ts
-    wm = R.MIN_TIME if max_ts is None else max(R.MIN_TIME, max_ts - spec.delay_ms - 1)
-    pt = R.MIN_TIME if replayed.max_pt is None else replayed.max_pt
+    wm = MIN_TIME if max_ts is None else max(MIN_TIME, max_ts - spec.delay_ms - 1)
+    pt = MIN_TIME if replayed.max_pt is None else replayed.max_pt
     return wm, pt
 
 
@@ -463,7 +429,7 @@ def global_clock_events(replayed: R.Replay) -> tuple[np.ndarray, np.ndarray, np.
     rows = replayed.df.select(R.SEQ, R.WM, R.PT).orderBy(R.SEQ).toArrow()
     seq = rows.column(R.SEQ).to_numpy()
     wm = rows.column(R.WM).to_numpy()
-    pt = rows.column(R.PT).fill_null(R.MIN_TIME).to_numpy()
+    pt = rows.column(R.PT).fill_null(MIN_TIME).to_numpy()
     if len(seq) == 0:
         return seq, wm, pt
     changed = np.ones(len(seq), dtype=bool)
@@ -481,17 +447,13 @@ class _PartitionTask:
     config: Any
     n_keys: int
     n_values: int
-    agg_types: tuple[WqlType, ...]
-    key_types: tuple[WqlType, ...]
-    late_index: tuple[int, ...]
-    late_types: tuple[WqlType, ...]
+    layout: L.TaggedLayout
     has_event_time: bool
     processing: bool
     wall_clock: bool
     final_watermark: int
     final_processing_time: int
     clock_events: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    out_schema: pa.Schema
     slicing: bool = False
     #: a pipeline's clock: the task places its rows (a stage that tags them) and, for
     #: a view's rows (``view_input``), gives each the watermark of its step
@@ -505,7 +467,7 @@ class _PartitionTask:
         op = make_operator(self.config, slicing=self.slicing)
         events = ClockCursor(self.clock_events) if self.clock_events is not None else None
         placer = (
-            _Placer(self.clock, len(self.agg_types))
+            _Placer(self.clock, len(self.layout.agg_types))
             if self.clock is not None and self.config.tag_firings
             else None
         )
@@ -513,7 +475,9 @@ class _PartitionTask:
             if batch.num_rows == 0:
                 continue
             keys = self._keys(batch)
-            columns = tuple(_column(batch.column(f"__wql_v{i}")) for i in range(self.n_values))
+            columns = tuple(
+                L.runtime_column(batch.column(c)) for c in L.value_columns(self.n_values)
+            )
             ts = (
                 batch.column(R.TS).to_numpy(zero_copy_only=False).astype(np.int64)
                 if self.has_event_time
@@ -521,10 +485,10 @@ class _PartitionTask:
             )
             if self.view_input:
                 assert self.clock is not None
-                steps = batch.column(STEP).to_numpy(zero_copy_only=False).astype(np.int64)
+                steps = batch.column(L.STEP).to_numpy(zero_copy_only=False).astype(np.int64)
                 wm = self.clock.watermarks_before(steps)
                 if placer is not None:
-                    placer.add(steps, batch.column(RANK).to_numpy(zero_copy_only=False))
+                    placer.add(steps, batch.column(L.RANK).to_numpy(zero_copy_only=False))
             else:
                 wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
                 if placer is not None:
@@ -540,15 +504,16 @@ class _PartitionTask:
             else:
                 seqs = batch.column(R.SEQ).to_numpy(zero_copy_only=False)
                 rows = list(zip(*columns, strict=True)) if columns else [()] * len(keys)
-                for i in range(len(keys)):
+                row_keys = keys.tolist() if hasattr(keys, "tolist") else keys
+                for i in range(len(row_keys)):
                     events.advance_before(op, int(seqs[i]))
                     op.advance_watermark(int(wm[i]))
                     if pt is not None:
                         op.advance_processing_time(int(pt[i]))
-                    op.process_element(keys[i], None if ts is None else int(ts[i]), rows[i])
+                    op.process_element(row_keys[i], None if ts is None else int(ts[i]), rows[i])
             yield from self._emit(op, placer)
         if events is not None:
-            events.advance_before(op, R.MAX_TIME)
+            events.advance_before(op, MAX_TIME)
         # the clocks after the last row of the whole replay (other keys' rows included)
         op.advance_watermark(self.final_watermark)
         if self.processing:
@@ -558,51 +523,32 @@ class _PartitionTask:
             op.advance_processing_time(final_pt)
         op.end_of_input()
         yield from self._emit(op, placer)
-        counters = json.dumps(op.counters.as_dict())
-        yield self._batch(
-            {KIND: pa.array(["C"], pa.string()), COUNTERS: pa.array([counters], pa.string())}, 1
-        )
+        yield self.layout.rows(counters=op.counters.as_dict())
 
-    def _keys(self, batch: pa.RecordBatch) -> list:
+    def _keys(self, batch: pa.RecordBatch) -> Any:
+        """The batch's keys, factorised in Arrow when their Python values compare as Arrow's.
+
+        One tuple per distinct key instead of one per row (and no hashing of
+        row tuples downstream: ``RowBatch.keys`` as ``EncodedKeys``).
+        """
+        from wql.runtime.config import EncodedKeys
+
         n = batch.num_rows
         if self.n_keys == 0:
-            return [()] * n
-        cols = [batch.column(f"__wql_k{i}").to_pylist() for i in range(self.n_keys)]
-        return list(zip(*cols, strict=True))
+            return EncodedKeys(np.zeros(n, np.int64), [()])
+        arrays = [batch.column(c) for c in L.key_columns(self.n_keys)]
+        encoded = _encode_keys(arrays)
+        if encoded is None:
+            cols = [a.to_pylist() for a in arrays]
+            return list(zip(*cols, strict=True))
+        return EncodedKeys(*encoded)
 
     def _emit(self, op: Any, placer: _Placer | None = None) -> Iterator[pa.RecordBatch]:
         results = op.drain()
         late = op.drain_late()
-        if results:
-            yield self._results_batch(results, placer)
-        if late:
-            yield self._late_batch(late)
-
-    def _results_batch(self, rows: list[tuple], placer: _Placer | None = None) -> pa.RecordBatch:
-        n = len(rows)
-        cols: dict[str, pa.Array] = {KIND: pa.array(["R"] * n, pa.string())}
-        for i, t in enumerate(self.key_types):
-            cols[f"__wql_k{i}"] = _arrow([r[0][i] for r in rows], t)
-        for name, idx in ((_WS, 1), (_WE, 2), (_WT, 3), (_PI, 4)):
-            cols[name] = pa.array([r[idx] for r in rows], pa.int64())
-        cols[_PT] = pa.array([r[5] for r in rows], pa.string())
-        for i, t in enumerate(self.agg_types):
-            cols[f"__wql_a{i}"] = _arrow([r[7 + i] for r in rows], t)
-        if placer is not None:
-            cols.update(placer.place(rows))
-        return self._batch(cols, n)
-
-    def _late_batch(self, rows: list[tuple]) -> pa.RecordBatch:
-        n = len(rows)
-        cols: dict[str, pa.Array] = {KIND: pa.array(["L"] * n, pa.string())}
-        for j, t in enumerate(self.late_types):
-            cols[f"__wql_l{j}"] = _arrow([r[2][j] for r in rows], t)
-        cols[_LTS] = pa.array([r[1] for r in rows], pa.int64())
-        return self._batch(cols, n)
-
-    def _batch(self, cols: dict[str, pa.Array], n: int) -> pa.RecordBatch:
-        arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in self.out_schema]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
+        if results or late:
+            placed = placer.place(results) if placer is not None and results else None
+            yield self.layout.rows(results, late, placed=placed)
 
 
 class _Placer:
@@ -614,7 +560,7 @@ class _Placer:
 
     def __init__(self, clock: GlobalClock, n_aggregates: int) -> None:
         self.clock = clock
-        self.tags = 7 + n_aggregates  # FIRED_FIELDS follow the aggregate results
+        self.tags = EMIT_RESULTS + n_aggregates  # FIRED_FIELDS follow the aggregate results
         self.steps: list[int] = []
         self.ranks: list[int] = []
         self.emitted = 0
@@ -626,8 +572,6 @@ class _Placer:
 
     def place(self, rows: list[tuple]) -> dict[str, pa.Array]:
         """The placement columns of ``rows`` (emitted, in order)."""
-        from wql.runtime.config import FIRED_BY_ROW
-
         step: list[int] = []
         cls: list[int] = []
         o1: list[int] = []
@@ -648,11 +592,11 @@ class _Placer:
             emit.append(self.emitted)
             self.emitted += 1
         return {
-            STEP: pa.array(step, pa.int64()),
-            _CLS: pa.array(cls, pa.int64()),
-            _O1: pa.array(o1, pa.int64()),
-            _O2: pa.array(o2, pa.int64()),
-            _EMIT: pa.array(emit, pa.int64()),
+            L.STEP: pa.array(step, pa.int64()),
+            L.PLACE_CLASS: pa.array(cls, pa.int64()),
+            L.PLACE_ORDER1: pa.array(o1, pa.int64()),
+            L.PLACE_ORDER2: pa.array(o2, pa.int64()),
+            L.PLACE_EMITTED: pa.array(emit, pa.int64()),
         }
 
 
@@ -673,168 +617,53 @@ class ClockCursor:
 # --------------------------------------------------------------------------- conversions
 
 
-def _column(arr: pa.Array) -> Any:
-    """An Arrow column as the runtime wants it: NumPy when numeric without nulls, else a list."""
-    if arr.null_count == 0 and (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
-        return arr.to_numpy(zero_copy_only=False)
-    return arr.to_pylist()
-
-
-def arrow_type(t: WqlType) -> pa.DataType:
-    """The Arrow type Spark expects for a column of WQL type ``t`` in ``mapInArrow`` output."""
-    simple = {
-        "STRING": pa.string(),
-        "TINYINT": pa.int8(),
-        "SMALLINT": pa.int16(),
-        "INT": pa.int32(),
-        "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(),
-        "DOUBLE": pa.float64(),
-        "BOOLEAN": pa.bool_(),
-        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-        "DATE": pa.date32(),
-        "BINARY": pa.binary(),
-        "NULL": pa.null(),
-    }
-    if t.kind in simple:
-        return simple[t.kind]
-    if t.kind == "DECIMAL":
-        return pa.decimal128(t.precision, t.scale)
-    if t.kind == "ARRAY":
-        assert t.element is not None
-        return pa.list_(arrow_type(t.element))
-    raise WqlUnsupportedError(f"the operator engine cannot output values of type {t.ddl}")
-
-
-def _arrow(values: list, t: WqlType) -> pa.Array:
-    """Values computed by the runtime as an Arrow array of the plan's type."""
-    return pa.array([_coerce(v, t) for v in values], type=arrow_type(t))
-
-
-def _coerce(v: Any, t: WqlType) -> Any:
-    if v is None:
-        return None
-    kind = t.kind
-    if kind in ("DOUBLE", "FLOAT"):
-        return float(v)
-    if kind in ("BIGINT", "INT", "SMALLINT", "TINYINT"):
-        return int(v)
-    if kind == "DECIMAL":
-        # Spark rounds decimal results HALF_UP to the result scale
-        d = v if isinstance(v, Decimal) else Decimal(str(v))
-        return d.quantize(Decimal(1).scaleb(-(t.scale or 0)), rounding=ROUND_HALF_UP)
-    if kind == "ARRAY":
-        assert t.element is not None
-        return [_coerce(x, t.element) for x in v]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
-# --------------------------------------------------------------------------- schemas
-
-
-def _output_schema(
-    query: P.OperatorStage, op: OperatorPlan
-) -> tuple[ST.StructType, pa.Schema, tuple[WqlType, ...], tuple[WqlType, ...]]:
-    """The tagged stream's schema, in Spark and in Arrow (every batch must match it)."""
-    columns: list[tuple[str, WqlType]] = [(KIND, T.STRING)]
-    columns += [(f"__wql_k{i}", k.type) for i, k in enumerate(op.keys)]
-    columns += [(n, T.BIGINT) for n in (_WS, _WE, _WT, _PI)]
-    columns.append((_PT, T.STRING))
-    agg_types = op.results
-    columns += [(f"__wql_a{i}", t) for i, t in enumerate(agg_types)]
-    late_types = tuple(op.values[i].type for _, i in op.late_columns)
-    columns += [(f"__wql_l{j}", t) for j, t in enumerate(late_types)]
-    columns += [(_LTS, T.BIGINT), (COUNTERS, T.STRING)]
-    if op.config.tag_firings:
-        columns += [(c, T.BIGINT) for c in (STEP, _CLS, _O1, _O2, _EMIT)]
-    spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
-    arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
-    return spark_schema, arrow, agg_types, late_types
-
-
-def _spark_type(t: WqlType) -> ST.DataType:
-    if t.is_unknown:
-        raise WqlUnsupportedError(
-            f"the operator engine needs a known type, got {t.ddl}; add a CAST to the expression"
-        )
-    return T.to_spark(t)
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _post_aggregation(
-    query: P.OperatorStage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
-) -> DataFrame:
-    """Operator rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema).
-
-    ``keep``: columns of ``rows`` carried through, after the output columns.
-    A window rank's rows go through :func:`_post_rank` instead.
-    """
-    if isinstance(query, P.WindowRank):
-        return _post_rank(query, op, rows, keep)
-    rel = rows.select(
-        *keep,
-        *[F.col(f"__wql_k{i}").alias(k.name) for i, k in enumerate(op.keys)],
-        F.timestamp_millis(F.col(_WS)).alias("window_start"),
-        F.timestamp_millis(F.col(_WE)).alias("window_end"),
-        F.timestamp_millis(F.col(_WT)).alias("window_time"),
-        F.col(_PI).alias("pane_index"),
-        F.col(_PT).alias("pane_timing"),
-        *[F.col(f"__wql_a{i}").alias(a.name) for i, a in enumerate(query.aggregates)],
+def _encodable(t: pa.DataType) -> bool:
+    """Key types whose Arrow equality is Python's (floats are not: NaN, -0.0)."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_binary(t)
     )
-    if query.having is not None:
-        rel = rel.where(F.expr(query.having.sql))
-    return rel.select(*_projection(query.output), *keep)
 
 
-def _post_rank(
-    rank: P.WindowRank, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...]
-) -> DataFrame:
-    """A window rank's rows -> the input row and its rank -> the ranked relation (the
-    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT."""
-    # results: the rank (__wql_a0), then the operator's values (__wql_a<1 + index>)
-    rel = [F.col(f"__wql_a{1 + i}").alias(name) for name, i in op.payload]
-    if rank.window is not None:
-        rel += [
-            F.timestamp_millis(F.col(c)).alias(n)
-            for c, n in zip((_WS, _WE, _WT), P.WINDOW_TABLE_COLUMNS, strict=True)
-        ]
-    rel.append(F.col("__wql_a0").alias(P.RANK_COLUMN))
-    ranked = rows.select(*keep, *rel).select(*keep, *_projection(rank.inner))
-    if rank.condition is not None:
-        ranked = ranked.where(F.expr(rank.condition.sql))
-    return ranked.select(*_projection(rank.output), *keep)
+def _encode_keys(arrays: list[pa.Array]) -> tuple[np.ndarray, list[tuple]] | None:
+    """``(codes, distinct key tuples)`` in first-appearance order, or None (not encodable).
 
-
-def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:
-    out = []
-    for c in columns:
-        col = F.expr(c.expr.sql)
-        if not c.type.is_unknown:
-            col = col.cast(T.to_spark(c.type))
-        out.append(col.alias(c.name))
-    return out
-
-
-def _late_output(query: P.OperatorStage, op: OperatorPlan, rows: DataFrame) -> DataFrame:
-    cols = [
-        F.col(f"__wql_l{j}").alias(name)
-        for j, (name, _) in enumerate(op.late_columns)
-        if name.lower() != P.LATE_EVENT_TIME_COLUMN
-    ]
-    cols.append(F.timestamp_millis(F.col(_LTS)).alias(P.LATE_EVENT_TIME_COLUMN))
-    return rows.select(*cols)
-
-
-def _sum_counters(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
-    for p in parts:
-        for k in ("rows_in", "rows_emitted", "late_rows"):
-            total[k] += int(p.get(k, 0))
-        for reason, n in p.get("dropped", {}).items():
-            total["dropped"][reason] = total["dropped"].get(reason, 0) + int(n)
-    return total
+    Each column is dictionary-encoded (nulls are a value of their own, as
+    ``None`` in a Python key); several columns combine their codes and are
+    factorised again, keeping first appearance.
+    """
+    if not all(_encodable(a.type) for a in arrays):
+        return None
+    codes: np.ndarray | None = None
+    values: list[list] = []
+    width = 1
+    for a in arrays:
+        enc = pc.dictionary_encode(a, null_encoding="encode")
+        dictionary = enc.dictionary.to_pylist()
+        c = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        width *= max(len(dictionary), 1)
+        if width >= 2**62:
+            return None
+        codes = c if codes is None else codes * len(dictionary) + c
+        values.append(dictionary)
+    assert codes is not None
+    if len(values) == 1:
+        return codes, [(v,) for v in values[0]]
+    combined, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    keys = []
+    for code in combined[order].tolist():
+        digits = []
+        for dictionary in reversed(values):
+            code, d = divmod(code, len(dictionary))
+            digits.append(dictionary[d])
+        keys.append(tuple(reversed(digits)))
+    return rank[inverse.reshape(-1)], keys

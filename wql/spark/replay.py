@@ -25,6 +25,16 @@ computes, for every row, the global watermark that row sees:
   column, the processing clock a row sees is the running maximum of that
   column up to and including the row (a clock never goes back, and it is one
   global clock across keys, like the watermark).
+* **idle sources** (``WATERMARK ... IDLE AFTER i`` with a ``processing_time``
+  column): a row whose clock ``p`` is at least ``i`` after the previous
+  row's ``p'`` arrives after an idle spell, during which the watermark
+  advanced with processing time: it sees at least
+  ``max(ts of the rows before it) + (p - p') - delay - 1``; the watermark
+  never goes back (a running maximum). Without a ``processing_time`` column
+  the clause changes nothing: a batch has no gaps between arrivals to
+  measure, and end of input closes every window anyway. Computed by the
+  window strategy (it needs each row's gap to the previous arrival in
+  replay order).
 
 Three strategies compute the same columns (tests check they agree):
 
@@ -68,10 +78,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from wql.compiler.backends.escaping import sql_identifier
 from wql.errors import WqlSemanticError, WqlUnsupportedError
-
-MIN_TIME = -(2**63)
-MAX_TIME = 2**63 - 1
+from wql.runtime.windows import MIN_TIME
 
 #: Columns the replay adds; source columns may not use the prefix.
 RESERVED_PREFIX = "__wql_"
@@ -84,6 +93,7 @@ _ID = "__wql_id"
 _ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
 _BUCKET = "__wql_bucket"
+_IDLE_WM = "__wql_idle_wm"
 
 REASON_NULL_EVENT_TIME = "null event time"
 REASON_NULL_PROCESSING_TIME = "null processing time"
@@ -114,12 +124,20 @@ class ReplaySpec:
         arrival_order: column whose order is the replay order, or ``None``.
         processing_time: column holding each row's processing time
             (TIMESTAMP or epoch ms), or ``None`` (the host then uses the wall clock).
+        idle_ms: the source's idle timeout (``IDLE AFTER``); applies with a
+            ``processing_time`` column only.
     """
 
     event_time: str | None
     delay_ms: int = 0
     arrival_order: str | None = None
     processing_time: str | None = None
+    idle_ms: int | None = None
+
+    @property
+    def idle(self) -> bool:
+        """The idle rule applies: an idle timeout, event time and a processing clock."""
+        return bool(self.idle_ms and self.event_time and self.processing_time)
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
@@ -162,7 +180,7 @@ class Replay:
 def event_time_millis(df: DataFrame, column: str) -> Column:
     """``column`` as epoch milliseconds (BIGINT), floored; NULL when absent or unparseable."""
     dtype = _field(df, column).dataType
-    col = F.col(_quote(column))
+    col = F.col(sql_identifier(column))
     if isinstance(dtype, T.TimestampType):
         ts = col
     elif isinstance(dtype, (T.TimestampNTZType, T.DateType)):
@@ -185,7 +203,7 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType, T.StringType)):
         return event_time_millis(df, column)
     if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return F.col(_quote(column)).cast(T.LongType())
+        return F.col(sql_identifier(column)).cast(T.LongType())
     raise WqlSemanticError(
         f"column '{column}' has type {dtype.simpleString()}; "
         "a processing-time column must be a TIMESTAMP or an integer of epoch milliseconds"
@@ -243,19 +261,24 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
     order += [_FILE, _ID]
 
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
-        *[F.col(_quote(c)) for c in source_cols], F.col(_DROP).alias("reason")
+        *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
+    prepared = _Staged(staged, source_cols, order, spec, dropped)
+    if spec.idle:
+        # each row's gap to the previous arrival, in one ordered pass (module docstring)
+        return _replay_window(prepared)
     if strategy == STRATEGY_AUTO:
-        replayed = _replay_window(staged, source_cols, order, spec, dropped)
+        replayed = _replay_window(prepared)
         if replayed.rows_replayed <= AUTO_WINDOW_MAX_ROWS:
             return replayed
-        return _replay_bucketed(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_BUCKETED:
-        return _replay_bucketed(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_PARTITIONED:
-        return _replay_partitioned(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_WINDOW:
-        return _replay_window(staged, source_cols, order, spec, dropped)
+        return _replay_bucketed(prepared)
+    strategies = {
+        STRATEGY_BUCKETED: _replay_bucketed,
+        STRATEGY_PARTITIONED: _replay_partitioned,
+        STRATEGY_WINDOW: _replay_window,
+    }
+    if strategy in strategies:
+        return strategies[strategy](prepared)
     raise ValueError(f"unknown replay strategy {strategy!r}")
 
 
@@ -289,6 +312,21 @@ def running_clock(pt: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
 
 # --------------------------------------------------------------------------- strategies
 
+
+@dataclass(frozen=True)
+class _Staged:
+    """What every strategy starts from: the source with its order and drop columns."""
+
+    #: source columns + input order, event time, processing time, arrival and drop reason
+    df: DataFrame
+    source_cols: list[str]
+    #: the replay order (primary column first, then input order)
+    order: list[str]
+    spec: ReplaySpec
+    #: the rows not replayed, with their reason
+    dropped: DataFrame
+
+
 _STATS_SCHEMA = T.StructType(
     [
         T.StructField("pid", T.IntegerType()),
@@ -301,13 +339,8 @@ _STATS_SCHEMA = T.StructType(
 )
 
 
-def _replay_partitioned(
-    staged: DataFrame,
-    source_cols: list[str],
-    order: list[str],
-    spec: ReplaySpec,
-    dropped: DataFrame,
-) -> Replay:
+def _replay_partitioned(prepared: _Staged) -> Replay:
+    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
     # Range-partitioned global sort: partition i holds a consecutive slice of the replay.
     # Persisted so both passes below see exactly the same partitions.
     ordered = staged.orderBy(*[F.col(c).asc_nulls_first() for c in order]).persist()
@@ -421,13 +454,9 @@ def _replay_partitioned(
     )
 
 
-def _replay_bucketed(
-    staged: DataFrame,
-    source_cols: list[str],
-    order: list[str],
-    spec: ReplaySpec,
-    dropped: DataFrame,
-) -> Replay:
+def _replay_bucketed(prepared: _Staged) -> Replay:
+    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
+    source_cols = prepared.source_cols
     spark = staged.sparkSession
     kept = staged.filter(F.col(_DROP).isNull())
     primary = order[0] if len(order) > 2 else None
@@ -491,7 +520,7 @@ def _replay_bucketed(
     else:
         pt = F.lit(None)
     out = bucketed.filter(F.col(_DROP).isNull()).select(
-        *[F.col(_quote(c)) for c in source_cols],
+        *[F.col(sql_identifier(c)) for c in source_cols],
         (by_bucket(offsets) + F.row_number().over(w) - 1).cast(T.LongType()).alias(SEQ),
         F.col(TS),
         wm.cast(T.LongType()).alias(WM),
@@ -500,13 +529,9 @@ def _replay_bucketed(
     return Replay(out, dropped, rows_in, dropped_counts, _known(max_ts), _known(max_pt))
 
 
-def _replay_window(
-    staged: DataFrame,
-    source_cols: list[str],
-    order: list[str],
-    spec: ReplaySpec,
-    dropped: DataFrame,
-) -> Replay:
+def _replay_window(prepared: _Staged) -> Replay:
+    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
+    source_cols = prepared.source_cols
     counts = (
         staged.groupBy(_DROP)
         .agg(F.count(F.lit(1)).alias("count"), F.max(TS).alias("ts"), F.max(PT).alias("pt"))
@@ -520,12 +545,22 @@ def _replay_window(
     # dropped rows do not move the clocks, so they take no part in the windows at all
     kept = staged.filter(F.col(_DROP).isNull())
     w = Window.orderBy(*[F.col(c).asc_nulls_first() for c in order])
-    before = F.max(TS).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    earlier = w.rowsBetween(Window.unboundedPreceding, -1)
+    before = F.max(TS).over(earlier)
     floor = MIN_TIME + spec.delay_ms + 1
     wm = F.when(before.isNull() | (before < F.lit(floor)), F.lit(MIN_TIME)).otherwise(
         before - F.lit(spec.delay_ms + 1)
     )
-    cols = [F.col(_quote(c)) for c in source_cols]
+    if spec.idle:
+        # after an idle spell (a gap of at least idle_ms to the previous arrival) the
+        # watermark advanced with processing time: max ts before + gap - delay - 1;
+        # a running maximum of that, since the watermark never goes back
+        clock = F.max(PT).over(w.rowsBetween(Window.unboundedPreceding, 0))
+        gap = clock - F.max(PT).over(earlier)
+        idle = F.when(gap >= F.lit(spec.idle_ms), before + gap - F.lit(spec.delay_ms + 1))
+        kept = kept.withColumn(_IDLE_WM, F.greatest(wm, idle))
+        wm = F.max(_IDLE_WM).over(w.rowsBetween(Window.unboundedPreceding, 0))
+    cols = [F.col(sql_identifier(c)) for c in source_cols]
     out = kept.select(
         *cols,
         (F.row_number().over(w) - 1).cast(T.LongType()).alias(SEQ),
@@ -557,7 +592,7 @@ def _arrival_key(df: DataFrame, column: str) -> Column:
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
         return event_time_millis(df, column)
     if isinstance(dtype, T.NumericType):
-        return F.col(_quote(column))
+        return F.col(sql_identifier(column))
     raise WqlSemanticError(
         f"arrival_order column '{column}' has type {dtype.simpleString()}; "
         "it must be numeric or a TIMESTAMP"
@@ -574,10 +609,6 @@ def _field(df: DataFrame, name: str) -> T.StructField:
     raise WqlSemanticError(
         f"column '{name}' is not in the source (columns: {', '.join(df.columns)})"
     )
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:

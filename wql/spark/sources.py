@@ -27,10 +27,11 @@ from pyspark.sql import functions as F
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
+from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlError, WqlSemanticError
 
-__all__ = ["conform", "read_source", "resolve_path"]
+__all__ = ["conform", "read_source", "read_stream_source", "resolve_path"]
 
 _TEXT_FORMATS = ("csv", "json", "text")
 _WIDENS_TO: dict[str, tuple[str, ...]] = {
@@ -61,27 +62,23 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
             code=ErrorCode.SOURCE_DATA,
         )
     path = resolve_path(decl.path, base_dir)
-    if "://" not in path and not path.startswith("file:") and not _exists(path):
+    if _is_local(path) and not _exists(path):
         raise WqlSemanticError(
             f"source {decl.name!r}: no such file or folder {path!r}",
             decl.span,
             code=ErrorCode.SOURCE_DATA,
         )
-    fmt = (decl.format or Path(decl.path).suffix.lstrip(".") or "").lower()
-    if not fmt:
-        raise WqlSemanticError(
-            f"source {decl.name!r}: cannot tell the format of {decl.path!r}",
-            decl.span,
-            hint="add WITH (format = 'csv' | 'json' | 'parquet')",
-            code=ErrorCode.SOURCE_DATA,
-        )
+    fmt = _required_format(
+        decl,
+        decl.format or Path(decl.path).suffix.lstrip("."),
+        f"cannot tell the format of {decl.path!r}",
+        "add WITH (format = 'csv' | 'json' | 'parquet')",
+    )
     options = dict(decl.reader_options)
     try:
-        if fmt == "csv" and options.get("header", "false").lower() == "true":
-            return _read_csv_by_header(spark, decl, path, options)
         reader = spark.read.format(fmt).options(**options)
         if fmt in _TEXT_FORMATS:
-            reader = reader.schema(_ddl(decl.columns))
+            reader = reader.schema(_file_schema(spark, decl, path, fmt, options, empty_ok=False))
         return reader.load(path)
     except WqlError:
         raise
@@ -93,27 +90,97 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
         ) from None
 
 
-def _read_csv_by_header(
-    spark: Any, decl: P.SourceDecl, path: str, options: dict[str, str]
-) -> DataFrame:
-    # the header row alone (no inference): file column names in file order
-    header = spark.read.options(**{**options, "inferSchema": "false"}).csv(path).columns
-    by_name = {c.name.lower(): c for c in decl.columns}
-    missing = [c.name for c in decl.columns if c.name.lower() not in {h.lower() for h in header}]
-    if missing:
+def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFrame:
+    """The streaming DataFrame a declared file source describes (new files = new rows).
+
+    ``path`` must be a folder and ``format`` is required; the schema is the
+    declaration (Spark's streaming file source needs one), in the CSV
+    header's order when the files already there have a header.
+    """
+    if not decl.path:
         raise WqlSemanticError(
-            f"source {decl.name!r}: the CSV header of {path!r} has no column "
-            + ", ".join(repr(m) for m in missing),
+            f"source {decl.name!r} has no path to stream from",
             decl.span,
-            hint=f"header columns: {', '.join(header)}",
+            hint="add WITH (path = '<folder>')",
             code=ErrorCode.SOURCE_DATA,
         )
-    fields = []
-    for h in header:
-        col = by_name.get(h.lower())
-        fields.append(f"{_q(h)} {T.to_spark(col.type).simpleString() if col else 'string'}")
-    df = spark.read.options(**options).schema(", ".join(fields)).csv(path)
-    return df
+    path = resolve_path(decl.path, base_dir)
+    if _is_local(path) and Path(path).is_file():
+        raise WqlSemanticError(
+            f"source {decl.name!r}: a streaming source reads a folder of files, {path!r} is a file",
+            decl.span,
+            hint="point path at the folder new files arrive in",
+            code=ErrorCode.SOURCE_DATA,
+        )
+    if _is_local(path) and not Path(path).exists():
+        raise WqlSemanticError(
+            f"source {decl.name!r}: no such folder {path!r}", decl.span, code=ErrorCode.SOURCE_DATA
+        )
+    fmt = _required_format(
+        decl,
+        decl.format,
+        "a streaming source needs WITH (format = ...)",
+        "format = 'csv' | 'json' | 'parquet'",
+    )
+    options = dict(decl.reader_options)
+    schema = _file_schema(spark, decl, path, fmt, options, empty_ok=True)
+    try:
+        return spark.readStream.format(fmt).schema(schema).options(**options).load(path)
+    except Exception as e:  # noqa: BLE001 - Spark's errors become positioned WQL errors
+        raise WqlSemanticError(
+            f"source {decl.name!r}: Spark cannot stream {path!r} as {fmt}: {_first_line(e)}",
+            decl.span,
+            code=ErrorCode.SOURCE_DATA,
+        ) from None
+
+
+def _required_format(decl: P.SourceDecl, fmt: str | None, message: str, hint: str) -> str:
+    """The reader format, lower case; a positioned error saying ``message`` when there is none."""
+    if not fmt:
+        raise WqlSemanticError(
+            f"source {decl.name!r}: {message}", decl.span, hint=hint, code=ErrorCode.SOURCE_DATA
+        )
+    return fmt.lower()
+
+
+def _file_schema(
+    spark: Any, decl: P.SourceDecl, path: str, fmt: str, options: dict[str, str], *, empty_ok: bool
+) -> str:
+    """The schema to read the files with, in DDL: the declared columns and types, in the
+    order of the CSV header when ``header = 'true'`` (Spark matches a CSV schema by
+    position: this matches it by name), else in declaration order.
+
+    ``empty_ok``: a folder without files yet (a stream's) has no header; read it in
+    declaration order. Otherwise the header read fails as Spark reports it.
+    """
+    columns = {c.name.lower(): c for c in decl.columns}
+    order = [c.name for c in decl.columns]
+    if fmt == "csv" and options.get("header", "false").lower() == "true":
+        # the header row alone (no inference): file column names in file order
+        reader = spark.read.options(**{**options, "inferSchema": "false"})
+        try:
+            header = reader.csv(path).columns
+        except Exception:  # noqa: BLE001 - an empty folder has no header yet
+            if not empty_ok:
+                raise
+            header = []
+        if header:
+            missing = [c for c in order if c.lower() not in {h.lower() for h in header}]
+            if missing:
+                raise WqlSemanticError(
+                    f"source {decl.name!r}: the CSV header of {path!r} has no column "
+                    + ", ".join(repr(m) for m in missing),
+                    decl.span,
+                    hint=f"header columns: {', '.join(header)}",
+                    code=ErrorCode.SOURCE_DATA,
+                )
+            order = header
+    parts = []
+    for name in order:
+        col = columns.get(name.lower())
+        type_ = T.to_spark(col.type).simpleString() if col is not None else "string"
+        parts.append(f"{sql_identifier(name)} {type_}")
+    return ", ".join(parts)
 
 
 def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
@@ -139,7 +206,7 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
                 col.span or decl.span,
                 code=ErrorCode.SCHEMA,
             )
-        c = F.col(_q(f.name))
+        c = F.col(sql_identifier(f.name))
         if actual != col.type:
             c = c.cast(T.to_spark(col.type))
         out.append(c.alias(col.name))
@@ -152,12 +219,8 @@ def _compatible(actual: WqlType, declared: WqlType) -> bool:
     return actual.kind in _WIDENS_TO.get(declared.kind, ())
 
 
-def _ddl(columns: tuple[P.Column, ...]) -> str:
-    return ", ".join(f"{_q(c.name)} {T.to_spark(c.type).simpleString()}" for c in columns)
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+def _is_local(path: str) -> bool:
+    return "://" not in path and not path.startswith("file:")
 
 
 def _exists(path: str) -> bool:

@@ -1,10 +1,11 @@
-"""Streaming sources and exactly-once file sinks: what ``wql run --stream`` runs
-(its command line: :mod:`wql.commands.run_stream`).
+"""Exactly-once streaming file sinks and the end of a stream: what ``wql run --stream``
+runs (its command line: :mod:`wql.commands.run_stream`).
 
 Sources: every ``CREATE SOURCE`` is read with ``spark.readStream`` from its
 ``path`` (a folder; new files are new data) with the declared schema
 (Spark's streaming file source needs one) and every reader option of its
-``WITH`` clause (e.g. ``maxFilesPerTrigger = '1'``).
+``WITH`` clause (e.g. ``maxFilesPerTrigger = '1'``):
+:func:`wql.spark.sources.read_stream_source`.
 
 Sinks, per query (``N`` its name, ``L`` its ``LATE DATA TO`` name), for
 the engine the planner chose for a stream (``wql run --stream`` compiles
@@ -16,8 +17,8 @@ docs/native.md "Streaming"):
 * an **operator** query is three streaming queries, so that the operator
   runs once and its two outputs come from the same micro-batches:
 
-  1. source -> operator -> the tagged stream (results, late rows, drop
-     counters) -> parquet file sink ``OUT/_wql_tagged/N``
+  1. source (+ end stream) -> operator -> the tagged stream (results, late
+     rows, counters) -> parquet file sink ``OUT/_wql_tagged/N``
      (checkpoint ``CK/N/operator``);
   2. that sink read as a stream (Spark's file source reads only the files
      its ``_spark_metadata`` log committed) -> results (HAVING + SELECT) ->
@@ -35,11 +36,21 @@ stages 2 and 3); ``interval=<duration>`` runs every stage continuously
 (``5s``, ``500ms``, ``1m``, or Spark's ``'5 seconds'``) until interrupted.
 Processing-time windows need ``interval=``: Spark's processing-time timers
 keep an available-now query alive forever.
+
+``--drain`` (available-now) ends a bounded stream: stage 1 runs to the end
+of the files there, then once more with a marker file in the query's end
+stream ``CK/N/end`` (:func:`wql.spark.streaming.run_streaming` unions it
+with the source), whose watermark is +inf: every remaining event-time window
+fires, rows in windows that never fire are counted, and ``CK/N/DRAINED``
+records the end; stages 2 and 3 then write everything out. A drained
+checkpoint refuses any later run (its stream has ended). Every operator
+query except processing-time ones has that end stream, drained or not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import time
 from dataclasses import dataclass, field
@@ -47,110 +58,54 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as ST
 
-from wql.compiler import plan as P
-from wql.compiler import types as T
-from wql.errors import WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedError
+from wql.spark import layout as L
+from wql.spark.sources import read_stream_source
+from wql.spark.streaming import run_streaming
 
 __all__ = [
     "StreamSinks",
-    "committed_drops",
     "committed_rows",
     "read_output",
     "read_stream_source",
     "start_streams",
+    "tagged_counters",
 ]
 
 TAGGED_DIR = "_wql_tagged"
-_TEXT_FORMATS = ("csv", "json", "text")
-
-
-# --------------------------------------------------------------------------- sources
-
-
-def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFrame:
-    """The streaming DataFrame a declared file source describes (new files = new rows)."""
-    from wql.spark.sources import resolve_path
-
-    if not decl.path:
-        raise WqlSemanticError(
-            f"source {decl.name!r} has no path to stream from",
-            decl.span,
-            hint="add WITH (path = '<folder>')",
-        )
-    path = resolve_path(decl.path, base_dir)
-    local = "://" not in path and not path.startswith("file:")
-    if local and Path(path).is_file():
-        raise WqlSemanticError(
-            f"source {decl.name!r}: a streaming source reads a folder of files, {path!r} is a file",
-            decl.span,
-            hint="point path at the folder new files arrive in",
-        )
-    if local and not Path(path).exists():
-        raise WqlSemanticError(f"source {decl.name!r}: no such folder {path!r}", decl.span)
-    fmt = (decl.format or "").lower()
-    if not fmt:
-        raise WqlSemanticError(
-            f"source {decl.name!r}: a streaming source needs WITH (format = ...)",
-            decl.span,
-            hint="format = 'csv' | 'json' | 'parquet'",
-        )
-    options = dict(decl.reader_options)
-    schema = _schema(spark, decl, path, fmt, options)
-    try:
-        return spark.readStream.format(fmt).schema(schema).options(**options).load(path)
-    except Exception as e:  # noqa: BLE001 - Spark's errors become positioned WQL errors
-        raise WqlSemanticError(
-            f"source {decl.name!r}: Spark cannot stream {path!r} as {fmt}: {_first_line(e)}",
-            decl.span,
-        ) from None
-
-
-def _schema(spark: Any, decl: P.SourceDecl, path: str, fmt: str, options: dict) -> str:
-    """The file schema in DDL: declared order, or the CSV header's order when there is one."""
-    columns = {c.name.lower(): c for c in decl.columns}
-    order = [c.name for c in decl.columns]
-    if fmt == "csv" and options.get("header", "false").lower() == "true":
-        # the streaming CSV reader matches the schema by position: take the
-        # header of the files already there, as the batch reader does
-        try:
-            header = spark.read.options(**{**options, "inferSchema": "false"}).csv(path).columns
-        except Exception:  # noqa: BLE001 - an empty folder has no header yet
-            header = []
-        if header:
-            missing = [c for c in order if c.lower() not in {h.lower() for h in header}]
-            if missing:
-                raise WqlSemanticError(
-                    f"source {decl.name!r}: the CSV header of {path!r} has no column "
-                    + ", ".join(repr(m) for m in missing),
-                    decl.span,
-                    hint=f"header columns: {', '.join(header)}",
-                )
-            order = header
-    parts = []
-    for name in order:
-        col = columns.get(name.lower())
-        type_ = T.to_spark(col.type).simpleString() if col is not None else "string"
-        parts.append(f"`{name.replace('`', '``')}` {type_}")
-    return ", ".join(parts)
 
 
 # --------------------------------------------------------------------------- sinks
 
 
+#: Per query, the folder of the end-of-input stream (``CK/N/end``) and the record of
+#: a finished drain (``CK/N/DRAINED``).
+END_DIR = "end"
+END_FILE = "end.json"
+DRAINED = "DRAINED"
+
+
 @dataclass
 class StreamSinks:
-    """The streaming queries of one run; :meth:`stop` stops them all."""
+    """The streaming queries of one run; :meth:`stop` stops them all.
+
+    ``drained``: the operator queries whose stream has ended (``--drain``).
+    """
 
     stages: list[list[Any]] = field(default_factory=list)
     outputs: dict[str, Path] = field(default_factory=dict)
     tagged: dict[str, Path] = field(default_factory=dict)
+    drained: set[str] = field(default_factory=set)
 
     @property
     def queries(self) -> list[Any]:
         return [q for stage in self.stages for q in stage]
+
+    def counters(self, spark: Any) -> dict[str, dict[str, Any]]:
+        """Per operator query, its counters over every run on the checkpoint (see
+        :func:`tagged_counters`); complete once the stream is drained."""
+        return {name: tagged_counters(spark, path) for name, path in self.tagged.items()}
 
     def stop(self) -> None:
         for q in self.queries:
@@ -166,15 +121,30 @@ def start_streams(
     *,
     fmt: str = "parquet",
     trigger: str | None = None,
+    drain: bool = False,
 ) -> StreamSinks:
     """Write every output of streaming ``results`` (:class:`wql.api.Results`) exactly once.
 
     ``trigger`` is ``None`` for available-now (this call then returns after
     every stage finished) or a Spark processing-time interval (the queries
     keep running; stop them with :meth:`StreamSinks.stop`).
+
+    ``drain`` (available-now only): after the rows there, end every stream:
+    its watermark jumps to +inf, as at the end of a bounded source, so every
+    remaining event-time window fires, rows that wait in windows that never
+    fire are counted (``in no firing``), and ``CK/N/DRAINED`` records it. A
+    later call on a drained checkpoint is refused. Every operator query of an
+    event-time or count window runs with an end stream (``CK/N/end``), so a
+    checkpoint started without ``drain`` can be drained later.
     """
     out = Path(output_dir)
     ck = Path(checkpoint_dir)
+    if drain and trigger is not None:
+        raise WqlError(
+            "--drain ends the stream after the rows already there: it runs with "
+            "--trigger available-now",
+            code=ErrorCode.USAGE,
+        )
     sinks = StreamSinks()
     first: list[tuple[Any, Any]] = []
     for r in results.queries:
@@ -182,64 +152,80 @@ def start_streams(
             raise WqlSemanticError(
                 f"query {r.name!r} reads a batch source; start_streams needs streaming results",
                 hint="pass streaming DataFrames to apply() (spark.readStream...)",
+                code=ErrorCode.USAGE,
             )
+        _refuse_drained(r.name, ck / r.name)
         if r._run is None:  # native: one streaming query
+            if drain:
+                raise WqlUnsupportedError(
+                    f"query {r.name!r} runs on the native engine, which has no end of input",
+                    r.plan.span,
+                    code=ErrorCode.UNSUPPORTED,
+                )
             first.append((r, None))
-        else:
-            if trigger is None and r._run.time_mode == "ProcessingTime":
+            continue
+        run = r._run
+        if run.time_mode == "ProcessingTime":
+            if drain:
+                raise WqlUnsupportedError(
+                    f"query {r.name!r} uses processing time, which has no end of input: its "
+                    "windows never fire at the end (as in batch) and Spark's processing-time "
+                    "timers cannot reach every key there, so its stream cannot be drained",
+                    r.plan.span,
+                    hint="run it without --drain (with --trigger interval=<duration>)",
+                    code=ErrorCode.UNSUPPORTED,
+                )
+            if trigger is None:
                 raise WqlUnsupportedError(
                     f"query {r.name!r} uses processing time: its Spark timers keep an "
                     "available-now stream alive forever",
                     r.plan.span,
                     hint="use --trigger interval=<duration>",
+                    code=ErrorCode.UNSUPPORTED,
                 )
-            first.append((r, r._run))
+        else:
+            end = ck / r.name / END_DIR
+            end.mkdir(parents=True, exist_ok=True)
+            spark = run.tagged.sparkSession
+            markers = spark.readStream.schema("drained_at STRING").json(str(end))
+            run = run_streaming(r.plan, run.source, end=markers)
+        first.append((r, run))
     try:
-        stage1 = []
-        for r, run in first:
-            if run is None:
-                sinks.outputs[r.name] = out / r.name
-                stage1.append(
-                    _sink(r.df, out / r.name, ck / r.name / "result", fmt, trigger, f"{r.name}")
-                )
-            else:
-                path = out / TAGGED_DIR / r.name
-                sinks.tagged[r.name] = path
-                stage1.append(
-                    _sink(
-                        run.tagged,
-                        path,
-                        ck / r.name / "operator",
-                        "parquet",
-                        trigger,
-                        f"{r.name} operator",
-                    )
-                )
-                # one operator query starting at a time: each start launches a Python
-                # worker on the driver that Spark waits 10 s for; several at once on
-                # a busy machine failed with "Python worker failed to connect back"
-                _first_batch(stage1[-1])
+        stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
         sinks.stages.append(stage1)
         if trigger is None:
             _await(stage1)
+            if drain:
+                # a second pass: the end marker is read after every row that was
+                # there (with it in the first pass, rows of later micro-batches
+                # would arrive after the end)
+                for r, run in first:
+                    if run is not None and run.drainable:
+                        _write_once(ck / r.name / END_DIR / END_FILE, _now_json("drained_at"))
+                stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
+                sinks.stages.append(stage1)
+                _await(stage1)
+            for r, run in first:
+                # also when an earlier drain stopped before it finished: this run ended it
+                if run is not None and (ck / r.name / END_DIR / END_FILE).exists():
+                    _write_once(ck / r.name / DRAINED, _now_json("drained_at"))
+                    sinks.drained.add(r.name)
         stage2 = []
         for r, run in first:
             if run is None:
                 continue
-            from wql.spark.batch import KIND, _late_output, _post_aggregation
-
             spark = run.tagged.sparkSession
             # a continuous stage 2 may start before stage 1 made its folder
             if "://" not in str(sinks.tagged[r.name]):
                 sinks.tagged[r.name].mkdir(parents=True, exist_ok=True)
             tagged = spark.readStream.schema(run.tagged.schema).parquet(str(sinks.tagged[r.name]))
-            result = _post_aggregation(r.plan, run.operator, tagged.where(F.col(KIND) == "R"))
+            result = L.results(r.plan, run.operator, tagged)
             sinks.outputs[r.name] = out / r.name
             stage2.append(
                 _sink(result, out / r.name, ck / r.name / "result", fmt, trigger, f"{r.name}")
             )
             if r.late_name is not None:
-                late = _late_output(r.plan, run.operator, tagged.where(F.col(KIND) == "L"))
+                late = L.late_rows(run.operator, tagged)
                 sinks.outputs[r.late_name] = out / r.late_name
                 stage2.append(
                     _sink(
@@ -260,21 +246,68 @@ def start_streams(
     return sinks
 
 
+def _start_operators(
+    first: list[tuple[Any, Any]],
+    sinks: StreamSinks,
+    out: Path,
+    ck: Path,
+    fmt: str,
+    trigger: str | None,
+) -> list[Any]:
+    """Start stage 1: native queries to their outputs, operator queries to the tagged sinks."""
+    stage1 = []
+    for r, run in first:
+        if run is None:
+            sinks.outputs[r.name] = out / r.name
+            stage1.append(_sink(r.df, out / r.name, ck / r.name / "result", fmt, trigger, r.name))
+            continue
+        path = out / TAGGED_DIR / r.name
+        sinks.tagged[r.name] = path
+        checkpoint = ck / r.name / "operator"
+        stage1.append(_sink(run.tagged, path, checkpoint, "parquet", trigger, f"{r.name} operator"))
+        # one operator query starting at a time: each start launches a Python
+        # worker on the driver that Spark waits 10 s for; several at once on
+        # a busy machine failed with "Python worker failed to connect back"
+        _first_batch(stage1[-1])
+    return stage1
+
+
+def _refuse_drained(name: str, ck: Path) -> None:
+    marker = ck / DRAINED
+    if marker.exists():
+        try:
+            when = json.loads(marker.read_text()).get("drained_at", "?")
+        except ValueError:
+            when = "?"
+        raise WqlError(
+            f"query {name!r}: its stream was drained ({marker}, at {when}): it has ended "
+            "and takes no more rows",
+            hint="start a new stream with another --checkpoint (and --output) folder",
+            code=ErrorCode.USAGE,
+        )
+
+
+def _write_once(path: Path, text: str) -> None:
+    """``path`` with ``text``, unless it exists (written under a hidden name, then renamed:
+    the end stream's file source never sees half a file)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.rename(path)
+
+
+def _now_json(key: str) -> str:
+    return json.dumps({key: dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}) + "\n"
+
+
 def _sink(
     df: DataFrame, path: Path, checkpoint: Path, fmt: str, trigger: str | None, name: str
 ) -> Any:
-    if fmt == "csv":
-        # CSV has no arrays: COLLECT_LIST results are written as JSON text (as batch runs)
-        df = df.select(
-            *[
-                F.to_json(F.col(f"`{f.name}`")).alias(f.name)
-                if isinstance(f.dataType, ST.ArrayType)
-                else F.col(f"`{f.name}`")
-                for f in df.schema.fields
-            ]
-        )
     writer = (
-        df.writeStream.format(fmt)
+        L.writable(df, fmt)
+        .writeStream.format(fmt)
         .outputMode("append")
         .option("path", str(path))
         .option("checkpointLocation", str(checkpoint))
@@ -301,10 +334,29 @@ def _await(queries: list[Any]) -> None:
         q.awaitTermination()
         err = q.exception()
         if err is not None:
-            raise WqlError(f"streaming query {q.name} failed: {_first_line(err)}")
+            raise WqlError(
+                f"streaming query {q.name} failed: {_first_line(err)}", code=ErrorCode.SPARK
+            )
 
 
 # --------------------------------------------------------------------------- what was committed
+
+
+def tagged_counters(spark: Any, tagged: str | Path) -> dict[str, Any]:
+    """The counters of an operator query's tagged sink, over every run on its checkpoint.
+
+    ``rows_in`` (rows that reached the operator: WHERE runs before it),
+    ``rows_emitted``, ``late_rows``, ``dropped`` by reason and ``rows_fired``
+    (``rows_in - late_rows - dropped``: exact once the stream is drained, as
+    in batch).
+    """
+    try:
+        rows = L.counters_of(spark.read.parquet(str(tagged))).collect()
+    except Exception:  # noqa: BLE001 - nothing committed yet
+        rows = []
+    total = L.sum_counters(row[L.COUNTERS] for row in rows)
+    total["rows_fired"] = total["rows_in"] - total["late_rows"] - sum(total["dropped"].values())
+    return total
 
 
 def committed_rows(spark: Any, path: Path, fmt: str) -> int:
@@ -313,22 +365,6 @@ def committed_rows(spark: Any, path: Path, fmt: str) -> int:
         return read_output(spark, path, fmt).count()
     except Exception:  # noqa: BLE001 - a sink that committed nothing has no files yet
         return 0
-
-
-def committed_drops(spark: Any, tagged: Path) -> dict[str, int]:
-    """``{reason: rows}`` dropped so far, from the drop counters an operator query's
-    tagged sink committed (all runs on its checkpoint)."""
-    from wql.spark.batch import COUNTERS, KIND
-
-    try:
-        rows = spark.read.parquet(str(tagged)).where(F.col(KIND) == "C").select(COUNTERS).collect()
-    except Exception:  # noqa: BLE001 - nothing committed yet
-        rows = []
-    dropped: dict[str, int] = {}
-    for row in rows:
-        for reason, n in json.loads(row[0]).get("dropped", {}).items():
-            dropped[reason] = dropped.get(reason, 0) + int(n)
-    return dropped
 
 
 def read_output(spark: Any, path: str | Path, fmt: str = "parquet") -> DataFrame:

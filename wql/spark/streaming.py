@@ -41,6 +41,18 @@ The contract (docs/streaming.md has the long form and the measurements):
   timestamp), count and global windows without time triggers ``None``. A
   query that uses both clocks is refused (Spark gives a stateful operator
   one timer domain).
+* **End of input** (``run_streaming(..., end=...)``, what ``wql run --stream
+  --drain`` uses): a stream has none, so a second source, the *end* stream,
+  is unioned with the input before ``withWatermark``; a row arriving there
+  carries Spark's largest timestamp (:data:`END_MS`) and is filtered out
+  before the operator, so Spark's watermark jumps past every window. The
+  processor reads that watermark as ``MAX_TIME``: every key with state is
+  woken by a Spark timer (a key whose state outlives its runtime timers,
+  e.g. a count window's, keeps one at the end watermark), fires what
+  ``end_of_input()`` fires, counts the rows that wait in windows that never
+  fire, and clears its state. Queries without event-time timers run in
+  ``EventTime`` mode for it (on a synthetic watermark column when the source
+  has no event time); processing-time queries cannot be drained.
 * **One output**: Spark's stateful operator has a single output, so result
   rows, late rows and drop counters come out of one tagged stream
   (:attr:`StreamingRun.tagged`) and are split by ``__wql_kind``. Each split
@@ -52,15 +64,15 @@ The contract (docs/streaming.md has the long form and the measurements):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -70,43 +82,50 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from wql.compiler import plan as P
+from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
-from wql.compiler.types import WqlType
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
+from wql.runtime.windows import MAX_TIME, MIN_TIME
 
-# The batch host's tagged-stream layout and conversions are the contract both
-# hosts share: one schema, one post-aggregation projection, one late output.
-from wql.spark.batch import (
-    COUNTERS,
-    KIND,
-    _column,
-    _late_output,
-    _output_schema,
-    _PartitionTask,
-    _post_aggregation,
-    _trigger_span,
-)
+# The tagged-stream layout both hosts share: one schema, one post-aggregation
+# projection, one late output (docs/architecture.md).
+from wql.spark import layout as L
 
 __all__ = [
+    "END_MS",
+    "REASON_AFTER_END",
     "STATE_SCHEMA",
+    "ProcessorLayout",
     "StreamingRun",
     "WindowProcessor",
+    "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
     "time_mode",
 ]
 
-MIN_TIME = -(2**63)
-MAX_TIME = 2**63 - 1
-
-#: Per-key Spark state: the runtime's per-key snapshot, the clocks the key last saw and
+#: Per-key Spark state: the runtime's per-key snapshot, the clocks the key last saw,
 #: the Spark timers the processor registered for it (kept here so that no call needs
-#: a listTimers() round trip to the JVM).
-STATE_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG, spark_timers ARRAY<LONG>"
+#: a listTimers() round trip to the JVM) and the rows it took in since its last
+#: counters row (a counters row rides on a call's output, so a call that only adds
+#: rows to windows costs no output frame).
+STATE_SCHEMA = (
+    "snapshot BINARY, watermark LONG, processing_time LONG, spark_timers ARRAY<LONG>, "
+    "pending_rows LONG"
+)
+
+#: The event time of an end-of-input marker, in ms: Spark's largest timestamp
+#: (``Long.MAX_VALUE`` microseconds), later than any row a source can hold.
+END_MS = (2**63 - 1) // 1000
+
+#: Rows that reach a drained stream (files added while it was drained): counted, never run.
+REASON_AFTER_END = "after the end of input"
 
 _KEEP = "__wql_keep"
 _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
+_END = "__wql_end"  # true on an end-of-input marker row
+_END_TS = "__wql_end_ts"  # the watermark column of a drainable query without event time
 
 
 def spark_watermark_delay_ms(query: P.OperatorStage) -> int:
@@ -118,21 +137,39 @@ def spark_watermark_delay_ms(query: P.OperatorStage) -> int:
     return 0 if et is None else et.delay_ms + 1
 
 
-def time_mode(op: OperatorPlan) -> str:
-    """The ``transformWithState`` time mode: ``EventTime``, ``ProcessingTime`` or ``None``."""
+def time_mode(op: OperatorPlan, *, drainable: bool = False) -> str:
+    """The ``transformWithState`` time mode: ``EventTime``, ``ProcessingTime`` or ``None``.
+
+    ``drainable``: the query has an end of input, which reaches its keys through
+    event-time timers, so a query without time (``None``) runs in ``EventTime``.
+    Raises a positioned :class:`WqlUnsupportedError` for what a stream cannot
+    run: both clocks, and an idle source (docs/streaming.md, "Idle sources").
+    """
+    et = op.query.source.event_time
+    if et is not None and et.idle_ms is not None:
+        raise WqlUnsupportedError(
+            f"query {op.query.name!r} reads a source with IDLE AFTER, which a stream cannot "
+            "run: Spark computes a stream's watermark on the driver from the event times of "
+            "the rows that arrive, and a micro-batch runs only when rows (or timers due by "
+            "that watermark) are there; no operator sees the whole source, so nothing can "
+            "tell it that the source has been quiet, nor move the watermark without rows",
+            et.idle_span or et.span,
+            hint="run it in batch (replay with a processing_time column), or drop IDLE AFTER",
+            code=ErrorCode.UNSUPPORTED,
+        )
     if op.mixes_time_domains:
         q = op.query
         raise WqlUnsupportedError(
             f"query {q.name!r} uses both event time and processing time; a Spark streaming "
             "operator has timers in one time domain only, so it cannot run as a stream",
-            _trigger_span(q),
+            op.trigger_span,
             hint="run it in batch (replay with a processing_time column), or use one clock",
         )
     if op.uses_event_time:
         return "EventTime"
     if op.uses_processing_time:
         return "ProcessingTime"
-    return "None"
+    return "EventTime" if drainable else "None"
 
 
 @dataclass
@@ -142,8 +179,11 @@ class StreamingRun:
     ``tagged`` is the processor's single output (``__wql_kind`` R/L/C);
     ``result`` and ``late`` are its splits with the plan's output and
     late-output schemas (``late`` is ``None`` without ``LATE DATA TO``).
-    ``counters`` (a split too) has one row per processor call that dropped
-    rows: a JSON object under ``__wql_counters``.
+    ``counters`` (a split too) holds the runtime's counters as JSON under
+    ``__wql_counters``, one row with a key's output or when its state ends
+    (:func:`wql.spark.layout.sum_counters` adds them up).
+    ``source`` is the input it was built on; ``drainable``: it has an end
+    stream (``run_streaming(..., end=...)``).
     """
 
     query: P.OperatorStage
@@ -153,40 +193,57 @@ class StreamingRun:
     late: DataFrame | None
     counters: DataFrame
     time_mode: str
+    source: DataFrame
+    drainable: bool = False
 
     def release(self) -> None:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
 
 
-def run_streaming(query: P.OperatorStage, source: DataFrame) -> StreamingRun:
+def run_streaming(
+    query: P.OperatorStage, source: DataFrame, *, end: DataFrame | None = None
+) -> StreamingRun:
     """Build the streaming operator pipeline of ``query`` over the streaming ``source``.
 
-    ``source`` has the source relation's columns (names as declared). Nothing
-    runs until the caller starts a streaming query on one of the outputs.
+    ``source`` has the source relation's columns (names as declared). ``end``:
+    a streaming DataFrame whose first row is the end of input (see the module
+    doc); ignored for a processing-time query, which cannot end. Nothing runs
+    until the caller starts a streaming query on one of the outputs.
     """
     op = build_stage(query)
-    mode = time_mode(op)
+    drainable = end is not None and not op.uses_processing_time
+    mode = time_mode(op, drainable=drainable)
     et = query.source.event_time
     df = source
-    if et is not None:
+    watermark = et.column if et is not None else None
+    keep: list[Column] = []
+    if drainable and end is not None:
+        df = _with_end(source, end, watermark)
+        watermark = watermark or _END_TS
+        keep.append(~F.col(_END))
+    if watermark is not None:
         # delay + 1 ms: Spark's watermark is then exactly WQL's (see the module doc)
-        df = df.withWatermark(et.column, f"{spark_watermark_delay_ms(query)} milliseconds")
+        df = df.withWatermark(watermark, f"{spark_watermark_delay_ms(query)} milliseconds")
     if query.filter is not None:
-        # WHERE after the watermark: a row WHERE rejects still advances it, as in batch
-        # replay. Spark's optimizer moves a deterministic predicate that does not read
-        # the event-time column below the watermark (PushPredicateThroughNonJoin), and
-        # splits a guarded predicate into conjuncts first (and folds `rand() >= 0`).
-        # So the WHERE result is a column computed next to an always-true
-        # non-deterministic test: a filter on a non-deterministic projection stays
-        # above the watermark (docs/streaming.md, "The streaming watermark").
-        keep = F.when(F.rand(0) * 0 == 0, F.expr(query.filter.sql))
-        df = df.withColumn(_KEEP, keep).where(F.col(_KEEP)).drop(_KEEP)
-    key_cols = [f"__wql_k{i}" for i in range(len(op.keys))]
-    value_cols = [f"__wql_v{i}" for i in range(len(op.values))]
+        keep.append(F.expr(query.filter.sql))
+    if keep:
+        # WHERE (and the end markers' filter) after the watermark: a row WHERE rejects
+        # still advances it, as in batch replay. Spark's optimizer moves a deterministic
+        # predicate that does not read the event-time column below the watermark
+        # (PushPredicateThroughNonJoin), and splits a guarded predicate into conjuncts
+        # first (and folds `rand() >= 0`). So the result is a column computed next to an
+        # always-true non-deterministic test: a filter on a non-deterministic
+        # projection stays above the watermark (docs/streaming.md, "The streaming
+        # watermark"). The marker test comes first: Spark's AND does not evaluate its
+        # right side when the left is false, so WHERE never sees a marker row.
+        condition = F.when(F.rand(0) * 0 == 0, reduce(lambda a, b: a & b, keep))
+        df = df.withColumn(_KEEP, condition).where(F.col(_KEEP)).drop(_KEEP)
+    key_cols = L.key_columns(len(op.keys))
+    value_cols = L.value_columns(len(op.values))
     ts_col = (
         # a plain BIGINT: the operator's input then has no watermark attribute,
         # so Spark drops no late row; the runtime applies WQL's lateness rule
-        F.unix_millis(F.col(_quote(et.column)).cast("timestamp")).alias(_TS, metadata={})
+        F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")).alias(_TS, metadata={})
         if et is not None
         else F.lit(None).cast("bigint").alias(_TS)
     )
@@ -199,52 +256,72 @@ def run_streaming(query: P.OperatorStage, source: DataFrame) -> StreamingRun:
         ts_col,
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
     )
-    out_schema, arrow_schema, agg_types, late_types = _output_schema(query, op)
-    processor = WindowProcessor(
-        _Layout(
-            config=op.config,
-            n_keys=len(key_cols),
-            n_values=len(value_cols),
-            key_types=tuple(k.type for k in op.keys),
-            agg_types=agg_types,
-            late_types=late_types,
-            out_schema=arrow_schema,
-            mode=mode,
-            has_event_time=et is not None,
-        )
-    )
+    out_schema, _ = L.tagged_layout(query, op)
+    end_watermark = END_MS - spark_watermark_delay_ms(query) if drainable else None
+    processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_watermark))
     tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
         timeMode=mode,
     )
-    result = _post_aggregation(query, op, tagged.where(F.col(KIND) == "R"))
-    late = None
-    if query.late_output is not None:
-        late = _late_output(query, op, tagged.where(F.col(KIND) == "L"))
-    counters = tagged.where(F.col(KIND) == "C").select(COUNTERS)
-    return StreamingRun(query, op, tagged, result, late, counters, mode)
+    result = L.results(query, op, tagged)
+    late = L.late_rows(op, tagged) if query.late_output is not None else None
+    counters = L.counters_of(tagged)
+    return StreamingRun(query, op, tagged, result, late, counters, mode, source, drainable)
+
+
+def _with_end(source: DataFrame, end: DataFrame, event_time: str | None) -> DataFrame:
+    """``source`` and, per row of ``end``, a marker row at :data:`END_MS` (column ``_END``).
+
+    The marker's other columns are NULL. Without event time, both get a
+    watermark column of their own (epoch 0 for every source row: Spark's
+    watermark stays at "none yet" until a marker arrives).
+    """
+    at_end = F.timestamp_micros(F.lit(END_MS * 1000))
+    wanted = (event_time or "").lower()
+    markers = end.select(
+        *[
+            (at_end if f.name.lower() == wanted else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in source.schema.fields
+        ],
+        F.lit(True).alias(_END),
+    )
+    rows = source.withColumn(_END, F.lit(False))
+    if event_time is None:
+        rows = rows.withColumn(_END_TS, F.timestamp_millis(F.lit(0)))
+        markers = markers.withColumn(_END_TS, at_end)
+    return rows.unionByName(markers)
 
 
 # --------------------------------------------------------------------------- the processor
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """What the processor needs besides the runtime config (pickled to the workers)."""
+class ProcessorLayout:
+    """What the processor needs: runtime config, input and output (pickled to the workers)."""
 
     config: Any
     n_keys: int
     n_values: int
-    key_types: tuple[WqlType, ...]
-    agg_types: tuple[WqlType, ...]
-    late_types: tuple[WqlType, ...]
-    out_schema: pa.Schema
+    tagged: L.TaggedLayout
     mode: str
     #: the source has event time: rows carry it (ordering, TIME evictor,
     #: FIRST/LAST_VALUE) whatever the time mode, as in batch replay
     has_event_time: bool
+    #: Spark's watermark once the end of input arrived (``None``: the stream has no end)
+    end_watermark: int | None = None
+
+
+def processor_layout(
+    query: P.OperatorStage, op: OperatorPlan, mode: str, *, end_watermark: int | None = None
+) -> ProcessorLayout:
+    """The :class:`WindowProcessor` configuration of ``query`` in time mode ``mode``."""
+    _, tagged = L.tagged_layout(query, op)
+    has_event_time = query.source.event_time is not None
+    return ProcessorLayout(
+        op.config, len(op.keys), len(op.values), tagged, mode, has_event_time, end_watermark
+    )
 
 
 class WindowProcessor(StatefulProcessor):
@@ -254,10 +331,17 @@ class WindowProcessor(StatefulProcessor):
     clock to the micro-batch's (firing due timers), process the batch's rows
     of the key in event-time order, emit, save, re-sync Spark timers.
     ``handleExpiredTimer(key, timerValues, expiredTimerInfo)``: the same
-    without rows. Both return pandas frames of the tagged layout.
+    without rows. Both return pandas frames of the tagged layout: the key's
+    result and late rows, and a counters row when its counters moved.
+
+    At the end of input (the watermark of an end marker) a call restores the
+    key into a fresh operator, runs ``end_of_input()`` (every event-time
+    timer fires; rows waiting in windows that never fire are counted, as a
+    batch partition counts them) and clears the key's state; rows that still
+    arrive are counted under :data:`REASON_AFTER_END`.
     """
 
-    def __init__(self, layout: _Layout) -> None:
+    def __init__(self, layout: ProcessorLayout) -> None:
         self.layout = layout
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -265,27 +349,14 @@ class WindowProcessor(StatefulProcessor):
 
         self.handle = handle
         self.state = handle.getValueState("wql_key", STATE_SCHEMA)
+        self._make = make_operator
         self.op = make_operator(self.layout.config)
         self._had_state = False
         self._spark_timers: set[int] = set()
-        # an output helper sharing the batch host's Arrow conversions
-        lay = self.layout
-        self.out = _PartitionTask(
-            config=lay.config,
-            n_keys=lay.n_keys,
-            n_values=lay.n_values,
-            agg_types=lay.agg_types,
-            key_types=lay.key_types,
-            late_index=(),
-            late_types=lay.late_types,
-            has_event_time=lay.has_event_time,
-            processing=lay.mode == "ProcessingTime",
-            wall_clock=False,
-            final_watermark=MIN_TIME,
-            final_processing_time=MIN_TIME,
-            clock_events=None,
-            out_schema=lay.out_schema,
-        )
+        self._pending_rows = 0
+        end = self.layout.end_watermark
+        #: the Spark timer that wakes a key with state and no runtime timer at the end
+        self._end_timer = None if end is None else end - 1
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -293,20 +364,25 @@ class WindowProcessor(StatefulProcessor):
         frames = [f for f in rows if len(f)]
         wm, pt = self._clocks(timerValues)
         k = self._key(key)
-        dropped_before = dict(self.op.counters.dropped)
+        before = self._begin(wm)
         self._restore(k, wm, pt)
+        after_end = 0
         if frames:
-            self._process(k, pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-        yield from self._finish(k, wm, pt, dropped_before)
+            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+            if wm == MAX_TIME:
+                after_end = len(frame)
+            else:
+                self._process(k, frame)
+        yield from self._finish(k, wm, pt, before, after_end)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         wm, pt = self._clocks(timerValues)
         k = self._key(key)
-        dropped_before = dict(self.op.counters.dropped)
+        before = self._begin(wm)
         self._restore(k, wm, pt)
-        yield from self._finish(k, wm, pt, dropped_before)
+        yield from self._finish(k, wm, pt, before)
 
     def close(self) -> None:
         pass
@@ -314,16 +390,31 @@ class WindowProcessor(StatefulProcessor):
     # -- steps ----------------------------------------------------------------
 
     def _clocks(self, tv: TimerValues) -> tuple[int, int]:
+        """The batch's clocks in the runtime's terms (``MAX_TIME``: the end of input)."""
         mode = self.layout.mode
         wm = MIN_TIME
         pt = MIN_TIME
         if mode == "EventTime":
             spark_wm = int(tv.getCurrentWatermarkInMs())
-            # Spark's watermark starts at 0 and cannot go below it: 0 = none yet
-            wm = spark_wm if spark_wm > 0 else MIN_TIME
+            end = self.layout.end_watermark
+            if end is not None and spark_wm >= end:
+                wm = MAX_TIME
+            else:
+                # Spark's watermark starts at 0 and cannot go below it: 0 = none yet
+                wm = spark_wm if spark_wm > 0 else MIN_TIME
         elif mode == "ProcessingTime":
             pt = int(tv.getCurrentProcessingTimeInMs())
         return wm, pt
+
+    def _begin(self, wm: int) -> dict[str, Any]:
+        """The counters before this call; at the end of input, of a fresh operator.
+
+        ``end_of_input()`` counts the rows in no firing once per operator: each
+        key ends in an operator of its own.
+        """
+        if wm == MAX_TIME:
+            self.op = self._make(self.layout.config)
+        return self.op.counters.as_dict()
 
     def _key(self, key: Any) -> tuple:
         if self.layout.n_keys == 0:
@@ -337,9 +428,11 @@ class WindowProcessor(StatefulProcessor):
         saved = self.state.get()
         self._had_state = saved is not None
         self._spark_timers = set()
+        self._pending_rows = 0
         if saved is not None:
-            blob, key_wm, key_pt, spark_timers = saved
+            blob, key_wm, key_pt, spark_timers, pending = saved
             self._spark_timers = {int(t) for t in spark_timers or ()}
+            self._pending_rows = int(pending or 0)
             # the clocks this key last saw: a rise from there fires its due timers
             op.watermark = int(key_wm)
             op.processing_time = int(key_pt)
@@ -374,7 +467,9 @@ class WindowProcessor(StatefulProcessor):
             timestamp_valid: Any = valid if not valid.all() else None
         else:
             timestamps, timestamp_valid = None, None
-        columns = tuple(_column(batch.column(first_value + i)) for i in range(lay.n_values))
+        columns = tuple(
+            L.runtime_column(batch.column(first_value + i)) for i in range(lay.n_values)
+        )
         wm = np.full(n, self.op.watermark, dtype=np.int64)
         pt = (
             np.full(n, self.op.processing_time, dtype=np.int64)
@@ -384,46 +479,48 @@ class WindowProcessor(StatefulProcessor):
         self.op.process_batch(RowBatch([k] * n, timestamps, columns, wm, pt, timestamp_valid))
 
     def _finish(
-        self, k: tuple, wm: int, pt: int, dropped_before: dict[str, int]
+        self, k: tuple, wm: int, pt: int, before: dict[str, Any], after_end: int = 0
     ) -> Iterator[pd.DataFrame]:
         op = self.op
+        ended = wm == MAX_TIME
+        if ended:
+            # every event-time timer fired in _restore; count what never fires
+            op.end_of_input()
         results = op.drain()
         late = op.drain_late()
         event_timers, processing_timers = op.timers(k)
+        keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
         if self.layout.mode == "EventTime":
-            spark_timers = self._sync_timers(event_timers, wm)
+            spark_timers = self._sync_timers(event_timers, wm, keep)
         elif self.layout.mode == "ProcessingTime":
             # a processing-time timer at T is due once the clock passes T (reads T + 1:
             # Flink's 1 ms delay, WindowOperator.advance_processing_time)
-            spark_timers = self._sync_timers([t + 1 for t in processing_timers], pt)
+            due = [t + 1 for t in processing_timers]
+            spark_timers = self._sync_timers(due, pt, keep)
         else:
             spark_timers = set()
-        if k in op.active_keys() or event_timers or processing_timers:
+        counters = _moved(before, op.counters.as_dict(), after_end, self._pending_rows)
+        pending = 0
+        if counters is not None and keep and not (results or late or counters["dropped"]):
+            # only rows taken in: they wait in the key's state for a call with output
+            pending, counters = counters["rows_in"], None
+        if keep:
             self.state.update(
-                (op.snapshot_key(k), op.watermark, op.processing_time, sorted(spark_timers))
+                (
+                    op.snapshot_key(k),
+                    op.watermark,
+                    op.processing_time,
+                    sorted(spark_timers),
+                    pending,
+                )
             )
         elif self._had_state:
             self.state.clear()
         op.forget_key(k)
-        if results:
-            yield self.out._results_batch(results).to_pandas()
-        if late:
-            yield self.out._late_batch(late).to_pandas()
-        delta = {
-            r: n - dropped_before.get(r, 0)
-            for r, n in op.counters.dropped.items()
-            if n != dropped_before.get(r, 0)
-        }
-        if delta:
-            yield self.out._batch(
-                {
-                    KIND: pa.array(["C"], pa.string()),
-                    COUNTERS: pa.array([json.dumps({"dropped": delta})], pa.string()),
-                },
-                1,
-            ).to_pandas()
+        if results or late or counters:
+            yield self.layout.tagged.rows(results, late, counters).to_pandas()
 
-    def _sync_timers(self, due: list[int], now: int) -> set[int]:
+    def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
         """Spark timers at the distinct times the key's runtime timers become due.
 
         Spark fires a timer whose time is strictly below the batch's clock;
@@ -434,9 +531,20 @@ class WindowProcessor(StatefulProcessor):
         ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
         firing them in this batch and deletes them after), a stale one at
         ``now`` only wakes the key once; later stale ones are deleted.
-        Returns the key's Spark timers from ``now`` on (kept in its state).
+        A drainable stream's timers stop at the end timer (which the end of
+        input passes), and a key that keeps state without any timer gets the
+        end timer, so that the end of input reaches it. At the end of input
+        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
+        timers from ``now`` on (kept in its state).
         """
+        if now == MAX_TIME:
+            return set()
         wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
+        end = self._end_timer
+        if end is not None:
+            wanted = {min(t, end) for t in wanted}
+            if keep and not wanted:
+                wanted = {end}
         existing = {t for t in self._spark_timers if t >= now}
         for t in existing - wanted:
             if t > now:
@@ -444,6 +552,30 @@ class WindowProcessor(StatefulProcessor):
         for t in wanted - existing:
             self.handle.registerTimer(t)
         return wanted | (existing & {now})
+
+
+def _moved(
+    before: dict[str, Any], after: dict[str, Any], after_end: int, pending: int
+) -> dict | None:
+    """The counters of one call (``None`` when nothing moved), with the ``pending``
+    rows the key took in before; ``after_end`` rows arrived after the end of input:
+    in, and dropped under :data:`REASON_AFTER_END`."""
+    moved: dict[str, Any] = {
+        k: after[k] - before[k] for k in ("rows_in", "rows_emitted", "late_rows")
+    }
+    moved["rows_in"] += pending
+    dropped = {
+        r: n - before["dropped"].get(r, 0)
+        for r, n in after["dropped"].items()
+        if n != before["dropped"].get(r, 0)
+    }
+    if after_end:
+        moved["rows_in"] += after_end
+        dropped[REASON_AFTER_END] = after_end
+    if not dropped and not any(moved.values()):
+        return None
+    moved["dropped"] = dropped
+    return moved
 
 
 def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -463,7 +595,3 @@ def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
         for c in batch.columns
     ]
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

@@ -46,7 +46,16 @@ from pyspark.sql import functions as F
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import build_operator
 from wql.errors import ErrorCode, WqlSemanticError, WqlUnsupportedError
+from wql.runtime.config import (
+    EMIT_PANE_INDEX,
+    EMIT_PANE_TIMING,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_START,
+    EMIT_WINDOW_TIME,
+)
+from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import batch as B
+from wql.spark import layout as L
 from wql.spark import replay as R
 
 __all__ = ["FORMATS", "Firing", "KeyTimeline", "RowMark", "Timeline", "collect", "render"]
@@ -210,7 +219,7 @@ def _drive(
     truncated = table.num_rows > MAX_ROWS_PER_KEY
     table = table.slice(0, MAX_ROWS_PER_KEY)
     n_values = len(op_plan.values)
-    values = [table.column(f"__wql_v{i}").to_pylist() for i in range(n_values)]
+    values = [table.column(c).to_pylist() for c in L.value_columns(n_values)]
     ts = table.column(R.TS).to_pylist()
     wm = table.column(R.WM).to_pylist()
     pt = table.column(R.PT).to_pylist()
@@ -223,8 +232,18 @@ def _drive(
 
     def fired(position: float) -> None:
         for r in op.drain():
-            start, end = r[1], r[2]
-            firings.append(Firing(position, start, end, r[3], r[4], r[5]))
+            if op_plan.config.changelog and r[-1] in ("-U", "-D"):
+                continue  # a retraction repeats a firing drawn already
+            firings.append(
+                Firing(
+                    position,
+                    r[EMIT_WINDOW_START],
+                    r[EMIT_WINDOW_END],
+                    r[EMIT_WINDOW_TIME],
+                    r[EMIT_PANE_INDEX],
+                    r[EMIT_PANE_TIMING],
+                )
+            )
         op.drain_late()
 
     for i in range(len(seq)):
@@ -240,7 +259,7 @@ def _drive(
         rows.append(RowMark(i, ts[i] if has_event_time else pt[i], wm[i], _outcome(before, op)))
         fired(i)
     if cursor is not None:
-        cursor.advance_before(op, R.MAX_TIME)
+        cursor.advance_before(op, MAX_TIME)
     op.advance_watermark(wm_final)
     if processing:
         op.advance_processing_time(pt_final)
@@ -359,7 +378,7 @@ def _figure(timeline: Timeline) -> Any:
         wm_x: list[float] = []
         wm_y: list[float] = []
         for r in kt.rows:
-            if r.watermark > R.MIN_TIME:
+            if r.watermark > MIN_TIME:
                 wm_x += [_x(r.watermark), _x(r.watermark)]
                 wm_y += [r.position - 0.5, r.position + 0.5]
         if wm_x and timeline.time_domain == "event":

@@ -27,6 +27,8 @@ computes exactly those windows, provided it assigns the same windows:
   ``a.start <= b.end && a.end >= b.start``);
 * ``window_time`` is ``window_end - 1 ms`` (Spark's ``window_time`` is
   ``end - 1 µs``), ``pane_index`` is 0 and ``pane_timing`` ``'ON_TIME'``;
+  ``is_first`` and ``is_last`` are TRUE: the one firing is by the timer at
+  the window's end, which is also its cleanup timer (no lateness);
 * CUMULATE has no Spark function: each row's cumulative windows are
   generated with ``EXPLODE(SEQUENCE(...))`` and grouped.
 
@@ -271,6 +273,7 @@ def lower(
         Item("CAST(0 AS BIGINT)", "pane_index"),
         Item("'ON_TIME'", "pane_timing"),
     ]
+    post += [Item("TRUE", n) for n in P.MARK_COLUMNS if query.reads(n)]
     post += [Item(_q(a.name), a.name) for a in query.aggregates]
     steps.append(Project(tuple(post), keep=False))
     if query.having is not None:

@@ -42,7 +42,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
-from wql.errors import WqlError, WqlUnsupportedError
+from wql.errors import Span, WqlError, WqlUnsupportedError
 from wql.runtime import assigners as A
 from wql.runtime import evictors as E
 from wql.runtime import triggers as TR
@@ -99,6 +99,12 @@ class OperatorPlan:
     def mixes_time_domains(self) -> bool:
         return len(self.domains) > 1
 
+    @property
+    def trigger_span(self) -> Span | None:
+        """Where the query's trigger is written, else the query (a window rank has none)."""
+        trigger = getattr(self.query, "trigger", None)
+        return trigger.span if trigger is not None else self.query.span
+
 
 class _Values:
     """Interns value expressions so that equal SQL shares one index."""
@@ -131,7 +137,10 @@ def build_operator(query: P.Query, *, tag_firings: bool = False) -> OperatorPlan
     """
     values = _Values()
     assigner = _assigner(query.window, values)
-    trigger = _trigger(query.effective_trigger, values) if query.effective_trigger else None
+    scope = _Scope(values, query.window, query.allowed_lateness_ms)
+    trigger = _trigger(query.effective_trigger, scope) if query.effective_trigger else None
+    if query.accumulation is not None and trigger is not None:
+        trigger = _accumulating(trigger, query.accumulation, query.window)
     evictor_node = query.effective_evictor or query.evictor
     evictor = _evictor(evictor_node, values) if evictor_node is not None else None
     aggregates = tuple(_aggregate(a, values) for a in query.aggregates)
@@ -150,6 +159,8 @@ def build_operator(query: P.Query, *, tag_firings: bool = False) -> OperatorPlan
             late_output=query.late_output is not None,
             late_columns=tuple(i for _, i in late_columns) if late_columns else None,
             tag_firings=tag_firings,
+            mark_last=query.marks_last,
+            changelog=query.changelog is not None,
         )
     except WqlError as e:
         # the runtime's own checks (e.g. a trigger it cannot merge) know no source position
@@ -271,63 +282,87 @@ def _(w: P.CountWindow | P.GlobalWindow, values: _Values) -> A.WindowAssigner:
 # --------------------------------------------------------------------------- triggers
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """What a trigger's runtime form may depend on besides the trigger: the query's
+    values (DELTA expressions), window and allowed lateness (EVERY ... ON UPDATE)."""
+
+    values: _Values
+    window: P.Window
+    lateness: int
+
+
 @functools.singledispatch
-def _trigger(t: P.Trigger, values: _Values) -> TR.Trigger:
+def _trigger(t: P.Trigger, b: _Scope) -> TR.Trigger:
     raise WqlUnsupportedError(f"trigger {type(t).__name__} has no runtime equivalent", t.span)
 
 
 @_trigger.register
-def _(t: P.WatermarkTrigger, values: _Values) -> TR.Trigger:
+def _(t: P.WatermarkTrigger, b: _Scope) -> TR.Trigger:
     return TR.EventTimeTrigger()
 
 
 @_trigger.register
-def _(t: P.ProcessingTimeTrigger, values: _Values) -> TR.Trigger:
+def _(t: P.ProcessingTimeTrigger, b: _Scope) -> TR.Trigger:
     return TR.ProcessingTimeTrigger()
 
 
 @_trigger.register
-def _(t: P.CountTrigger, values: _Values) -> TR.Trigger:
+def _(t: P.CountTrigger, b: _Scope) -> TR.Trigger:
     return TR.CountTrigger(t.n)
 
 
 @_trigger.register
-def _(t: P.EveryTrigger, values: _Values) -> TR.Trigger:
+def _(t: P.EveryTrigger, b: _Scope) -> TR.Trigger:
+    if t.on_update:
+        event = t.domain is P.TimeDomain.EVENT
+        # bounded by the window's end (and, after it, its cleanup) on the window's own clock
+        bounded = b.window.domain is t.domain
+        return TR.OnUpdateTrigger(t.interval_ms, event, bounded, b.lateness if event else 0)
     if t.domain is P.TimeDomain.EVENT:
         return TR.ContinuousEventTimeTrigger(t.interval_ms)
     return TR.ContinuousProcessingTimeTrigger(t.interval_ms)
 
 
 @_trigger.register
-def _(t: P.DeltaTrigger, values: _Values) -> TR.Trigger:
-    return TR.DeltaTrigger(_delta_value(t.expr, values), float(t.threshold))
+def _(t: P.DeltaTrigger, b: _Scope) -> TR.Trigger:
+    return TR.DeltaTrigger(_delta_value(t.expr, b.values), float(t.threshold))
 
 
 @_trigger.register
-def _(t: P.TimeoutTrigger, values: _Values) -> TR.Trigger:
-    return TR.ProcessingTimeoutTrigger(_trigger(t.child, values), t.timeout_ms)
+def _(t: P.TimeoutTrigger, b: _Scope) -> TR.Trigger:
+    return TR.ProcessingTimeoutTrigger(_trigger(t.child, b), t.timeout_ms)
 
 
 @_trigger.register
-def _(t: P.PurgingTrigger, values: _Values) -> TR.Trigger:
-    return TR.PurgingTrigger(_trigger(t.child, values))
+def _(t: P.PurgingTrigger, b: _Scope) -> TR.Trigger:
+    return TR.PurgingTrigger(_trigger(t.child, b))
 
 
 @_trigger.register
-def _(t: P.AnyTrigger, values: _Values) -> TR.Trigger:
-    return TR.AnyTrigger(tuple(_trigger(c, values) for c in t.triggers))
+def _(t: P.AnyTrigger, b: _Scope) -> TR.Trigger:
+    return TR.AnyTrigger(tuple(_trigger(c, b) for c in t.triggers))
 
 
 @_trigger.register
-def _(t: P.AllTrigger, values: _Values) -> TR.Trigger:
-    return TR.AllTrigger(tuple(_trigger(c, values) for c in t.triggers))
+def _(t: P.AllTrigger, b: _Scope) -> TR.Trigger:
+    return TR.AllTrigger(tuple(_trigger(c, b) for c in t.triggers))
 
 
 @_trigger.register
-def _(t: P.EarlyLateTrigger, values: _Values) -> TR.Trigger:
-    early = _trigger(t.early, values) if t.early is not None else None
-    late = _trigger(t.late, values) if t.late is not None else None
+def _(t: P.EarlyLateTrigger, b: _Scope) -> TR.Trigger:
+    early = _trigger(t.early, b) if t.early is not None else None
+    late = _trigger(t.late, b) if t.late is not None else None
     return TR.EarlyLateTrigger(early, late)
+
+
+def _accumulating(trigger: TR.Trigger, a: P.Accumulation, window: P.Window) -> TR.Trigger:
+    """The trigger with EMIT's accumulation mode: purging after the discarding panes."""
+    if a.discards_all:
+        return TR.PurgingTrigger(trigger)  # every pane discards: exactly PURGING
+    if not a.discarding:
+        return trigger  # every pane accumulates: what a trigger without PURGING does
+    return TR.PanePurgingTrigger(trigger, frozenset(a.discarding), _event(window))
 
 
 def _delta_value(expr: P.Expr, values: _Values) -> int:

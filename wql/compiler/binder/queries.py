@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, Echo
+from wql.compiler.binder.emit import bind_emit, check_changelog
 from wql.compiler.binder.joins import bind_join
 from wql.compiler.binder.lateness import bind_late_data, bind_lateness
 from wql.compiler.binder.ranks import bind_rank
@@ -202,6 +203,15 @@ def _bind_clauses(
     if q.late_data is not None:
         late_output = ctx.attempt(bind_late_data, ctx, q.late_data, window, source)
 
+    accumulation = changelog = None
+    if q.emit is not None:
+        effective_trigger = trigger or (default_trigger(window) if window is not None else None)
+        if q.trigger is not None and trigger is None:
+            effective_trigger = None  # a broken trigger is reported already
+        accumulation, changelog = ctx.attempt(
+            bind_emit, ctx, q.emit, window, effective_trigger
+        ) or (None, None)
+
     registry = AggregateRegistry()
     output = ctx.attempt(bind_select, ctx, q, keys, window, relation, tables, registry)
     having = None
@@ -212,6 +222,9 @@ def _bind_clauses(
 
     if window is not None:
         ctx.attempt(check_reader_clock, ctx, source, window, trigger)
+    if changelog is not None and keys is not None and window is not None and output:
+        ctx.attempt(check_changelog, ctx, changelog, q, keys, window, output, having)
+
     if len(ctx.errors) > before or keys is None or window is None or output is None:
         return None
     effective = trigger or default_trigger(window)
@@ -242,4 +255,6 @@ def _bind_clauses(
         span=q.span,
         lateness_span=q.lateness.span if q.lateness is not None else None,
         late_output_span=q.late_data.span if q.late_data is not None else None,
+        accumulation=accumulation,
+        changelog=changelog,
     )

@@ -162,7 +162,10 @@ def bind_watermark(
                 wm.delay.span,
                 code=ErrorCode.OUT_OF_RANGE,
             )
-    return P.EventTime(col.name, delay, wm.span)
+    if wm.idle is None:
+        return P.EventTime(col.name, delay, wm.span)
+    idle = ctx.positive(wm.idle.interval, "IDLE AFTER")
+    return P.EventTime(col.name, delay, wm.span, idle_ms=idle, idle_span=wm.idle.span)
 
 
 def resolve_source(ctx: BindContext, ref: ast.TableRef) -> P.SourceDecl:

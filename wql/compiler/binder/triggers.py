@@ -119,7 +119,7 @@ def _(t: ast.EveryTrigger, c: _Clause) -> P.Trigger:
         )
     if domain is P.TimeDomain.EVENT:
         c.ctx.need_event_time(c.source, "EVERY ... OF EVENT TIME", t.span)
-    return P.EveryTrigger(interval, domain, t.span)
+    return P.EveryTrigger(interval, domain, t.on_update, t.span)
 
 
 @_trigger.register

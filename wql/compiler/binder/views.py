@@ -13,6 +13,8 @@ pipelines"). Mistakes, each at the ``FROM`` name or clause responsible
 * a view read before its definition, or by itself (a file has no cycles:
   a query reads only what is defined before it);
 * ``FROM v WATERMARK FOR ...``: a view's event time is its ``window_time``;
+* a view with ``EMIT CHANGELOG``: its ``-U``/``-D`` rows retract earlier
+  rows, which a window, rank or join would read as rows of their own;
 * a view that fires on processing time, or a reader that would: a pipeline
   replays one event-time sequence, in which processing-time firings have no
   place (and batch replay has no processing-time clock for a view's rows).
@@ -86,6 +88,16 @@ def bind_view_source(ctx: BindContext, ref: ast.TableRef, reader: str) -> P.Sour
             f"view {view.name!r} is a window join, whose rows another query cannot read",
             ref.name.span,
             hint="a window join ends a pipeline: join views, rank them, then join",
+            code=ErrorCode.PIPELINE,
+        )
+    if isinstance(view, P.Query) and view.changelog is not None:
+        raise ctx.error(
+            f"view {view.name!r} emits a changelog (EMIT CHANGELOG), whose retractions a query "
+            "cannot read as rows: a window, rank or join reads appended rows only (Flink's "
+            "window operators refuse an updating input too)",
+            ref.name.span,
+            hint=f"drop EMIT CHANGELOG from {view.name}, or read its final rows "
+            "(the default WATERMARK trigger)",
             code=ErrorCode.PIPELINE,
         )
     if ref.watermark is not None:

@@ -31,8 +31,17 @@ When it applies (everything else falls back):
   fired but is still within the allowed lateness would fire at once with
   the contents of that moment, which the batch form does not reproduce;
 - sessions: no row can touch a session that already fired (see
-  ``_plan_sessions``), and no batch bridges two sessions that existed
-  before it.
+  ``sessions.plan_sessions``), and no batch bridges two sessions that
+  existed before it.
+
+Rows that break a condition on their own do not send the whole batch to the
+loop: ``rows_alone`` marks them (a session row at or behind the watermark it
+sees, a row whose window fired but is within the allowed lateness), and the
+batch is cut there: the rows between such rows are planned as batches of
+their own, each marked row goes through the per-row loop alone. A row that
+bridges existing sessions cuts the same way (``Cut``). That is the loop by
+construction: the loop over a batch is the loop over its consecutive parts,
+and each part is either planned (exact, as above) or looped.
 
 Why "add everything, then advance the watermark once" is exact under those
 conditions: a pending pair only ever adds to a window that has not fired,
@@ -70,17 +79,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from wql.runtime.config import RowBatch
+from wql.runtime.vectorized import count_sessions, sessions, time_windows
 from wql.runtime.vectorized.apply import apply_plan, lookup
 from wql.runtime.vectorized.count_windows import process_count_windows
-from wql.runtime.vectorized.prepare import count_window_size, prepare
-from wql.runtime.vectorized.sessions import plan_sessions
-from wql.runtime.vectorized.time_windows import plan_time_windows
+from wql.runtime.vectorized.prepare import (
+    Prepared,
+    count_sessions_shape,
+    count_window_size,
+    prepare,
+)
+from wql.runtime.vectorized.time_windows import Cut
 
 if TYPE_CHECKING:
     from wql.runtime.operator import WindowOperator
 
 __all__ = ["try_process_batch"]
+
+#: Parts of a cut batch shorter than this go through the loop: planning a part
+#: costs about as much as looping this many rows.
+MIN_PART = 128
 
 
 def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
@@ -88,21 +108,83 @@ def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
 
     Returns ``False`` without touching the operator when it cannot prove it
     (see the module docstring for the conditions); ``process_batch`` then
-    runs the loop.
+    runs the loop. A batch cut at rows that must go alone is processed part
+    by part (planned or looped) and returns ``True``.
     """
+    counted = count_sessions_shape(operator.config) is not None
+    if operator.tracks_rows and not counted:
+        return False  # only count_sessions keeps the rows followed for "in no firing"
     prepared = prepare(operator, batch)
     if prepared is None:
         return False
     if count_window_size(operator) is not None:
         return process_count_windows(operator, prepared)
-    if prepared.merging:
-        plan = plan_sessions(operator, prepared)
-    else:
-        plan = plan_time_windows(operator, prepared)
-    if plan is None:
+    planner = sessions if prepared.merging else time_windows
+    alone = planner.rows_alone(operator, prepared)
+    if not alone.any():
+        return _process(operator, batch, prepared, 0, len(batch), whole=True)
+    # planned parts: the runs between rows that go alone; give up when they are short
+    bounds = np.flatnonzero(np.diff(np.concatenate(([1], alone.view(np.int8), [1]))) != 0)
+    runs = [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if not alone[a]]
+    planned = sum(b - a for a, b in runs if b - a >= MIN_PART)
+    if planned == 0 or 2 * planned < len(batch):
         return False
-    found = lookup(operator, prepared, plan)
+    pos = 0
+    for a, b in runs:
+        if a > pos:
+            operator.process_rows(batch.slice(pos, a))
+        _process(operator, batch, None, int(a), int(b))
+        pos = int(b)
+    if pos < len(batch):
+        operator.process_rows(batch.slice(pos, len(batch)))
+    return True
+
+
+def _process(
+    op: WindowOperator,
+    batch: RowBatch,
+    prepared: Prepared | None,
+    start: int,
+    stop: int,
+    whole: bool = False,
+) -> bool:
+    """Rows ``start:stop`` of ``batch``: planned, cut, or looped.
+
+    ``whole``: the entire batch; then nothing is done (``False``) when it
+    cannot be planned, so that the caller loops it.
+    """
+    while start < stop:
+        if not whole and stop - start < MIN_PART:
+            op.process_rows(batch.slice(start, stop))
+            return True
+        part = batch if whole else batch.slice(start, stop)
+        p = prepared if prepared is not None else prepare(op, part)
+        prepared = None
+        done = False if p is None else _attempt(op, p)
+        if isinstance(done, Cut):
+            # plan the rows before the cut, loop the cut row alone, go on after it
+            cut = start + done.row
+            _process(op, batch, None, start, cut)
+            op.process_rows(batch.slice(cut, cut + 1))
+            start, whole = cut + 1, False
+            continue
+        if not done:
+            if whole:
+                return False
+            op.process_rows(part)
+        return True
+    return True
+
+
+def _attempt(op: WindowOperator, p: Prepared) -> bool | Cut:
+    """Process ``p`` (``True``), or leave the operator as it was: ``False`` or a ``Cut``."""
+    if count_sessions_shape(op.config) is not None:
+        return count_sessions.process(op, p)
+    planned = (sessions.plan_sessions if p.merging else time_windows.plan_time_windows)(op, p)
+    if planned is None or isinstance(planned, Cut):
+        return planned or False
+    found = lookup(op, p, planned)
     if found is None:
         return False
-    apply_plan(operator, prepared, plan, found)
+    apply_plan(op, p, planned, found)
     return True

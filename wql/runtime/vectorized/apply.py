@@ -227,7 +227,9 @@ def codegen(
 _GROUP_LOOPS: dict[tuple, Any] = {}
 
 
-def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merging: bool) -> Any:
+def _group_loop(
+    specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merging: bool, lateness: int
+) -> Any:
     """Straight-line Python for the per-group work, generated once per shape.
 
     The loop runs once per (key, window) group, so (as the runtime's own
@@ -235,24 +237,35 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
     For each group: either emit the window (created and completed inside
     the batch) or fold the batch partial into the window's accumulator the
     way ``Aggregator.add`` would have row by row, store it and register the
-    window's timers.
+    window's timers. The cleanup timer (``WindowOperator.register_cleanup_timer``)
+    is inlined: at lateness 0 it is the trigger's timer at max_ts (registering
+    or deleting it again does nothing), else max_ts + lateness below MAX_TIME.
     """
-    shape = (tuple((s.kind, s.arg) for s in specs), tuple(slots), seq_sums, merging)
+    shape = (tuple((s.kind, s.arg) for s in specs), tuple(slots), seq_sums, merging, lateness)
     fn = _GROUP_LOOPS.get(shape)
     if fn is not None:
         return fn
     results, fold = codegen(specs, slots, seq_sums)
+
+    def cleanup(call: str, window: str, end: str, indent: str) -> str:
+        if not lateness:
+            return ""
+        return (
+            f"{indent}c = {end} - 1 + LATENESS\n"
+            f"{indent}if c < MAX_TIME:\n{indent}    {call}(key, {window}, c)\n"
+        )
+
     unpack = "".join(f"    P{j} = parts[{j}]\n" for j in range(len(specs)))
     row = ", ".join(["key", "start", "end", "end - 1", "0", "ON_TIME", "end - 1", *results])
     if merging:
-        store = """\
+        store = f"""\
         before = existing[i]
         window = TimeWindow(start, end)
         if before is None:
             ks.merging.mapping[window] = window
             ks.contents[window] = acc
             register(key, window, end - 1)
-            cleanup(key, window)
+{cleanup("register", "window", "end", " " * 12)}\
         else:
             mapping = ks.merging.mapping
             sw = mapping[before]
@@ -264,7 +277,7 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
                 ks.contents.pop(sw, None)
                 del mapping[before]
                 delete(key, before, before.end - 1)
-                delete_cleanup(key, before)
+{cleanup("delete", "before", "before.end", " " * 16)}\
                 emptied.append(key)
                 continue
             ks.contents[sw] = acc
@@ -274,12 +287,12 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
                 del mapping[before]
                 mapping[window] = sw
                 delete(key, before, before.end - 1)
-                delete_cleanup(key, before)
+{cleanup("delete", "before", "before.end", " " * 16)}\
                 register(key, window, end - 1)
-                cleanup(key, window)
+{cleanup("register", "window", "end", " " * 16)}\
 """
     else:
-        store = """\
+        store = f"""\
         window = TimeWindow(start, end)
         if done[i] == 2:
             # a window from an earlier batch that fires and is cleaned up in
@@ -288,13 +301,13 @@ def _group_loop(specs: tuple, slots: list[int], seq_sums: tuple[bool, ...], merg
             direct.append((key, start, end, end - 1, pane, ON_TIME, end - 1, *result(acc)))
             ks.contents.pop(window, None)
             delete(key, window, end - 1)
-            delete_cleanup(key, window)
+{cleanup("delete", "window", "end", " " * 12)}\
             emptied.append(key)
             continue
         ks.contents[window] = acc
         if fresh[i]:  # an existing window already has both timers
             register(key, window, end - 1)
-            cleanup(key, window)
+{cleanup("register", "window", "end", " " * 12)}\
 """
     src = f"""\
 def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, parts, done, direct,
@@ -305,8 +318,6 @@ def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, pa
     new_key_state = op.new_key_state
     register = op.timer_service.register_event_time_timer
     delete = op.timer_service.delete_event_time_timer
-    cleanup = op.register_cleanup_timer
-    delete_cleanup = op.delete_cleanup_timer
     for i in range(len(keys)):
         key = keys[i]; start = starts[i]; end = ends[i]; cnt = counts[i]
         if done[i] == 1:
@@ -326,6 +337,8 @@ def group_loop(op, keys, states, accs, fresh, existing, starts, ends, counts, pa
         "TimeWindow": TimeWindow,
         "ON_TIME": ON_TIME,
         "_order": order_key,
+        "LATENESS": lateness,
+        "MAX_TIME": MAX_TIME,
     }
     exec(compile(src, "<wql.runtime.vectorized.group_loop>", "exec"), namespace)  # noqa: S102
     fn = _GROUP_LOOPS[shape] = namespace["group_loop"]
@@ -353,7 +366,7 @@ def apply_plan(op: WindowOperator, p: Prepared, plan: Plan, found: Found) -> Non
     done_list = done.tolist()
     emptied: list[Hashable] = []
     direct: list[tuple] = []
-    loop = _group_loop(specs, op.aggregator.slots, seq_sums, g.existing is not None)
+    loop = _group_loop(specs, op.aggregator.slots, seq_sums, g.existing is not None, p.lateness)
     loop(
         op,
         found.keys,

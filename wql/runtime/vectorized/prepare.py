@@ -22,7 +22,7 @@ from wql.runtime.assigners import (
     SlidingWindows,
     TumblingWindows,
 )
-from wql.runtime.config import RowBatch
+from wql.runtime.config import EncodedKeys, OperatorConfig, RowBatch
 from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
 from wql.runtime.vectorized.kernels import BoolArray, IntArray
 from wql.runtime.windows import MAX_TIME, MIN_TIME
@@ -130,13 +130,16 @@ def prepare(op: WindowOperator, batch: RowBatch) -> Prepared | None:
     assigner = cfg.assigner
     # COUNT_WINDOW(n) (GlobalWindows + PurgingTrigger(CountTrigger(n))) has no time
     count_window = count_window_size(op) is not None
+    # sessions under [PURGING] COUNT(n) with any evictor: aggregates over the rows
+    # themselves (vectorized/count_sessions.py), so no column needs to be numeric
+    counted = count_sessions_shape(cfg) is not None
     if not count_window and (
         type(assigner) not in _ASSIGNERS
         or not assigner.is_event_time
-        or (cfg.trigger is not None and type(cfg.trigger) is not EventTimeTrigger)
+        or (cfg.trigger is not None and type(cfg.trigger) is not EventTimeTrigger and not counted)
     ):
         return None
-    if cfg.evictor is not None or batch.processing_time is not None:
+    if (cfg.evictor is not None and not counted) or batch.processing_time is not None:
         return None
     if batch.timestamps is None and not count_window:
         return None
@@ -165,7 +168,7 @@ def prepare(op: WindowOperator, batch: RowBatch) -> Prepared | None:
         tv = ts[valid]
         if int(tv.min()) < -TIME_LIMIT or int(tv.max()) > TIME_LIMIT:
             return None
-    needed = {spec.arg for spec in cfg.aggregates if spec.arg is not None}
+    needed = set() if counted else {spec.arg for spec in cfg.aggregates if spec.arg is not None}
     if isinstance(assigner, DynamicSessionWindows):
         needed.add(assigner.gap_index)
     columns: dict[int, np.ndarray] = {}
@@ -213,6 +216,8 @@ def _assigner_lengths(assigner: Any) -> list[int]:
 def _factorize(keys: Any, n: int) -> tuple[IntArray, list[Hashable]] | None:
     if len(keys) != n:
         return None
+    if isinstance(keys, EncodedKeys):
+        return keys.codes.astype(np.int64, copy=False), keys.keys
     index: dict[Hashable, int] = {}
     setdefault = index.setdefault
     try:
@@ -220,6 +225,20 @@ def _factorize(keys: Any, n: int) -> tuple[IntArray, list[Hashable]] | None:
     except TypeError:  # an unhashable key: let the loop raise its own error
         return None
     return np.array(codes, dtype=np.int64), list(index)
+
+
+def count_sessions_shape(config: OperatorConfig) -> tuple[int, bool] | None:
+    """``(n, purging)`` for event-time sessions under ``[PURGING] COUNT(n)``, else None."""
+    trigger = config.trigger
+    purging = type(trigger) is PurgingTrigger
+    inner = trigger.nested if isinstance(trigger, PurgingTrigger) else trigger
+    if (
+        isinstance(config.assigner, SessionWindows | DynamicSessionWindows)
+        and config.assigner.is_event_time
+        and type(inner) is CountTrigger
+    ):
+        return inner.count, purging
+    return None
 
 
 def count_window_size(op: WindowOperator) -> int | None:

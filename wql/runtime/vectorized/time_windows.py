@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wql.runtime.assigners import CumulateWindows, SlidingWindows, TumblingWindows
-from wql.runtime.vectorized.kernels import IntArray, RangeTable, floor_start, group_rows
+from wql.runtime.vectorized.kernels import (
+    BoolArray,
+    IntArray,
+    RangeTable,
+    floor_start,
+    group_rows,
+)
 from wql.runtime.vectorized.prepare import FLOAT_EXACT, INT_EXACT, MAX_PAIRS, Prepared
 from wql.runtime.windows import TimeWindow
 
@@ -116,43 +122,67 @@ def _float_sums_integral(op: WindowOperator, p: Prepared, rows: IntArray) -> boo
     return True
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A plan that cannot take batch row ``row``: plan the rows before it, loop it alone."""
+
+    row: int
+
+
+def rows_alone(op: WindowOperator, p: Prepared) -> BoolArray:
+    """Rows with a window that fired but is within the allowed lateness (the loop fires it
+    at once, with the contents of that moment); the per-row loop takes them one at a time."""
+    alone = np.zeros(p.n, dtype=bool)
+    L = p.lateness
+    if L == 0:
+        return alone
+    rows = np.flatnonzero(p.valid)
+    alone[rows[_late_firing(op.config.assigner, p.ts[rows], p.wm[rows], L)]] = True
+    return alone
+
+
+def _late_firing(a: Any, ts: IntArray, wm: IntArray, L: int) -> BoolArray:
+    """Per row: does one of its windows end in ``(wm + 1 - L, wm + 1]`` (fired, not cleaned up)?"""
+    _, count, _, _, min_end, max_end, end_step = _row_windows(a, ts)
+    lo = np.maximum(min_end, wm - L + 2)
+    hi = np.minimum(max_end, wm + 1)
+    first_in = min_end + _ceil_div(lo - min_end, end_step) * end_step
+    return (count > 0) & (lo <= hi) & (first_in <= hi)
+
+
+def _row_windows(a: Any, ts: IntArray) -> tuple:
+    """Per row, its windows as arithmetic progressions: ``(first_start, count, step_start,
+    step_end, min_end, max_end, end_step)`` (CUMULATE: ``first_start`` is the period start)."""
+    if isinstance(a, TumblingWindows):
+        first_start = floor_start(ts, a.offset, a.size)
+        count = np.ones(len(ts), np.int64)
+        end = first_start + a.size
+        return first_start, count, 0, 0, end, end, a.size
+    if isinstance(a, SlidingWindows):
+        last = floor_start(ts, a.offset, a.slide)
+        count = np.maximum(0, _ceil_div(last - ts + a.size, a.slide))
+        min_end = last - (np.maximum(count, 1) - 1) * a.slide + a.size
+        # pairs go backwards from the latest start
+        return last, count, -a.slide, -a.slide, min_end, last + a.size, a.slide
+    assert isinstance(a, CumulateWindows)
+    first_start = floor_start(ts, a.offset, a.size)
+    first_end = floor_start(ts, a.offset, a.step) + a.step
+    max_end = first_start + a.size
+    count = (max_end - first_end) // a.step + 1
+    return first_start, count, 0, a.step, first_end, max_end, a.step
+
+
 def plan_time_windows(op: WindowOperator, p: Prepared) -> Plan | None:
     a = op.config.assigner
     L = p.lateness
     rows = np.flatnonzero(p.valid)
     ts, wm = p.ts[rows], p.wm[rows]
-    if isinstance(a, TumblingWindows):
-        first_start = floor_start(ts, a.offset, a.size)
-        count = np.ones(len(rows), np.int64)
-        step_start, step_end = 0, 0
-        min_end = max_end = first_start + a.size
-        end_step = a.size
-    elif isinstance(a, SlidingWindows):
-        last = floor_start(ts, a.offset, a.slide)
-        count = np.maximum(0, _ceil_div(last - ts + a.size, a.slide))
-        first_start = last  # pairs go backwards from the latest start
-        step_start, step_end = -a.slide, -a.slide
-        max_end = last + a.size
-        min_end = last - (np.maximum(count, 1) - 1) * a.slide + a.size
-        end_step = a.slide
-    else:
-        assert isinstance(a, CumulateWindows)
-        first_start = floor_start(ts, a.offset, a.size)
-        first_end = floor_start(ts, a.offset, a.step) + a.step
-        max_end = first_start + a.size
-        count = (max_end - first_end) // a.step + 1
-        step_start, step_end = 0, a.step
-        min_end = first_end
-        end_step = a.step
+    first_start, count, step_start, step_end, min_end, max_end, _ = _row_windows(a, ts)
     # A pair fires late at once when end - 1 <= wm < end - 1 + L: decline if
-    # any window end of a row falls in (wm + 1 - L, wm + 1].
+    # any window end of a row falls in (wm + 1 - L, wm + 1] (rows_alone).
+    if L > 0 and _late_firing(a, ts, wm, L).any():
+        return None
     has_windows = count > 0
-    if L > 0:
-        lo = np.maximum(min_end, wm - L + 2)
-        hi = np.minimum(max_end, wm + 1)
-        first_in = min_end + _ceil_div(lo - min_end, end_step) * end_step
-        if (has_windows & (lo <= hi) & (first_in <= hi)).any():
-            return None
     fully_pending = has_windows & (min_end - 1 > wm)
     fully_dropped = ~has_windows | (max_end - 1 + L <= wm)
     mixed = ~(fully_pending | fully_dropped)
@@ -182,10 +212,11 @@ def plan_time_windows(op: WindowOperator, p: Prepared) -> Plan | None:
     within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     if isinstance(a, CumulateWindows):
         pair_start = np.repeat(first_start[keep], counts)
-        pair_end = np.repeat(first_end[keep], counts) + within * step_end
+        pair_end = np.repeat(min_end[keep], counts) + within * step_end
     else:
+        assert isinstance(a, TumblingWindows | SlidingWindows)
         pair_start = np.repeat(first_start[keep], counts) + within * step_start
-        pair_end = pair_start + (a.size)
+        pair_end = pair_start + a.size
     pair_wm = p.wm[pair_row]
     accepted = pair_end - 1 + L > pair_wm  # pending, since late firings were declined
     pair_row, pair_start, pair_end = pair_row[accepted], pair_start[accepted], pair_end[accepted]

@@ -1,0 +1,450 @@
+"""The Spark hosts' shared output layout: one tagged stream of result, late and counters rows.
+
+Both operator hosts emit ONE stream, whichever Spark operator runs the
+``WindowOperator`` (``mapInArrow`` in :mod:`wql.spark.batch`,
+``transformWithStateInPandas`` in :mod:`wql.spark.streaming`): a Spark
+stateful operator has a single output, and the batch host caches that
+one output and splits it so the operator runs once. Every row is tagged
+by :data:`KIND`:
+
+* ``R`` (:data:`RESULT`): one emitted firing: the grouping key
+  (``__wql_k<i>``), the window (``__wql_ws``, ``__wql_we``, ``__wql_wt``:
+  epoch ms, NULL for count and global windows), ``__wql_pane``,
+  ``__wql_timing`` and the aggregate results (``__wql_a<i>``) in the
+  plan's types; with the runtime's extended rows
+  (``OperatorConfig.extended_rows``: a query that reads ``is_last``, or EMIT
+  CHANGELOG) also ``__wql_last`` and ``__wql_op`` (a changelog's
+  retractions are ``R`` rows too);
+* ``L`` (:data:`LATE_ROW`): a late row no window accepted: the late-output
+  columns (``__wql_l<j>``) and its event time (``__wql_late_ts``);
+* ``C`` (:data:`COUNTS`): runtime counters as JSON under :data:`COUNTERS`
+  (``rows_in``, ``rows_emitted``, ``late_rows``, ``dropped`` by reason),
+  summed with :func:`sum_counters` (the batch host writes one per partition,
+  the streaming host one with a key's output, or when its state ends,
+  docs/streaming.md "Counters and drops").
+
+A pipeline stage (``OperatorConfig.tag_firings``) adds to its ``R`` rows
+their place in the pipeline's global sequence: :data:`STEP` and what the
+rank within the step is computed from (:data:`PLACE_COLUMNS`); its readers
+take the rows by :data:`STEP` and :data:`RANK` (:func:`placed_results`,
+docs/architecture.md "Contract: pipelines").
+
+Every other column of a row is NULL. The post-aggregation projection
+(:func:`results`: HAVING + SELECT over the relation of keys, window columns
+and aggregates) and the late output (:func:`late_rows`) read this layout
+and give the plan's output and late-output schemas, for either host and for
+``wql run --stream``'s fan-out of a tagged file sink.
+
+Runtime rows are read by name: :data:`wql.runtime.config.EMITTED_FIELDS`
+and the positions named next to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as ST
+
+from wql.compiler import plan as P
+from wql.compiler import types as T
+from wql.compiler.backends.escaping import sql_identifier
+from wql.compiler.backends.operator import OperatorPlan
+from wql.compiler.types import WqlType
+from wql.errors import WqlUnsupportedError
+from wql.runtime.config import (
+    EMIT_KEY,
+    EMIT_PANE_INDEX,
+    EMIT_PANE_TIMING,
+    EMIT_RESULTS,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_START,
+    EMIT_WINDOW_TIME,
+    LATE_TIMESTAMP,
+    LATE_VALUES,
+)
+
+__all__ = [
+    "COUNTERS",
+    "COUNTS",
+    "KIND",
+    "LATE_ROW",
+    "PLACE_COLUMNS",
+    "RANK",
+    "RESULT",
+    "STEP",
+    "TaggedLayout",
+    "arrow_type",
+    "counters_of",
+    "key_columns",
+    "late_rows",
+    "placed_results",
+    "results",
+    "runtime_column",
+    "sum_counters",
+    "tagged_layout",
+    "value_columns",
+    "writable",
+]
+
+KIND = "__wql_kind"
+COUNTERS = "__wql_counters"
+RESULT, LATE_ROW, COUNTS = "R", "L", "C"
+
+WINDOW_START = "__wql_ws"
+WINDOW_END = "__wql_we"
+WINDOW_TIME = "__wql_wt"
+PANE_INDEX = "__wql_pane"
+PANE_TIMING = "__wql_timing"
+LATE_EVENT_TIME = "__wql_late_ts"
+#: The runtime's extended fields (wql.runtime.config.EXTENDED_FIELDS): is_last, op.
+IS_LAST = "__wql_last"
+OP = "__wql_op"
+#: A pipeline stage's rows in the global sequence (docs/architecture.md, "Contract:
+#: pipelines"): the step, and the rank within the step (the order its reader takes them in).
+STEP = "__wql_step"
+RANK = "__wql_rank"
+#: What the rank is computed from: rows fired by rows first (by their input's rank,
+#: then emission number), then rows fired by timers (by time, key, window end and
+#: start); the emission number breaks the remaining ties.
+PLACE_CLASS, PLACE_ORDER1, PLACE_ORDER2, PLACE_EMITTED = (
+    "__wql_cls",
+    "__wql_o1",
+    "__wql_o2",
+    "__wql_emit",
+)
+PLACE_COLUMNS = (STEP, PLACE_CLASS, PLACE_ORDER1, PLACE_ORDER2, PLACE_EMITTED)
+
+
+def key_columns(n: int) -> list[str]:
+    """The names of the first ``n`` grouping-key columns (staged input and ``R`` rows)."""
+    return [_key_column(i) for i in range(n)]
+
+
+def value_columns(n: int) -> list[str]:
+    """The names of the operator's ``n`` staged input values (``OperatorPlan.values``)."""
+    return [f"__wql_v{i}" for i in range(n)]
+
+
+def _key_column(i: int) -> str:
+    return f"__wql_k{i}"
+
+
+def _aggregate_column(i: int) -> str:
+    return f"__wql_a{i}"
+
+
+def _late_column(j: int) -> str:
+    return f"__wql_l{j}"
+
+
+# --------------------------------------------------------------------------- the rows
+
+
+@dataclass(frozen=True)
+class TaggedLayout:
+    """Builds the tagged stream's Arrow batches from runtime output (pickled to the workers)."""
+
+    key_types: tuple[WqlType, ...]
+    agg_types: tuple[WqlType, ...]
+    late_types: tuple[WqlType, ...]
+    schema: pa.Schema
+    #: result rows end with is_last and op (``OperatorConfig.extended_rows``)
+    extended: bool = False
+
+    def rows(
+        self,
+        results: Sequence[tuple] = (),
+        late: Sequence[tuple] = (),
+        counters: dict[str, Any] | None = None,
+        *,
+        placed: dict[str, pa.Array] | None = None,
+    ) -> pa.RecordBatch:
+        """One batch: ``drain()`` rows (``R``), ``drain_late()`` rows (``L``), a counters row.
+
+        ``placed``: the :data:`PLACE_COLUMNS` of the result rows (a pipeline stage).
+        """
+        nr, nl, nc = len(results), len(late), 0 if counters is None else 1
+        n = nr + nl + nc
+        cols: dict[str, pa.Array] = {
+            KIND: pa.array([RESULT] * nr + [LATE_ROW] * nl + [COUNTS] * nc, pa.string())
+        }
+        if nr:
+            pad = [None] * (nl + nc)
+
+            def field(index: int) -> list:  # result rows come first; the others are NULL
+                values = list(map(itemgetter(index), results))
+                return values + pad if pad else values
+
+            if self.key_types:
+                keys = field(EMIT_KEY)
+                for i, t in enumerate(self.key_types):
+                    cols[_key_column(i)] = _arrow([None if k is None else k[i] for k in keys], t)
+            for name, index in (
+                (WINDOW_START, EMIT_WINDOW_START),
+                (WINDOW_END, EMIT_WINDOW_END),
+                (WINDOW_TIME, EMIT_WINDOW_TIME),
+                (PANE_INDEX, EMIT_PANE_INDEX),
+            ):
+                cols[name] = pa.array(field(index), pa.int64())
+            cols[PANE_TIMING] = pa.array(field(EMIT_PANE_TIMING), pa.string())
+            for i, t in enumerate(self.agg_types):
+                cols[_aggregate_column(i)] = _arrow(field(EMIT_RESULTS + i), t)
+            if self.extended:
+                # the last two fields of an extended row (EXTENDED_FIELDS)
+                cols[IS_LAST] = pa.array(field(-2), pa.bool_())
+                cols[OP] = pa.array(field(-1), pa.string())
+            if placed is not None:
+                pad_place = pa.nulls(nl + nc, pa.int64())
+                for name, arr in placed.items():
+                    cols[name] = pa.concat_arrays([arr, pad_place]) if nl + nc else arr
+        if nl:
+            head, tail = [None] * nr, [None] * nc
+            for j, t in enumerate(self.late_types):
+                cols[_late_column(j)] = _arrow(head + [r[LATE_VALUES][j] for r in late] + tail, t)
+            ts = head + [r[LATE_TIMESTAMP] for r in late] + tail
+            cols[LATE_EVENT_TIME] = pa.array(ts, pa.int64())
+        if nc:
+            cols[COUNTERS] = pa.array([None] * (nr + nl) + [json.dumps(counters)], pa.string())
+        arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in self.schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def tagged_layout(query: P.OperatorStage, op: OperatorPlan) -> tuple[ST.StructType, TaggedLayout]:
+    """The tagged stream's schema in Spark, and the layout that builds its Arrow batches."""
+    columns: list[tuple[str, WqlType]] = [(KIND, T.STRING)]
+    columns += [(_key_column(i), k.type) for i, k in enumerate(op.keys)]
+    columns += [(n, T.BIGINT) for n in (WINDOW_START, WINDOW_END, WINDOW_TIME, PANE_INDEX)]
+    columns.append((PANE_TIMING, T.STRING))
+    agg_types = op.results
+    columns += [(_aggregate_column(i), t) for i, t in enumerate(agg_types)]
+    extended = op.config.extended_rows
+    if extended:
+        columns += [(IS_LAST, T.BOOLEAN), (OP, T.STRING)]
+    late_types = tuple(op.values[i].type for _, i in op.late_columns)
+    columns += [(_late_column(j), t) for j, t in enumerate(late_types)]
+    columns += [(LATE_EVENT_TIME, T.BIGINT), (COUNTERS, T.STRING)]
+    if op.config.tag_firings:
+        columns += [(c, T.BIGINT) for c in PLACE_COLUMNS]
+    spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
+    arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
+    layout = TaggedLayout(tuple(k.type for k in op.keys), agg_types, late_types, arrow, extended)
+    return spark_schema, layout
+
+
+def _spark_type(t: WqlType) -> ST.DataType:
+    if t.is_unknown:
+        raise WqlUnsupportedError(
+            f"the operator engine needs a known type, got {t.ddl}; add a CAST to the expression"
+        )
+    return T.to_spark(t)
+
+
+# --------------------------------------------------------------------------- projections
+
+
+def results(query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame) -> DataFrame:
+    """``R`` rows -> the post-aggregation relation -> HAVING -> SELECT (plan output schema)."""
+    return _project(query, op, tagged.where(F.col(KIND) == RESULT))
+
+
+def placed_results(query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame) -> DataFrame:
+    """A pipeline stage's :func:`results` with :data:`STEP` and :data:`RANK` after them:
+    what the queries reading it take as input, in that order."""
+    from pyspark.sql import Window
+
+    fired = tagged.where(F.col(KIND) == RESULT)
+    order = [
+        PLACE_CLASS,
+        PLACE_ORDER1,
+        PLACE_ORDER2,
+        *key_columns(len(op.keys)),
+        WINDOW_END,
+        WINDOW_START,
+        PLACE_EMITTED,
+    ]
+    w = Window.partitionBy(STEP).orderBy(*[F.col(c).asc_nulls_first() for c in order])
+    ranked = fired.withColumn(RANK, (F.row_number().over(w) - 1).cast("bigint"))
+    return _project(query, op, ranked, keep=(STEP, RANK))
+
+
+def _project(
+    query: P.OperatorStage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
+) -> DataFrame:
+    """``R`` rows -> the plan's output; ``keep``: columns carried through, after the output.
+
+    A window rank's rows go through :func:`_project_rank` instead.
+    """
+    if isinstance(query, P.WindowRank):
+        return _project_rank(query, op, rows, keep)
+    marks = []
+    if query.reads("is_first"):
+        marks.append((F.col(PANE_INDEX) == 0).alias("is_first"))
+    if query.reads("is_last"):
+        # the runtime marks it for such a query (OperatorConfig.mark_last)
+        marks.append(F.col(IS_LAST).alias("is_last"))
+    rel = rows.select(
+        *keep,
+        # a changelog's op, kept apart from the relation SELECT and HAVING read
+        *([F.col(OP)] if query.changelog is not None else []),
+        *[F.col(c).alias(k.name) for c, k in zip(key_columns(len(op.keys)), op.keys, strict=True)],
+        F.timestamp_millis(F.col(WINDOW_START)).alias("window_start"),
+        F.timestamp_millis(F.col(WINDOW_END)).alias("window_end"),
+        F.timestamp_millis(F.col(WINDOW_TIME)).alias("window_time"),
+        F.col(PANE_INDEX).alias("pane_index"),
+        F.col(PANE_TIMING).alias("pane_timing"),
+        *marks,
+        *[F.col(_aggregate_column(i)).alias(a.name) for i, a in enumerate(query.aggregates)],
+    )
+    if query.having is not None:
+        rel = rel.where(F.expr(query.having.sql))
+    out = []
+    if query.changelog is not None:
+        out.append(F.col(OP).alias(P.OP_COLUMN))
+    return rel.select(*out, *_projection(query.output), *keep)
+
+
+def _project_rank(
+    rank: P.WindowRank, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...]
+) -> DataFrame:
+    """A window rank's rows -> the input row and its rank -> the ranked relation (the
+    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT."""
+    # results: the rank (__wql_a0), then the operator's values (__wql_a<1 + index>)
+    rel = [F.col(_aggregate_column(1 + i)).alias(name) for name, i in op.payload]
+    if rank.window is not None:
+        rel += [
+            F.timestamp_millis(F.col(c)).alias(n)
+            for c, n in zip(
+                (WINDOW_START, WINDOW_END, WINDOW_TIME), P.WINDOW_TABLE_COLUMNS, strict=True
+            )
+        ]
+    rel.append(F.col(_aggregate_column(0)).alias(P.RANK_COLUMN))
+    ranked = rows.select(*keep, *rel).select(*keep, *_projection(rank.inner))
+    if rank.condition is not None:
+        ranked = ranked.where(F.expr(rank.condition.sql))
+    return ranked.select(*_projection(rank.output), *keep)
+
+
+def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:
+    out = []
+    for c in columns:
+        col = F.expr(c.expr.sql)
+        if not c.type.is_unknown:
+            col = col.cast(T.to_spark(c.type))
+        out.append(col.alias(c.name))
+    return out
+
+
+def late_rows(op: OperatorPlan, tagged: DataFrame) -> DataFrame:
+    """``L`` rows -> the late output: its columns, then the row's event time."""
+    rows = tagged.where(F.col(KIND) == LATE_ROW)
+    cols = [
+        F.col(_late_column(j)).alias(name)
+        for j, (name, _) in enumerate(op.late_columns)
+        if name.lower() != P.LATE_EVENT_TIME_COLUMN
+    ]
+    cols.append(F.timestamp_millis(F.col(LATE_EVENT_TIME)).alias(P.LATE_EVENT_TIME_COLUMN))
+    return rows.select(*cols)
+
+
+def writable(df: DataFrame, fmt: str) -> DataFrame:
+    """An output as file format ``fmt`` can hold it: in CSV, arrays (COLLECT_LIST) as JSON text.
+
+    Batch outputs (``wql run --output``) and streaming sinks write the same way.
+    """
+    if fmt != "csv":
+        return df
+    return df.select(
+        *[
+            F.to_json(F.col(sql_identifier(f.name))).alias(f.name)
+            if isinstance(f.dataType, ST.ArrayType)
+            else F.col(sql_identifier(f.name))
+            for f in df.schema.fields
+        ]
+    )
+
+
+def counters_of(tagged: DataFrame) -> DataFrame:
+    """The ``C`` rows: one JSON column, :data:`COUNTERS`."""
+    return tagged.where(F.col(KIND) == COUNTS).select(COUNTERS)
+
+
+def sum_counters(parts: Iterable[str | dict[str, Any]]) -> dict[str, Any]:
+    """Counters rows (JSON text or dicts) summed: rows_in, rows_emitted, late_rows, dropped."""
+    total: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
+    for part in parts:
+        p = json.loads(part) if isinstance(part, str) else part
+        for k in ("rows_in", "rows_emitted", "late_rows"):
+            total[k] += int(p.get(k, 0))
+        for reason, n in p.get("dropped", {}).items():
+            total["dropped"][reason] = total["dropped"].get(reason, 0) + int(n)
+    return total
+
+
+# --------------------------------------------------------------------------- conversions
+
+
+def runtime_column(arr: pa.Array) -> Any:
+    """An Arrow column as the runtime wants it: NumPy when numeric without nulls, else a list."""
+    if arr.null_count == 0 and (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        return arr.to_numpy(zero_copy_only=False)
+    return arr.to_pylist()
+
+
+def arrow_type(t: WqlType) -> pa.DataType:
+    """The Arrow type Spark expects for a column of WQL type ``t`` in the tagged stream."""
+    simple = {
+        "STRING": pa.string(),
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+        "DATE": pa.date32(),
+        "BINARY": pa.binary(),
+        "NULL": pa.null(),
+    }
+    if t.kind in simple:
+        return simple[t.kind]
+    if t.kind == "DECIMAL":
+        return pa.decimal128(t.precision, t.scale)
+    if t.kind == "ARRAY":
+        assert t.element is not None
+        return pa.list_(arrow_type(t.element))
+    raise WqlUnsupportedError(f"the operator engine cannot output values of type {t.ddl}")
+
+
+def _arrow(values: list, t: WqlType) -> pa.Array:
+    """Values computed by the runtime as an Arrow array of the plan's type."""
+    return pa.array([_coerce(v, t) for v in values], type=arrow_type(t))
+
+
+def _coerce(v: Any, t: WqlType) -> Any:
+    if v is None:
+        return None
+    kind = t.kind
+    if kind in ("DOUBLE", "FLOAT"):
+        return float(v)
+    if kind in ("BIGINT", "INT", "SMALLINT", "TINYINT"):
+        return int(v)
+    if kind == "DECIMAL":
+        # Spark rounds decimal results HALF_UP to the result scale
+        d = v if isinstance(v, Decimal) else Decimal(str(v))
+        return d.quantize(Decimal(1).scaleb(-(t.scale or 0)), rounding=ROUND_HALF_UP)
+    if kind == "ARRAY":
+        assert t.element is not None
+        return [_coerce(x, t.element) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
