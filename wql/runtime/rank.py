@@ -319,7 +319,12 @@ class WindowRankOperator:
         """One key's windows (their buffers hold the rows' values and arrival numbers)."""
         state = self._state.get(key, {})
         windows = [(w, [(v, s) for _, v, s in entries]) for w, entries in state.items()]
-        return _snap.dumps({"kind": "rank-key", "windows": windows, "seq": self._seq})
+        # rows some window emitted already: pushed out of another later, they are not dropped
+        held = self._held
+        emitted = sorted({s for _, e in windows for _, s in e if held.get(s, (0, False))[1]})
+        return _snap.dumps(
+            {"kind": "rank-key", "windows": windows, "seq": self._seq, "emitted": emitted}
+        )
 
     def restore_key(self, key: Key, data: bytes) -> None:
         payload = _snap.loads(data)
@@ -339,6 +344,8 @@ class WindowRankOperator:
                 for _, _, seq in entries:
                     held = self._held.setdefault(seq, [0, False])
                     held[0] += 1
+            for seq in payload.get("emitted", ()):
+                self._held[seq][1] = True
         self._seq = max(self._seq, payload["seq"])
 
     def forget_key(self, key: Key) -> None:
