@@ -61,7 +61,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import EMIT_RESULTS, FIRED_BY_ROW
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
 from wql.runtime.windows import MAX_TIME, MIN_TIME
@@ -177,6 +177,7 @@ def replay_spec(query: P.OperatorStage, op: OperatorPlan) -> R.ReplaySpec:
             "processing-time column",
             op.trigger_span,
             hint="declare WITH (processing_time = '<column>') on the source",
+            code=ErrorCode.MIXED_CLOCKS,
         )
     return spec
 
