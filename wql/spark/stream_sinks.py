@@ -111,13 +111,13 @@ class StreamSinks:
         return {name: tagged_counters(spark, path) for name, path in self.tagged.items()}
 
     def stop(self) -> None:
-        # no heartbeat after the queries stopped
-        for m in self.monitors.values():
-            m.stop()
         for q in self.queries:
             # stopping is best effort on the way out
             with contextlib.suppress(Exception):
                 q.stop()
+        # after the queries: the monitors save the state of every micro-batch that ran
+        for m in self.monitors.values():
+            m.stop()
 
 
 def start_streams(
