@@ -79,10 +79,15 @@ def _rows(spark, sinks) -> Counter:
         return Counter()
 
 
-def _wait_for(spark, sinks, wanted: Counter, seconds: float = 60) -> None:
+def _wait_for(spark, sinks, wanted: Counter, seconds: float = 90) -> None:
+    """Until the output is ``wanted`` (read once a heartbeat was written: each read
+    is a Spark job competing with the stream)."""
     deadline = time.monotonic() + seconds
+    monitor = sinks.monitors["q"]
+    while not monitor.heartbeats and time.monotonic() < deadline:
+        time.sleep(0.2)
     while _rows(spark, sinks) != wanted and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(1)
     assert _rows(spark, sinks) == wanted
 
 
