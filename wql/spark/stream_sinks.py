@@ -45,6 +45,12 @@ fires, rows in windows that never fire are counted, and ``CK/N/DRAINED``
 records the end; stages 2 and 3 then write everything out. A drained
 checkpoint refuses any later run (its stream has ended). Every operator
 query except processing-time ones has that end stream, drained or not.
+
+A query over an idle source (``WATERMARK ... IDLE AFTER``) has an idle
+monitor (:mod:`wql.spark.idle`): its end stream also takes heartbeat rows,
+which the monitor writes while the source is quiet (on a thread while an
+``interval=`` query runs; before an available-now run that starts after a
+quiet spell), and its state is saved in ``CK/N/idle.json``.
 """
 
 from __future__ import annotations

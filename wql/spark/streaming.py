@@ -53,6 +53,11 @@ The contract (docs/streaming.md has the long form and the measurements):
   fire, and clears its state. Queries without event-time timers run in
   ``EventTime`` mode for it (on a synthetic watermark column when the source
   has no event time); processing-time queries cannot be drained.
+* **Idle sources** (``IDLE AFTER``): the end stream also takes heartbeat
+  rows (:data:`HEARTBEAT_COLUMN`), markers at the event time the idle rule
+  extrapolates, written by the driver's idle monitor (:mod:`wql.spark.idle`)
+  from the per-micro-batch metrics :data:`IDLE_METRICS` observed here; they
+  move Spark's watermark and are filtered out like the end marker.
 * **One output**: Spark's stateful operator has a single output, so result
   rows, late rows and drop counters come out of one tagged stream
   (:attr:`StreamingRun.tagged`) and are split by ``__wql_kind``. Each split
