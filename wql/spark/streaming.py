@@ -89,7 +89,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_operator
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
 # The tagged-stream layout both hosts share: one schema, one post-aggregation
