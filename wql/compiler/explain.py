@@ -148,7 +148,9 @@ def _header(q: P.Stage) -> list[str]:
 
 
 def _input(q: P.OperatorStage, program: P.Program | None) -> list[str]:
-    return _view_input(q, program) if q.source.view is not None else _source_input(q.source)
+    if q.source.view is not None:
+        return _view_input(q, program)
+    return _source_input(q.source, q.engine is not None and q.engine.streaming)
 
 
 def _output_and_engine(q: P.Stage) -> list[str]:
@@ -240,7 +242,7 @@ def explain_rank(q: P.WindowRank, program: P.Program | None = None) -> str:
     return "\n".join(lines)
 
 
-def _source_input(src: P.SourceRef) -> list[str]:
+def _source_input(src: P.SourceRef, stream: bool) -> list[str]:
     cols = ", ".join(f"{c.name} {c.type}" for c in src.columns)
     lines = [f"  source {src.name} ({cols})"]
     if src.event_time is not None:
@@ -250,11 +252,12 @@ def _source_input(src: P.SourceRef) -> list[str]:
             f"{duration(et.delay_ms)} - 1 ms"
         )
         if et.idle_ms is not None:
-            replay = (
-                f"batch replay: processing_time column {src.processing_time}"
-                if src.processing_time
-                else "no effect in batch replay without a processing_time column"
-            )
+            if stream:
+                replay = "on a stream: the idle monitor's heartbeat rows, under start_streams"
+            elif src.processing_time:
+                replay = f"batch replay: processing_time column {src.processing_time}"
+            else:
+                replay = "no effect in batch replay without a processing_time column"
             lines.append(
                 f"    idle after {duration(et.idle_ms)} without a row: the watermark advances "
                 f"with processing time since the last row ({replay})"
