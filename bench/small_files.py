@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import wql
-    from wql.commands.run import _write
+    from wql.spark.layout import write_output
     from wql.spark.session import default_session
 
     spark = default_session(None, "bench small files", quiet=True)
@@ -96,7 +96,7 @@ def main() -> None:
             results = wql.compile_file(path).apply(spark)
             t1 = time.perf_counter()
             for name in results:
-                _write(results[name], f"{tmp}/out{n}/{name}", "csv")
+                write_output(results[name], f"{tmp}/out{n}/{name}", "csv")
             t2 = time.perf_counter()
             counters = results.counters
             results.release()

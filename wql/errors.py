@@ -198,12 +198,22 @@ class ErrorCode(enum.Enum):
         "valid WQL the chosen engine or environment cannot run (e.g. the Spark SQL of an "
         "operator query, processing-time windows on an available-now stream)",
     )
+    MIXED_CLOCKS = (
+        "WQL303",
+        "a query that uses both event time and processing time where its host has one clock: "
+        "a stream, or batch replay without a processing_time column",
+    )
     FILE = ("WQL400", "a file that cannot be read or written")
     SOURCE_DATA = ("WQL401", "a declared source Spark cannot read or stream")
     SPARK = ("WQL402", "Spark failed while running or streaming a query")
     USAGE = (
         "WQL403",
         "a bad command-line option or API argument (an unknown query name, --conf, --trigger)",
+    )
+    SNAPSHOT = (
+        "WQL404",
+        "operator state (a snapshot or checkpoint) taken with a different query or operator "
+        "configuration",
     )
     OTHER = ("WQL499", "any other error")
 

@@ -8,6 +8,7 @@ with the code that names its mistake.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -154,3 +155,38 @@ def test_api_errors_have_codes(call, code):
     with pytest.raises(WqlError) as info:
         call()
     assert info.value.code is code
+
+
+_ERROR_CLASSES = {"WqlError", "WqlSyntaxError", "WqlSemanticError", "WqlUnsupportedError"}
+
+
+def test_every_raise_site_names_its_code():
+    # A class's default code would hide what the mistake is (docs/errors.md): each
+    # construction of an error in WQL's own modules says which code it has.
+    package = Path(wql.__file__).parent
+    unnamed = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in _ERROR_CLASSES
+                and not any(k.arg in ("code", None) for k in node.keywords)
+            ):
+                unnamed.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert unnamed == []
+
+
+def test_runtime_and_host_checks_have_their_codes(spark):
+    from wql.runtime.assigners import SessionWindows
+    from wql.runtime.config import OperatorConfig
+    from wql.runtime.triggers import DeltaTrigger
+    from wql.spark.replay import ReplaySpec, replay
+
+    with pytest.raises(WqlError) as info:
+        OperatorConfig(assigner=SessionWindows(10), trigger=DeltaTrigger(0, 1.0))
+    assert info.value.code is C.NOT_MERGEABLE
+    df = spark.createDataFrame([("a", 1)], "k STRING, ts INT")
+    with pytest.raises(WqlError) as info:
+        replay(df, ReplaySpec(event_time="ts", delay_ms=0))
+    assert info.value.code is C.SCHEMA

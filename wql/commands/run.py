@@ -198,6 +198,8 @@ def _write_results(
     name: str, results: Any, out_dir: str | None, fmt: str, show: int | None, status: Status
 ) -> None:
     """Write and/or show every output of ``results``, a summary line per query."""
+    from wql.spark.layout import write_output
+
     for r in results.queries:
         # native queries are lazy: their work happens while writing/showing
         output_started = time.perf_counter()
@@ -208,7 +210,7 @@ def _write_results(
             if out_dir is not None:
                 target = _join(out_dir, out_name)
                 status.step(f"{name}: writing {out_name} -> {target}")
-                _write(df, target, fmt)
+                write_output(df, target, fmt)
             if show:
                 status.step(f"{name}: reading {out_name}")
                 rows = df.orderBy(*df.columns)
@@ -261,15 +263,6 @@ def _draw_timeline(spark: Any, compiled: Any, args: argparse.Namespace, status: 
 def _join(base: str, name: str) -> str:
     """``base/name`` for local paths and URIs alike (``Path`` would mangle ``hdfs://``)."""
     return base.rstrip("/") + "/" + name
-
-
-def _write(df: Any, target: str, fmt: str) -> None:
-    from wql.spark.layout import writable
-
-    writer = writable(df, fmt).write.mode("overwrite").format(fmt)
-    if fmt == "csv":
-        writer = writer.option("header", "true")
-    writer.save(target)
 
 
 def _summary(file: str, r: Any, seconds: float) -> str:

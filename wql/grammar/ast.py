@@ -245,15 +245,15 @@ class Interval(Node):
         """Canonical spelling: ``INTERVAL '5' SECOND`` or ``INTERVAL '1 MINUTE 30 SECONDS'``."""
         if len(self.parts) == 1:
             part = self.parts[0]
-            return f"INTERVAL '{_decimal_text(part.value)}' {part.unit.name}"
+            return f"INTERVAL '{decimal_text(part.value)}' {part.unit.name}"
         inner = " ".join(
-            f"{_decimal_text(p.value)} {p.unit.name}{'' if abs(p.value) == 1 else 'S'}"
+            f"{decimal_text(p.value)} {p.unit.name}{'' if abs(p.value) == 1 else 'S'}"
             for p in self.parts
         )
         return f"INTERVAL '{inner}'"
 
 
-def _decimal_text(value: Decimal) -> str:
+def decimal_text(value: Decimal) -> str:
     """``Decimal`` printed without exponent or trailing zeros: 5, -2, 1.5."""
     text = format(value.normalize(), "f")
     return "0" if text in ("-0", "") else text

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 
 from wql.grammar import ast
-from wql.grammar.ast import _decimal_text
+from wql.grammar.ast import decimal_text
 
 __all__ = ["format_script", "format_statement", "format_trigger", "format_ident"]
 
@@ -372,7 +372,7 @@ def format_trigger(trigger: ast.Trigger) -> str:
             text += f" OF {domain.value} TIME" if domain is not None else ""
             return text + (" ON UPDATE" if on_update else "")
         case ast.DeltaTrigger(expr, threshold):
-            return f"DELTA({expr.canonical}, {_decimal_text(threshold.value)})"
+            return f"DELTA({expr.canonical}, {decimal_text(threshold.value)})"
         case ast.TimeoutTrigger(inner, timeout):
             return f"TIMEOUT({format_trigger(inner)}, {format_interval(timeout)})"
         case ast.PurgingTrigger(inner):
@@ -410,5 +410,5 @@ def format_evictor(evictor: ast.Evictor) -> str:
         case ast.TimeEvictor(interval):
             return f"TIME({format_interval(interval)})"
         case ast.DeltaEvictor(expr, threshold):
-            return f"DELTA({expr.canonical}, {_decimal_text(threshold.value)})"
+            return f"DELTA({expr.canonical}, {decimal_text(threshold.value)})"
     raise TypeError(f"not an evictor: {evictor!r}")

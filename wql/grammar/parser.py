@@ -336,7 +336,9 @@ def _syntax_error(
             hint = "a parenthesis is not closed"
         elif found in ("SELECT", "CREATE") and "';'" in expected:
             hint = "end the previous statement with ';'"
-        return WqlSyntaxError(f"unexpected {found}", span, expected=expected, hint=hint)
+        return WqlSyntaxError(
+            f"unexpected {found}", span, expected=expected, hint=hint, code=ErrorCode.SYNTAX
+        )
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream or 0
         opening = text[pos : pos + 1]
@@ -359,12 +361,16 @@ def _syntax_error(
             f"unexpected character {err.char!r}",
             Span.point(text, pos),
             expected=_expected(_accepted(err, err.allowed or ())),
+            code=ErrorCode.SYNTAX,
         )
     if isinstance(err, UnexpectedEOF):
         return WqlSyntaxError(
-            "unexpected end of input", _end_span(text, start, end), expected=_expected(err.expected)
+            "unexpected end of input",
+            _end_span(text, start, end),
+            expected=_expected(err.expected),
+            code=ErrorCode.SYNTAX,
         )
-    return WqlSyntaxError(str(err), Span.point(text, start))
+    return WqlSyntaxError(str(err), Span.point(text, start), code=ErrorCode.SYNTAX)
 
 
 def _parse_whole(text: str, start: int = 0, end: int | None = None) -> ast.Script:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from wql.errors import WqlSemanticError
+from wql.errors import ErrorCode, WqlSemanticError
 from wql.runtime import windows as W
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.assigners import GlobalWindows, TumblingWindows, WindowAssigner
@@ -145,7 +145,8 @@ class OperatorConfig:
         if not isinstance(self.allowed_lateness, int) or self.allowed_lateness < 0:
             raise WqlSemanticError(
                 "allowed lateness must be a non-negative number of ms, "
-                f"got {self.allowed_lateness!r}"
+                f"got {self.allowed_lateness!r}",
+                code=ErrorCode.OUT_OF_RANGE,
             )
         object.__setattr__(self, "aggregates", tuple(self.aggregates))
         if self.assigner.is_merging:
@@ -153,7 +154,8 @@ class OperatorConfig:
                 if not t.can_merge():
                     raise WqlSemanticError(
                         f"trigger {type(t).__name__} cannot merge windows, so it cannot be "
-                        "used with session windows"
+                        "used with session windows",
+                        code=ErrorCode.NOT_MERGEABLE,
                     )
 
     @property

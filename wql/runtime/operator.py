@@ -36,7 +36,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime import snapshot as _snap
 from wql.runtime.aggregates import Aggregator
 from wql.runtime.assigners import (
@@ -821,7 +821,8 @@ class WindowOperator:
             raise _snap.SnapshotError("not a whole-operator snapshot")
         if payload["config"] != op._config_fingerprint():
             raise WqlUnsupportedError(
-                "the snapshot was taken with a different operator configuration"
+                "the snapshot was taken with a different operator configuration",
+                code=ErrorCode.SNAPSHOT,
             )
         op.watermark = payload["watermark"]
         op.processing_time = payload["processing_time"]
@@ -872,7 +873,8 @@ class WindowOperator:
             raise _snap.SnapshotError("not a per-key snapshot")
         if payload["config"] != self._config_fingerprint():
             raise WqlUnsupportedError(
-                "the key snapshot was taken with a different operator configuration"
+                "the key snapshot was taken with a different operator configuration",
+                code=ErrorCode.SNAPSHOT,
             )
         self.forget_key(key)
         if payload["state"] is not None:

@@ -58,7 +58,7 @@ from pyspark.sql import functions as F
 
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import OperatorPlan, build_operator
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
 from wql.spark import replay as R
@@ -141,6 +141,7 @@ def replay_spec(query: P.Query, op: OperatorPlan) -> R.ReplaySpec:
             "processing-time column",
             query.trigger.span if query.trigger is not None else query.span,
             hint="declare WITH (processing_time = '<column>') on the source",
+            code=ErrorCode.MIXED_CLOCKS,
         )
     return spec
 

@@ -53,7 +53,7 @@ from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan
 from wql.compiler.types import WqlType
-from wql.errors import WqlUnsupportedError
+from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import (
     EMIT_KEY,
     EMIT_PANE_INDEX,
@@ -212,7 +212,8 @@ def tagged_layout(query: P.Query, op: OperatorPlan) -> tuple[ST.StructType, Tagg
 def _spark_type(t: WqlType) -> ST.DataType:
     if t.is_unknown:
         raise WqlUnsupportedError(
-            f"the operator engine needs a known type, got {t.ddl}; add a CAST to the expression"
+            f"the operator engine needs a known type, got {t.ddl}; add a CAST to the expression",
+            code=ErrorCode.WRONG_TYPE,
         )
     return T.to_spark(t)
 
@@ -283,6 +284,15 @@ def writable(df: DataFrame, fmt: str) -> DataFrame:
     )
 
 
+def write_output(df: DataFrame, target: str, fmt: str) -> None:
+    """Write a batch output to ``target`` as ``fmt``, replacing what is there (CSV with a
+    header): what ``wql run --output`` writes for every query and late output."""
+    writer = writable(df, fmt).write.mode("overwrite").format(fmt)
+    if fmt == "csv":
+        writer = writer.option("header", "true")
+    writer.save(target)
+
+
 def counters_of(tagged: DataFrame) -> DataFrame:
     """The ``C`` rows: one JSON column, :data:`COUNTERS`."""
     return tagged.where(F.col(KIND) == COUNTS).select(COUNTERS)
@@ -333,7 +343,9 @@ def arrow_type(t: WqlType) -> pa.DataType:
     if t.kind == "ARRAY":
         assert t.element is not None
         return pa.list_(arrow_type(t.element))
-    raise WqlUnsupportedError(f"the operator engine cannot output values of type {t.ddl}")
+    raise WqlUnsupportedError(
+        f"the operator engine cannot output values of type {t.ddl}", code=ErrorCode.WRONG_TYPE
+    )
 
 
 #: Per WQL type, the Python types whose values :func:`_coerce` returns unchanged

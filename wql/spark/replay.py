@@ -79,7 +79,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from wql.compiler.backends.escaping import sql_identifier
-from wql.errors import WqlSemanticError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlSemanticError, WqlUnsupportedError
 from wql.runtime.windows import MIN_TIME
 
 #: Columns the replay adds; source columns may not use the prefix.
@@ -141,7 +141,9 @@ class ReplaySpec:
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0:
-            raise WqlSemanticError(f"watermark delay must be >= 0, got {self.delay_ms} ms")
+            raise WqlSemanticError(
+                f"watermark delay must be >= 0, got {self.delay_ms} ms", code=ErrorCode.OUT_OF_RANGE
+            )
 
 
 @dataclass
@@ -190,7 +192,8 @@ def event_time_millis(df: DataFrame, column: str) -> Column:
     else:
         raise WqlSemanticError(
             f"event-time column '{column}' has type {dtype.simpleString()}; "
-            "it must be a TIMESTAMP (or DATE, or text holding a timestamp)"
+            "it must be a TIMESTAMP (or DATE, or text holding a timestamp)",
+            code=ErrorCode.SCHEMA,
         )
     micros = F.unix_micros(ts)
     # floor, not truncation: -1 µs is in millisecond -1 (negative event times work)
@@ -206,7 +209,8 @@ def clock_millis(df: DataFrame, column: str) -> Column:
         return F.col(sql_identifier(column)).cast(T.LongType())
     raise WqlSemanticError(
         f"column '{column}' has type {dtype.simpleString()}; "
-        "a processing-time column must be a TIMESTAMP or an integer of epoch milliseconds"
+        "a processing-time column must be a TIMESTAMP or an integer of epoch milliseconds",
+        code=ErrorCode.SCHEMA,
     )
 
 
@@ -224,6 +228,7 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
             f"column {reserved[0]!r}: names starting with {RESERVED_PREFIX} are reserved for "
             "WQL's own columns",
             hint="rename the column (e.g. with withColumnRenamed) before passing the DataFrame",
+            code=ErrorCode.SCHEMA,
         )
     source_cols = list(df.columns)
     # input order first, on the DataFrame exactly as the caller gave it
@@ -595,7 +600,8 @@ def _arrival_key(df: DataFrame, column: str) -> Column:
         return F.col(sql_identifier(column))
     raise WqlSemanticError(
         f"arrival_order column '{column}' has type {dtype.simpleString()}; "
-        "it must be numeric or a TIMESTAMP"
+        "it must be numeric or a TIMESTAMP",
+        code=ErrorCode.SCHEMA,
     )
 
 
@@ -607,7 +613,8 @@ def _field(df: DataFrame, name: str) -> T.StructField:
     if len(lowered) == 1:
         return lowered[0]
     raise WqlSemanticError(
-        f"column '{name}' is not in the source (columns: {', '.join(df.columns)})"
+        f"column '{name}' is not in the source (columns: {', '.join(df.columns)})",
+        code=ErrorCode.SCHEMA,
     )
 
 

@@ -164,6 +164,7 @@ def time_mode(op: OperatorPlan, *, drainable: bool = False) -> str:
             "operator has timers in one time domain only, so it cannot run as a stream",
             q.trigger.span if q.trigger is not None else q.span,
             hint="run it in batch (replay with a processing_time column), or use one clock",
+            code=ErrorCode.MIXED_CLOCKS,
         )
     if op.uses_event_time:
         return "EventTime"

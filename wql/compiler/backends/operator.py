@@ -42,7 +42,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
-from wql.errors import WqlError, WqlUnsupportedError
+from wql.errors import ErrorCode, WqlError, WqlUnsupportedError
 from wql.runtime import assigners as A
 from wql.runtime import evictors as E
 from wql.runtime import triggers as TR
@@ -179,7 +179,9 @@ def _event(w: P.Window) -> bool:
 
 @functools.singledispatch
 def _assigner(w: P.Window, values: _Values) -> A.WindowAssigner:
-    raise WqlUnsupportedError(f"window {type(w).__name__} has no runtime assigner", w.span)
+    raise WqlUnsupportedError(
+        f"window {type(w).__name__} has no runtime assigner", w.span, code=ErrorCode.UNSUPPORTED
+    )
 
 
 @_assigner.register
@@ -230,7 +232,9 @@ class _Scope:
 
 @functools.singledispatch
 def _trigger(t: P.Trigger, b: _Scope) -> TR.Trigger:
-    raise WqlUnsupportedError(f"trigger {type(t).__name__} has no runtime equivalent", t.span)
+    raise WqlUnsupportedError(
+        f"trigger {type(t).__name__} has no runtime equivalent", t.span, code=ErrorCode.UNSUPPORTED
+    )
 
 
 @_trigger.register
@@ -311,7 +315,9 @@ def _delta_value(expr: P.Expr, values: _Values) -> int:
 
 @functools.singledispatch
 def _evictor(e: P.Evictor, values: _Values) -> E.Evictor:
-    raise WqlUnsupportedError(f"evictor {type(e).__name__} has no runtime equivalent", e.span)
+    raise WqlUnsupportedError(
+        f"evictor {type(e).__name__} has no runtime equivalent", e.span, code=ErrorCode.UNSUPPORTED
+    )
 
 
 @_evictor.register
