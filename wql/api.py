@@ -218,7 +218,7 @@ class Compiled:
             for q in self._selected(program):
                 df = sources[q.source.name.lower()]
                 started = time.perf_counter()
-                results[q.name] = _run(q, df)
+                results[q.name] = _run(q, df, self.text, self.filename)
                 results[q.name].seconds = time.perf_counter() - started
         except WqlError as e:
             for r in results.values():
@@ -379,12 +379,13 @@ _STREAMING_COUNTERS: dict[str, Any] = {
 }
 
 
-def _run(q: P.Query, df: Any) -> QueryResult:
+def _run(q: P.Query, df: Any, text: str, filename: str | None) -> QueryResult:
     """``q`` over its source DataFrame ``df`` on the engine the planner chose for it.
 
     The hosts return what ran (:class:`wql.spark.batch.OperatorRun`,
     :class:`wql.spark.streaming.StreamingRun`, a native DataFrame); the
-    result value is built here only.
+    result value is built here only. A stream over an idle source gets
+    :class:`_NeedsIdleMonitor` outputs (``text``/``filename``: for its error).
     """
     engine = _engine_of(q)
     streaming = bool(df.isStreaming)
@@ -404,15 +405,53 @@ def _run(q: P.Query, df: Any) -> QueryResult:
 
         run = run_operator(q, df)
         counters, dropped = run.counters, run.dropped
+    result, late = run.result, run.late
+    if streaming and run.idle_ms is not None and not run.heartbeats:
+        result = _NeedsIdleMonitor(_idle_monitor_error(q).with_source(text, filename))
+        late = result if late is not None else None
     return QueryResult(
         plan=q,
         engine=engine,
-        df=run.result,
-        late=run.late,
+        df=result,
+        late=late,
         source=df,
         _counters=counters,
         _dropped=dropped,
         _run=run,
+    )
+
+
+class _NeedsIdleMonitor:
+    """The output of a stream over an idle source, as :meth:`Compiled.apply` returns it.
+
+    The idle rule needs a driver-side monitor that appends heartbeats to the
+    query's end stream (:mod:`wql.spark.idle`); a DataFrame the user starts
+    has neither, so using this one raises the positioned error instead of
+    running without the rule. :func:`wql.spark.stream_sinks.start_streams`
+    builds the query with both.
+    """
+
+    def __init__(self, error: WqlError) -> None:
+        self._error = error
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._error
+
+    def __repr__(self) -> str:
+        return f"<stream over an idle source: {self._error.message}>"
+
+
+def _idle_monitor_error(q: P.Query) -> WqlError:
+    et = q.source.event_time
+    return WqlUnsupportedError(
+        f"query {q.name!r} reads a source with IDLE AFTER: on a stream, the idle rule needs "
+        "a driver-side monitor that moves Spark's watermark with heartbeat rows while the "
+        "source is quiet; the DataFrames apply() returns have none, so they cannot be "
+        "started on their own",
+        (et.idle_span or et.span) if et is not None else q.span,
+        hint="start the results with wql.spark.stream_sinks.start_streams(results, OUT, CK) "
+        "or wql run --stream, which own the monitor (docs/streaming.md, 'Idle sources')",
+        code=ErrorCode.UNSUPPORTED,
     )
 
 

@@ -385,19 +385,14 @@ def test_an_idle_source_closes_its_windows(spark):
     assert late == [("c", at(40))]
 
 
-def test_an_idle_source_is_refused_on_a_stream_at_the_clause():
+def test_an_idle_source_runs_on_a_stream_in_event_time():
+    # streams run it with the idle monitor (tests/spark/test_streaming_idle.py)
     from wql.compiler import compile_source
     from wql.compiler.backends.operator import build_operator
-    from wql.errors import ErrorCode, WqlUnsupportedError
     from wql.spark.streaming import time_mode
 
     text = (
         IDLE_SOURCE + "SELECT k, COUNT(*) AS n FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)"
     )
     q = compile_source(text, streaming=True).queries[0]
-    with pytest.raises(WqlUnsupportedError) as info:
-        time_mode(build_operator(q))
-    err = info.value
-    assert err.code is ErrorCode.UNSUPPORTED
-    assert (err.line, err.column) == (1, text.index("IDLE AFTER") + 1)
-    assert "IDLE AFTER" in err.message and "watermark" in err.message
+    assert time_mode(build_operator(q)) == "EventTime"

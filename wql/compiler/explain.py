@@ -62,11 +62,12 @@ def explain_query(q: P.Query) -> str:
             f"{duration(et.delay_ms)} - 1 ms"
         )
         if et.idle_ms is not None:
-            replay = (
-                f"batch replay: processing_time column {src.processing_time}"
-                if src.processing_time
-                else "no effect in batch replay without a processing_time column"
-            )
+            if stream:
+                replay = "on a stream: the idle monitor's heartbeat rows, under start_streams"
+            elif src.processing_time:
+                replay = f"batch replay: processing_time column {src.processing_time}"
+            else:
+                replay = "no effect in batch replay without a processing_time column"
             add(
                 f"    idle after {duration(et.idle_ms)} without a row: the watermark advances "
                 f"with processing time since the last row ({replay})"

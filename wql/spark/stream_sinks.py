@@ -45,6 +45,12 @@ fires, rows in windows that never fire are counted, and ``CK/N/DRAINED``
 records the end; stages 2 and 3 then write everything out. A drained
 checkpoint refuses any later run (its stream has ended). Every operator
 query except processing-time ones has that end stream, drained or not.
+
+A query over an idle source (``WATERMARK ... IDLE AFTER``) has an idle
+monitor (:mod:`wql.spark.idle`): its end stream also takes heartbeat rows,
+which the monitor writes while the source is quiet (on a thread while an
+``interval=`` query runs; before an available-now run that starts after a
+quiet spell), and its state is saved in ``CK/N/idle.json``.
 """
 
 from __future__ import annotations
@@ -61,8 +67,9 @@ from pyspark.sql import DataFrame
 
 from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedError
 from wql.spark import layout as L
+from wql.spark.idle import IdleMonitor, write_atomic
 from wql.spark.sources import read_stream_source
-from wql.spark.streaming import run_streaming
+from wql.spark.streaming import HEARTBEAT_COLUMN, run_streaming
 
 __all__ = [
     "StreamSinks",
@@ -90,13 +97,15 @@ DRAINED = "DRAINED"
 class StreamSinks:
     """The streaming queries of one run; :meth:`stop` stops them all.
 
-    ``drained``: the operator queries whose stream has ended (``--drain``).
+    ``drained``: the operator queries whose stream has ended (``--drain``);
+    ``monitors``: the idle monitors of queries over an idle source, by name.
     """
 
     stages: list[list[Any]] = field(default_factory=list)
     outputs: dict[str, Path] = field(default_factory=dict)
     tagged: dict[str, Path] = field(default_factory=dict)
     drained: set[str] = field(default_factory=set)
+    monitors: dict[str, IdleMonitor] = field(default_factory=dict)
 
     @property
     def queries(self) -> list[Any]:
@@ -112,6 +121,9 @@ class StreamSinks:
             # stopping is best effort on the way out
             with contextlib.suppress(Exception):
                 q.stop()
+        # after the queries: the monitors save the state of every micro-batch that ran
+        for m in self.monitors.values():
+            m.stop()
 
 
 def start_streams(
@@ -148,7 +160,7 @@ def start_streams(
     sinks = StreamSinks()
     first: list[tuple[Any, Any]] = []
     for r in results.queries:
-        if not r.df.isStreaming:
+        if not r.source.isStreaming:
             raise WqlSemanticError(
                 f"query {r.name!r} reads a batch source; start_streams needs streaming results",
                 hint="pass streaming DataFrames to apply() (spark.readStream...)",
@@ -187,14 +199,25 @@ def start_streams(
             end = ck / r.name / END_DIR
             end.mkdir(parents=True, exist_ok=True)
             spark = run.tagged.sparkSession
-            markers = spark.readStream.schema("drained_at STRING").json(str(end))
+            # an idle source's end stream also takes the idle monitor's heartbeats
+            schema = "drained_at STRING" + (
+                f", {HEARTBEAT_COLUMN} LONG" if run.idle_ms is not None else ""
+            )
+            markers = spark.readStream.schema(schema).json(str(end))
             run = run_streaming(r.plan, run.source, end=markers)
+            if run.heartbeats and run.idle_ms is not None:
+                monitor = IdleMonitor(run.idle_ms, end, ck / r.name)
+                # quiet since the last run: the first micro-batch already takes a heartbeat
+                monitor.beat()
+                sinks.monitors[r.name] = monitor
         first.append((r, run))
     try:
         stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
         sinks.stages.append(stage1)
+        _follow_idle(first, stage1, sinks, trigger)
         if trigger is None:
             _await(stage1)
+            _follow_idle(first, stage1, sinks, trigger)
             if drain:
                 # a second pass: the end marker is read after every row that was
                 # there (with it in the first pass, rows of later micro-batches
@@ -205,6 +228,7 @@ def start_streams(
                 stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
                 sinks.stages.append(stage1)
                 _await(stage1)
+                _follow_idle(first, stage1, sinks, trigger)
             for r, run in first:
                 # also when an earlier drain stopped before it finished: this run ended it
                 if run is not None and (ck / r.name / END_DIR / END_FILE).exists():
@@ -272,6 +296,22 @@ def _start_operators(
     return stage1
 
 
+def _follow_idle(
+    first: list[tuple[Any, Any]], stage1: list[Any], sinks: StreamSinks, trigger: str | None
+) -> None:
+    """The idle monitors follow their stage-1 queries: a running one (``trigger``)
+    on a thread, a finished available-now one through its progress."""
+    for (r, _), query in zip(first, stage1, strict=True):
+        monitor = sinks.monitors.get(r.name)
+        if monitor is None:
+            continue
+        if trigger is None:
+            if not query.isActive:
+                monitor.absorb(query.recentProgress)
+        else:
+            monitor.watch(query)
+
+
 def _refuse_drained(name: str, ck: Path) -> None:
     marker = ck / DRAINED
     if marker.exists():
@@ -290,12 +330,8 @@ def _refuse_drained(name: str, ck: Path) -> None:
 def _write_once(path: Path, text: str) -> None:
     """``path`` with ``text``, unless it exists (written under a hidden name, then renamed:
     the end stream's file source never sees half a file)."""
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.rename(path)
+    if not path.exists():
+        write_atomic(path, text)
 
 
 def _now_json(key: str) -> str:

@@ -53,6 +53,11 @@ The contract (docs/streaming.md has the long form and the measurements):
   fire, and clears its state. Queries without event-time timers run in
   ``EventTime`` mode for it (on a synthetic watermark column when the source
   has no event time); processing-time queries cannot be drained.
+* **Idle sources** (``IDLE AFTER``): the end stream also takes heartbeat
+  rows (:data:`HEARTBEAT_COLUMN`), markers at the event time the idle rule
+  extrapolates, written by the driver's idle monitor (:mod:`wql.spark.idle`)
+  from the per-micro-batch metrics :data:`IDLE_METRICS` observed here; they
+  move Spark's watermark and are filtered out like the end marker.
 * **One output**: Spark's stateful operator has a single output, so result
   rows, late rows and drop counters come out of one tagged stream
   (:attr:`StreamingRun.tagged`) and are split by ``__wql_kind``. Each split
@@ -93,6 +98,8 @@ from wql.spark import layout as L
 
 __all__ = [
     "END_MS",
+    "HEARTBEAT_COLUMN",
+    "IDLE_METRICS",
     "REASON_AFTER_END",
     "STATE_SCHEMA",
     "ProcessorLayout",
@@ -118,13 +125,22 @@ STATE_SCHEMA = (
 #: (``Long.MAX_VALUE`` microseconds), later than any row a source can hold.
 END_MS = (2**63 - 1) // 1000
 
+#: The end stream's column that makes a marker row an idle *heartbeat*: its event time
+#: in ms (NULL: the end of input). Only the end stream of a query over an idle source has it.
+HEARTBEAT_COLUMN = "heartbeat_ms"
+
+#: The name of the per-micro-batch metrics (``DataFrame.observe``) of a query over an
+#: idle source: ``rows`` (source rows with an event time) and ``max_ms`` (their
+#: largest event time), both without marker rows (:mod:`wql.spark.idle` reads them).
+IDLE_METRICS = "wql_idle"
+
 #: Rows that reach a drained stream (files added while it was drained): counted, never run.
 REASON_AFTER_END = "after the end of input"
 
 _KEEP = "__wql_keep"
 _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
-_END = "__wql_end"  # true on an end-of-input marker row
+_END = "__wql_end"  # true on a marker row (the end of input, an idle heartbeat)
 _END_TS = "__wql_end_ts"  # the watermark column of a drainable query without event time
 
 
@@ -143,20 +159,8 @@ def time_mode(op: OperatorPlan, *, drainable: bool = False) -> str:
     ``drainable``: the query has an end of input, which reaches its keys through
     event-time timers, so a query without time (``None``) runs in ``EventTime``.
     Raises a positioned :class:`WqlUnsupportedError` for what a stream cannot
-    run: both clocks, and an idle source (docs/streaming.md, "Idle sources").
+    run: both clocks.
     """
-    et = op.query.source.event_time
-    if et is not None and et.idle_ms is not None:
-        raise WqlUnsupportedError(
-            f"query {op.query.name!r} reads a source with IDLE AFTER, which a stream cannot "
-            "run: Spark computes a stream's watermark on the driver from the event times of "
-            "the rows that arrive, and a micro-batch runs only when rows (or timers due by "
-            "that watermark) are there; no operator sees the whole source, so nothing can "
-            "tell it that the source has been quiet, nor move the watermark without rows",
-            et.idle_span or et.span,
-            hint="run it in batch (replay with a processing_time column), or drop IDLE AFTER",
-            code=ErrorCode.UNSUPPORTED,
-        )
     if op.mixes_time_domains:
         q = op.query
         raise WqlUnsupportedError(
@@ -184,7 +188,10 @@ class StreamingRun:
     ``__wql_counters``, one row with a key's output or when its state ends
     (:func:`wql.spark.layout.sum_counters` adds them up).
     ``source`` is the input it was built on; ``drainable``: it has an end
-    stream (``run_streaming(..., end=...)``).
+    stream (``run_streaming(..., end=...)``). ``idle_ms``: the source's
+    ``IDLE AFTER``; ``heartbeats``: its end stream takes idle heartbeats
+    (:mod:`wql.spark.idle` writes them), without which the idle rule cannot
+    apply (docs/streaming.md, "Idle sources").
     """
 
     query: P.Query
@@ -196,6 +203,8 @@ class StreamingRun:
     time_mode: str
     source: DataFrame
     drainable: bool = False
+    idle_ms: int | None = None
+    heartbeats: bool = False
 
     def release(self) -> None:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
@@ -208,8 +217,11 @@ def run_streaming(
 
     ``source`` has the source relation's columns (names as declared). ``end``:
     a streaming DataFrame whose first row is the end of input (see the module
-    doc); ignored for a processing-time query, which cannot end. Nothing runs
-    until the caller starts a streaming query on one of the outputs.
+    doc); ignored for a processing-time query, which cannot end. With a
+    :data:`HEARTBEAT_COLUMN`, a row of ``end`` that has one is an idle
+    heartbeat: a marker at that event time (docs/streaming.md, "Idle
+    sources"). Nothing runs until the caller starts a streaming query on one
+    of the outputs.
     """
     op = build_operator(query)
     drainable = end is not None and not op.uses_processing_time
@@ -225,6 +237,19 @@ def run_streaming(
     if watermark is not None:
         # delay + 1 ms: Spark's watermark is then exactly WQL's (see the module doc)
         df = df.withWatermark(watermark, f"{spark_watermark_delay_ms(query)} milliseconds")
+    idle_ms = et.idle_ms if et is not None else None
+    heartbeats = drainable and end is not None and HEARTBEAT_COLUMN in end.columns
+    if idle_ms is not None and et is not None:
+        # what the idle monitor needs of each micro-batch: did source rows arrive,
+        # and their largest event time (a marker's would be an extrapolation)
+        source_ts = F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp"))
+        if heartbeats:
+            source_ts = F.when(~F.col(_END), source_ts)
+        df = df.observe(
+            IDLE_METRICS,
+            F.count(source_ts).alias("rows"),
+            F.max(source_ts).alias("max_ms"),
+        )
     if query.filter is not None:
         keep.append(F.expr(query.filter.sql))
     if keep:
@@ -269,17 +294,23 @@ def run_streaming(
     result = L.results(query, op, tagged)
     late = L.late_rows(op, tagged) if query.late_output is not None else None
     counters = L.counters_of(tagged)
-    return StreamingRun(query, op, tagged, result, late, counters, mode, source, drainable)
+    return StreamingRun(
+        query, op, tagged, result, late, counters, mode, source, drainable, idle_ms, heartbeats
+    )
 
 
 def _with_end(source: DataFrame, end: DataFrame, event_time: str | None) -> DataFrame:
     """``source`` and, per row of ``end``, a marker row at :data:`END_MS` (column ``_END``).
 
-    The marker's other columns are NULL. Without event time, both get a
-    watermark column of their own (epoch 0 for every source row: Spark's
-    watermark stays at "none yet" until a marker arrives).
+    A row of ``end`` with a :data:`HEARTBEAT_COLUMN` value is an idle
+    heartbeat: its marker has that event time instead. The marker's other
+    columns are NULL. Without event time, both get a watermark column of
+    their own (epoch 0 for every source row: Spark's watermark stays at
+    "none yet" until a marker arrives).
     """
     at_end = F.timestamp_micros(F.lit(END_MS * 1000))
+    if event_time is not None and HEARTBEAT_COLUMN in end.columns:
+        at_end = F.coalesce(F.timestamp_millis(F.col(HEARTBEAT_COLUMN)), at_end)
     wanted = (event_time or "").lower()
     markers = end.select(
         *[
