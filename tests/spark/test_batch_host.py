@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,9 +13,11 @@ from hypothesis import strategies as st
 
 from tests.spark.host_helpers import multiset, run_in_process, ts
 from wql.compiler import compile_source
+from wql.compiler import types as T
 from wql.errors import WqlUnsupportedError
 from wql.runtime.assigners import DROP_LATE
 from wql.runtime.config import EncodedKeys
+from wql.spark import layout as L
 from wql.spark import replay as R
 from wql.spark.batch import OPERATOR_PARTITIONS_CONF, _encode_keys, run_operator
 
@@ -396,3 +399,32 @@ def test_keys_encoded_in_arrow_read_as_the_row_tuples(data, kinds, n):
 def test_float_keys_are_not_encoded():
     # NaN and -0.0 compare differently in Arrow and in Python keys: row tuples instead
     assert _encode_keys([pa.array([0.0, -0.0, float("nan")])]) is None
+
+
+_OUTPUT_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**62), 2**62),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.integers(-100, 100).map(np.int64),
+    st.floats(-1e6, 1e6).map(np.float64),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.sampled_from(["BIGINT", "INT", "TINYINT", "DOUBLE", "FLOAT", "STRING", "BOOLEAN"]),
+    values=st.lists(_OUTPUT_VALUES, max_size=8),
+)
+def test_output_columns_convert_as_value_by_value(kind, values):
+    # the layout passes a column to Arrow whole when its values need no coercion;
+    # it must give what coercing every value gives (or fail alike)
+    t = getattr(T, kind)
+    try:
+        expected = pa.array([L._coerce(v, t) for v in values], type=L.arrow_type(t))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        with pytest.raises((pa.ArrowException, TypeError, ValueError, OverflowError)):
+            L._arrow(values, t)
+        return
+    assert L._arrow(values, t).equals(expected)

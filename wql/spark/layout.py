@@ -185,9 +185,13 @@ class TaggedLayout:
                 return values + pad if pad else values
 
             if self.key_types:
-                keys = field(EMIT_KEY)
-                for i, t in enumerate(self.key_types):
-                    cols[_key_column(i)] = _arrow([None if k is None else k[i] for k in keys], t)
+                keys = list(map(itemgetter(EMIT_KEY), results))
+                if len(self.key_types) == 1 and None not in keys:
+                    cols[_key_column(0)] = _arrow([k[0] for k in keys] + pad, self.key_types[0])
+                else:
+                    for i, t in enumerate(self.key_types):
+                        column = [None if k is None else k[i] for k in keys]
+                        cols[_key_column(i)] = _arrow(column + pad, t)
             for name, index in (
                 (WINDOW_START, EMIT_WINDOW_START),
                 (WINDOW_END, EMIT_WINDOW_END),
@@ -437,8 +441,26 @@ def arrow_type(t: WqlType) -> pa.DataType:
     )
 
 
+#: Per WQL type, the Python types whose values :func:`_coerce` returns unchanged
+#: (or as an equal value Arrow converts identically): such a column goes to
+#: Arrow without a Python call per value.
+_AS_IS: dict[str, frozenset[type]] = {
+    "BIGINT": frozenset({int, np.int64, type(None)}),
+    "INT": frozenset({int, type(None)}),
+    "SMALLINT": frozenset({int, type(None)}),
+    "TINYINT": frozenset({int, type(None)}),
+    "DOUBLE": frozenset({float, np.float64, type(None)}),
+    "FLOAT": frozenset({float, type(None)}),
+    "STRING": frozenset({str, type(None)}),
+    "BOOLEAN": frozenset({bool, type(None)}),
+}
+
+
 def _arrow(values: list, t: WqlType) -> pa.Array:
     """Values computed by the runtime as an Arrow array of the plan's type."""
+    as_is = _AS_IS.get(t.kind)
+    if as_is is not None and as_is.issuperset(map(type, values)):
+        return pa.array(values, type=arrow_type(t))
     return pa.array([_coerce(v, t) for v in values], type=arrow_type(t))
 
 

@@ -1,0 +1,166 @@
+"""CPU seconds of the batch host's stages, and of turning runtime output into Arrow.
+
+One command (from the repository root)::
+
+    .venv/bin/python bench/host_stages.py [--rows N] [--repeat R] [--query session|triggered]
+                                          [--output-rows M]
+
+Part 1 runs ``bench/spark.py``'s scenario b (``--query session``: SESSION 5 s
+per key, COUNT + SUM) or c (``--query triggered``: + ``TRIGGER COUNT(100)
+EVICT COUNT(10)``) on its generated data (N rows, default 1 000 000, 1 000
+keys) as cumulative stages, each forced with the ``noop`` sink (or a collect),
+taking turns round after round, and prints per stage the median wall time
+and the median CPU seconds of the whole process tree (driver, JVM, Python
+workers; ``bench/nexmark.py``'s ``Sampler``):
+
+1. ``replay``: :func:`wql.spark.replay.replay` (statistics job + replayed rows);
+2. ``+ key exchange``: the operator's input as the batch host builds it
+   (key and value expressions, repartition by key, sort by replay position);
+3. ``+ mapInArrow (trivial)``: the same rows through ``mapInArrow`` to a
+   task that only counts them (the Arrow transfer to the Python workers);
+4. ``+ persist, 2 jobs``: that output persisted, collected, then read again
+   (the shape of the host's cached output and its counters job);
+5. ``apply``: the whole ``apply()`` with the real operator and the results.
+
+Part 2 times :meth:`wql.spark.layout.TaggedLayout.rows` (CPU seconds,
+median of 7) on M (default 362 000, keyed HOP-60's output in
+``docs/benchmarks.md``) synthetic result rows of one BIGINT key, the window
+columns and BIGINT, BIGINT, DOUBLE aggregates: the cost of turning the
+runtime's output rows into the tagged Arrow batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import spark as spark_bench  # noqa: E402
+from nexmark import Sampler  # noqa: E402
+
+import wql  # noqa: E402
+from wql.compiler import types as T  # noqa: E402
+from wql.compiler.backends.operator import build_operator  # noqa: E402
+from wql.spark import batch as H  # noqa: E402
+from wql.spark import layout as L  # noqa: E402
+from wql.spark import replay as R  # noqa: E402
+from wql.spark.session import default_session  # noqa: E402
+
+QUERIES = {"session": spark_bench.SESSION_Q, "triggered": spark_bench.TRIGGERED_Q}
+
+
+def noop(df: Any) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    n = 0
+    for batch in batches:
+        n += batch.num_rows
+    yield pa.RecordBatch.from_pydict({"n": [n]})
+
+
+def stages(rows: int, repeat: int, text: str) -> None:
+    spark = default_session("local[*]", "wql-bench-host", {})
+    with tempfile.TemporaryDirectory() as tmp:
+        spark_bench.generate(Path(tmp), rows, 1_000)
+        df = spark.read.parquet(tmp)
+        compiled = wql.compile(text, engine="operator")
+        query = compiled.program.queries[0]
+        op = build_operator(query)
+        spec = H.replay_spec(query, op)
+
+        def staged() -> Any:
+            replayed = R.replay(df, spec)
+            s, keys = H.stage(query, op, replayed)
+            partitions = H.operator_partitions(spark, replayed.rows_replayed)
+            return s.repartition(partitions, *keys).sortWithinPartitions(R.SEQ)
+
+        def persisted() -> None:
+            out = staged().mapInArrow(_count, "n long").persist()
+            out.collect()
+            noop(out)
+            out.unpersist()
+
+        def applied() -> None:
+            results = compiled.apply(spark, events=df)
+            noop(results.df)
+            results.release()
+
+        runs: list[tuple[str, Callable[[], None]]] = [
+            ("replay", lambda: noop(R.replay(df, spec).df)),
+            ("+ key exchange", lambda: noop(staged())),
+            ("+ mapInArrow (trivial)", lambda: staged().mapInArrow(_count, "n long").collect()),
+            ("+ persist, 2 jobs", persisted),
+            ("apply", applied),
+        ]
+        for _, run in runs:  # warm-up
+            run()
+        timings: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runs}
+        for _ in range(repeat):
+            for name, run in runs:
+                with Sampler() as sampler:
+                    started = time.perf_counter()
+                    run()
+                    elapsed = time.perf_counter() - started
+                timings[name].append((elapsed, sampler.cpu))
+    print(f"| stage ({rows:,} rows, median of {repeat}) | wall s | CPU s |")
+    print("|---|---:|---:|")
+    for name, got in timings.items():
+        wall = statistics.median(w for w, _ in got)
+        cpu = statistics.median(c for _, c in got)
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} |")
+
+
+def output_rows(n: int) -> None:
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, 10**9, n).tolist()
+    counts = rng.integers(0, 100, n).tolist()
+    sums = rng.integers(0, 10**6, n).tolist()
+    avgs = rng.random(n).tolist()
+    keys = rng.integers(0, 1_000, n).tolist()
+    results = [
+        ((k,), s, s + 60_000, s + 59_999, 0, "ON_TIME", s + 59_999, c, t, a)
+        for k, s, c, t, a in zip(keys, starts, counts, sums, avgs, strict=True)
+    ]
+    aggregates = (T.BIGINT, T.BIGINT, T.DOUBLE)
+    columns = [(L.KIND, T.STRING), (L.key_columns(1)[0], T.BIGINT)]
+    columns += [(c, T.BIGINT) for c in (L.WINDOW_START, L.WINDOW_END, L.WINDOW_TIME)]
+    columns += [(L.PANE_INDEX, T.BIGINT), (L.PANE_TIMING, T.STRING)]
+    columns += [(f"__wql_a{i}", t) for i, t in enumerate(aggregates)]
+    columns += [(L.LATE_EVENT_TIME, T.BIGINT), (L.COUNTERS, T.STRING)]
+    schema = pa.schema([pa.field(c, L.arrow_type(t)) for c, t in columns])
+    layout = L.TaggedLayout((T.BIGINT,), aggregates, (), schema)
+    cpu = []
+    for _ in range(7):
+        started = time.process_time()
+        layout.rows(results)
+        cpu.append(time.process_time() - started)
+    print(f"TaggedLayout.rows, {n:,} result rows: {statistics.median(cpu):.3f} s CPU (median of 7)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--query", choices=sorted(QUERIES), default="session")
+    parser.add_argument("--output-rows", type=int, default=362_000)
+    args = parser.parse_args(argv)
+    output_rows(args.output_rows)
+    stages(args.rows, args.repeat, QUERIES[args.query])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
