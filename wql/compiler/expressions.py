@@ -456,6 +456,16 @@ def _offset_of(text: str, line: int | None, col: int | None) -> int | None:
 # Printing and names
 
 
+def conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """The terms of a condition's top-level AND chain (parentheses looked through)."""
+    if isinstance(node, exp.Paren):
+        return conjuncts(cast(exp.Expression, node.this))
+    if isinstance(node, exp.And):
+        left, right = cast(exp.Expression, node.left), cast(exp.Expression, node.right)
+        return conjuncts(left) + conjuncts(right)
+    return [node]
+
+
 def quote_name(name: str) -> str:
     """A column name as Spark SQL: bare when safe, else back-quoted."""
     if _SIMPLE_IDENT.match(name) and name.lower() not in _RESERVED:

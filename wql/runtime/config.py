@@ -297,6 +297,23 @@ class RowBatch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def per_row(self) -> tuple[list, list, list, list[tuple]]:
+        """The batch as Python lists for a per-row loop: keys, the watermark each row
+        sees, event times (``None`` for a row without one) and value tuples."""
+        n = len(self)
+        keys = as_list(self.keys)
+        wms = as_list(self.watermark_before)
+        tss = as_list(self.timestamps) if self.timestamps is not None else [None] * n
+        if self.timestamp_valid is not None:
+            valid = as_list(self.timestamp_valid)
+            tss = [t if ok else None for t, ok in zip(tss, valid, strict=True)]
+        rows = (
+            list(zip(*[as_list(c) for c in self.columns], strict=True))
+            if self.columns
+            else [()] * n
+        )
+        return keys, wms, tss, rows
+
     def slice(self, start: int, stop: int) -> RowBatch:
         """Rows ``start`` to ``stop`` (exclusive) as a batch of their own."""
 
@@ -329,3 +346,9 @@ class Counters:
             "late_rows": self.late_rows,
             "dropped": dict(self.dropped),
         }
+
+
+def as_list(column: Any) -> list:
+    """A column (NumPy array, Arrow-like or sequence) as a Python list."""
+    tolist = getattr(column, "tolist", None)
+    return tolist() if tolist is not None else list(column)

@@ -61,6 +61,7 @@ from wql.runtime.config import (
     Counters,
     OperatorConfig,
     RowBatch,
+    as_list,
 )
 from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
@@ -769,18 +770,8 @@ class WindowOperator:
         n = len(batch)
         if n == 0:
             return
-        keys = _as_list(batch.keys)
-        wms = _as_list(batch.watermark_before)
-        pts = _as_list(batch.processing_time) if batch.processing_time is not None else None
-        tss = _as_list(batch.timestamps) if batch.timestamps is not None else [None] * n
-        if batch.timestamp_valid is not None:
-            valid = _as_list(batch.timestamp_valid)
-            tss = [t if ok else None for t, ok in zip(tss, valid, strict=True)]
-        rows = (
-            list(zip(*[_as_list(c) for c in batch.columns], strict=True))
-            if batch.columns
-            else [()] * n
-        )
+        keys, wms, tss, rows = batch.per_row()
+        pts = as_list(batch.processing_time) if batch.processing_time is not None else None
         advance_wm = self.advance_watermark
         advance_pt = self.advance_processing_time
         process = self.process_element
@@ -1130,8 +1121,3 @@ def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
         return path  # the columnar arrays emit their firings without the marks
     # HOP / CUMULATE at lateness 0: (key, slice) columns for batches (wql.runtime.columnar)
     return ColumnarWindows(op, path) if ColumnarWindows.applies(config) else path
-
-
-def _as_list(column: Any) -> list:
-    tolist = getattr(column, "tolist", None)
-    return tolist() if tolist is not None else list(column)

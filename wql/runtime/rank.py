@@ -278,17 +278,7 @@ class WindowRankOperator:
     def process_batch(self, batch: RowBatch) -> None:
         """The per-row loop: advance the watermark, then the row."""
         n = len(batch)
-        keys = _as_list(batch.keys)
-        wms = _as_list(batch.watermark_before)
-        tss = _as_list(batch.timestamps) if batch.timestamps is not None else [None] * n
-        if batch.timestamp_valid is not None:
-            valid = _as_list(batch.timestamp_valid)
-            tss = [t if ok else None for t, ok in zip(tss, valid, strict=True)]
-        rows = (
-            list(zip(*[_as_list(c) for c in batch.columns], strict=True))
-            if batch.columns
-            else [()] * n
-        )
+        keys, wms, tss, rows = batch.per_row()
         for i in range(n):
             self.advance_watermark(wms[i])
             self.process_element(keys[i], tss[i], rows[i])
@@ -367,8 +357,3 @@ def _bisect(entries: list[tuple], key: tuple) -> int:
         else:
             lo = mid + 1
     return lo
-
-
-def _as_list(column: Any) -> list:
-    tolist = getattr(column, "tolist", None)
-    return tolist() if tolist is not None else list(column)

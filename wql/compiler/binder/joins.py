@@ -28,7 +28,14 @@ from sqlglot import exp
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, collect, did_you_mean, raise_all
 from wql.compiler.binder.relations import Windowed, bind_windowed
-from wql.compiler.expressions import ParsedExpr, Relation, bind_scalar, quote_name, to_sql
+from wql.compiler.expressions import (
+    ParsedExpr,
+    Relation,
+    bind_scalar,
+    conjuncts,
+    quote_name,
+    to_sql,
+)
 from wql.errors import ErrorCode, Span, WqlError
 from wql.grammar import ast
 
@@ -182,7 +189,7 @@ def _condition(
     """A BOOLEAN condition over the joined relation, and its conjuncts (resolved)."""
     pe = _resolved(ctx, e, sides, clause)
     bound = bind_scalar(pe, joined, clause=clause)
-    return ctx.condition(bound, e, clause), _conjuncts(cast(exp.Expression, pe.pristine))
+    return ctx.condition(bound, e, clause), conjuncts(cast(exp.Expression, pe.pristine))
 
 
 def _needs_bounds(
@@ -217,15 +224,6 @@ def _needs_bounds(
             hint="ON l.window_start = r.window_start AND l.window_end = r.window_end AND <keys>",
             code=ErrorCode.WINDOW_JOIN,
         )
-
-
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.Paren):
-        return _conjuncts(cast(exp.Expression, node.this))
-    if isinstance(node, exp.And):
-        left, right = cast(exp.Expression, node.left), cast(exp.Expression, node.right)
-        return _conjuncts(left) + _conjuncts(right)
-    return [node]
 
 
 def _resolved(

@@ -27,7 +27,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.binder.context import BindContext, collect, raise_all
 from wql.compiler.binder.relations import Windowed, bind_windowed, column_of
-from wql.compiler.expressions import Relation, bind_scalar, quote_name
+from wql.compiler.expressions import Relation, bind_scalar, conjuncts, quote_name
 from wql.errors import ErrorCode, WqlError
 from wql.grammar import ast
 
@@ -289,7 +289,7 @@ def _bound(
         q.condition, ranked, tables, "WHERE" if q.form is ast.RankForm.SUBQUERY else "QUALIFY"
     )
     tree = cast(exp.Expression, pe.pristine)
-    limits = [n for c in _conjuncts(tree) if (n := _upper(c, rank)) is not None]
+    limits = [n for c in conjuncts(tree) if (n := _upper(c, rank)) is not None]
     if not limits:
         raise ctx.error(
             f"a window Top-N keeps the first N rows of each window: the condition needs "
@@ -329,15 +329,6 @@ def _inline_bound(ctx: BindContext, q: ast.RankQuery) -> int:
             code=ErrorCode.RANK,
         )
     return limit
-
-
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.Paren):
-        return _conjuncts(cast(exp.Expression, node.this))
-    if isinstance(node, exp.And):
-        left, right = cast(exp.Expression, node.left), cast(exp.Expression, node.right)
-        return _conjuncts(left) + _conjuncts(right)
-    return [node]
 
 
 def _upper(node: exp.Expression, rank: str) -> int | None:
