@@ -20,35 +20,11 @@ import pytest
 
 import wql
 from tests.runtime.test_pipeline import _global_run
-from tests.spark.examples_helpers import rows_as_text
+from tests.spark.pipeline_helpers import T0, at, run
 from wql.compiler.backends.operator import build_operator
 from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
-
-T0 = dt.datetime(2024, 1, 1)
-
-
-def at(seconds: float) -> dt.datetime:
-    return T0 + dt.timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def partitions(spark):
-    """The operator stage in three key partitions (one by default for small inputs)."""
-    spark.conf.set("spark.wql.operator.partitions", "3")
-    yield
-    spark.conf.unset("spark.wql.operator.partitions")
-
-
-def run(spark, text: str, engine: str = "auto", **dataframes):
-    results = wql.compile(text, engine).apply(spark, **dataframes)
-    out = {name: rows_as_text(results[name])[1] for name in results}
-    counters = {r.name: r.counters for r in results.queries}
-    engines = {r.name: r.engine for r in results.queries}
-    results.release()
-    return out, counters, engines
-
 
 CLICKS = "user STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND"
 

@@ -18,13 +18,6 @@ from wql.errors import WqlError
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def partitions(spark):
-    spark.conf.set("spark.wql.operator.partitions", "3")
-    yield
-    spark.conf.unset("spark.wql.operator.partitions")
-
-
 TUMBLE_BIDS = "TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))"
 
 HIGHEST = (

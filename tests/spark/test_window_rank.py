@@ -10,40 +10,13 @@ global order (docs/architecture.md, "Contract: pipelines").
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
 import wql
-from tests.spark.examples_helpers import rows_as_text
+from tests.spark.pipeline_helpers import at, run
 from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
-
-T0 = dt.datetime(2024, 1, 1)
-
-
-def at(seconds: float) -> dt.datetime:
-    return T0 + dt.timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def partitions(spark):
-    spark.conf.set("spark.wql.operator.partitions", "3")
-    yield
-    spark.conf.unset("spark.wql.operator.partitions")
-
-
-def run(spark, text: str, engine: str = "auto", **dataframes):
-    results = wql.compile(text, engine).apply(spark, **dataframes)
-    try:
-        out = {name: rows_as_text(results[name])[1] for name in results}
-        counters = {r.name: r.counters for r in results.queries}
-        engines = {r.name: r.engine for r in results.queries}
-    finally:
-        results.release()
-    return out, counters, engines
-
 
 BIDS = (
     "CREATE SOURCE bids (auction BIGINT, price BIGINT, bidder STRING, ts TIMESTAMP, seq BIGINT, "
