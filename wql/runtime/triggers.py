@@ -237,8 +237,47 @@ class CountTrigger(Trigger):
         return ("count",)
 
 
+class _FireTimer(Trigger):
+    """A trigger whose one state entry ``fire`` is its armed timer, in one clock.
+
+    Merging keeps the earliest armed timer of the merged windows (rows were
+    pending in one of them) and re-registers it; clearing deletes it.
+    """
+
+    def _event_clock(self) -> bool:
+        """Whether ``fire`` is an event-time timer (else a processing-time one)."""
+        raise NotImplementedError
+
+    def _register_timer(self, time: int, ctx: TriggerContext) -> None:
+        if self._event_clock():
+            ctx.register_event_time_timer(time)
+        else:
+            ctx.register_processing_time_timer(time)
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        ctx.merge_state("fire", min)
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            self._register_timer(fire, ctx)
+
+    def clear(self, window, ctx) -> None:
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            if self._event_clock():
+                ctx.delete_event_time_timer(fire)
+            else:
+                ctx.delete_processing_time_timer(fire)
+            ctx.clear_state("fire")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("fire",)
+
+
 @dataclass(frozen=True)
-class ContinuousEventTimeTrigger(Trigger):
+class ContinuousEventTimeTrigger(_FireTimer):
     """EVERY <interval> OF EVENT TIME (Flink's ``ContinuousEventTimeTrigger``).
 
     Fires at epoch-aligned boundaries ``ts - ts % interval + interval`` (Java
@@ -283,31 +322,19 @@ class ContinuousEventTimeTrigger(Trigger):
         ctx.set_state("fire", fire)
         ctx.register_event_time_timer(fire)
 
-    def can_merge(self) -> bool:
+    def _event_clock(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx) -> None:
-        ctx.merge_state("fire", min)
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            ctx.register_event_time_timer(fire)
-
     def clear(self, window, ctx) -> None:
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            ctx.delete_event_time_timer(fire)
-            ctx.clear_state("fire")
+        super().clear(window, ctx)
         # Flink leaves the max-timestamp timer behind (it later fires into a
         # window with no contents and emits nothing); removing it changes no
         # result and keeps "clear removes every timer" true.
         ctx.delete_event_time_timer(window.max_timestamp)
 
-    def state_names(self) -> tuple[str, ...]:
-        return ("fire",)
-
 
 @dataclass(frozen=True)
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_FireTimer):
     """EVERY <interval> OF PROCESSING TIME (Flink's ``ContinuousProcessingTimeTrigger``).
 
     The first row of a window arms ``now - now % interval + interval``; each
@@ -345,27 +372,12 @@ class ContinuousProcessingTimeTrigger(Trigger):
         ctx.set_state("fire", fire)
         ctx.register_processing_time_timer(fire)
 
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx) -> None:
-        ctx.merge_state("fire", min)
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            ctx.register_processing_time_timer(fire)
-
-    def clear(self, window, ctx) -> None:
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            ctx.delete_processing_time_timer(fire)
-            ctx.clear_state("fire")
-
-    def state_names(self) -> tuple[str, ...]:
-        return ("fire",)
+    def _event_clock(self) -> bool:
+        return False
 
 
 @dataclass(frozen=True)
-class OnUpdateTrigger(Trigger):
+class OnUpdateTrigger(_FireTimer):
     """EVERY <interval> [OF ... TIME] ON UPDATE: fire at the next interval boundary after
     rows arrived, only when rows arrived in the window since its last firing.
 
@@ -417,10 +429,7 @@ class OnUpdateTrigger(Trigger):
             fire = min(fire, end)
         fire = min(fire, MAX_TIME)
         ctx.set_state("fire", fire)
-        if self.event_time:
-            ctx.register_event_time_timer(fire)
-        else:
-            ctx.register_processing_time_timer(fire)
+        self._register_timer(fire, ctx)
         return CONTINUE
 
     def _on_timer(self, time: int, ctx: TriggerContext) -> TriggerResult:
@@ -435,29 +444,8 @@ class OnUpdateTrigger(Trigger):
     def on_processing_time(self, time, window, ctx):
         return CONTINUE if self.event_time else self._on_timer(time, ctx)
 
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx) -> None:
-        ctx.merge_state("fire", min)
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            if self.event_time:
-                ctx.register_event_time_timer(fire)
-            else:
-                ctx.register_processing_time_timer(fire)
-
-    def clear(self, window, ctx) -> None:
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            if self.event_time:
-                ctx.delete_event_time_timer(fire)
-            else:
-                ctx.delete_processing_time_timer(fire)
-            ctx.clear_state("fire")
-
-    def state_names(self) -> tuple[str, ...]:
-        return ("fire",)
+    def _event_clock(self) -> bool:
+        return self.event_time
 
 
 @dataclass(frozen=True)
