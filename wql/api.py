@@ -535,10 +535,12 @@ def _run(
             plan=q, engine=engine, df=out, late=None, source=source, _counters=counters
         )
     if streaming:
-        from wql.spark.streaming import run_streaming
+        from wql.spark.stream_pipeline import run_stream
 
         assert not isinstance(q, P.WindowJoin)  # refused on streams by the planner
-        run: Any = run_streaming(q, df)
+        # a query over a view: its whole pipeline in one processor (the planner checked it)
+        chain = pipelines.program.pipeline(q)
+        run: Any = run_stream(chain, df)  # type: ignore[arg-type]
         dropped = None
     else:
         run = pipelines.operator_run(q, df)

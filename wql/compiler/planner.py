@@ -27,6 +27,7 @@ from collections.abc import Collection
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
+from wql.compiler.stream_pipelines import check_stream_pipeline
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
@@ -61,12 +62,16 @@ def choose_engines(
         try:
             stream = is_stream(program.root_source(q), streaming)
             views = [s for s in P.inputs_of(q) if s.view is not None]
-            if views and stream:
-                raise _streaming_pipeline(q, views[0])
             if isinstance(q, P.WindowJoin) and stream:
                 raise _streaming_join(q)
+            chain = program.pipeline(q) if views and stream else ()
+            if chain:
+                # positioned refusal of what one stream processor cannot run
+                check_stream_pipeline(chain)
             upstream = planned.get(views[0].view.lower()) if views and views[0].view else None
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
+            if chain:
+                choice = _in_stream_pipeline(choice, chain)
             planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
             queries.append(q)
         except WqlError as e:
@@ -85,17 +90,19 @@ def is_stream(source: P.SourceRef, streaming: Streaming) -> bool:
     return source.name.lower() in {name.lower() for name in streaming}
 
 
-def _streaming_pipeline(q: P.Stage, view: P.SourceRef) -> WqlUnsupportedError:
-    """A query over a view, on a stream: refused, with the reason (docs/streaming.md)."""
-    return WqlUnsupportedError(
-        f"query {q.name!r} reads view {view.view!r}, and pipelines do not run on streams: "
-        "a Spark stateful operator downstream of another sees only the micro-batch's new "
-        "watermark, not the one before it, so the rows the view fires at a watermark rise "
-        "cannot be placed before that rise as Flink places them",
+def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P.EngineChoice:
+    """``choice`` with how the pipeline ``chain`` runs on a stream (docs/streaming.md)."""
+    q = chain[-1]
+    view = next(s for s in P.inputs_of(q) if s.view is not None)
+    how = P.Reason(
+        "runs on a stream in the pipeline processor: ONE stateful processor holds the "
+        f"operators of {' -> '.join(s.name for s in chain)} for all keys (parallelism 1), "
+        "and at each watermark rise a stage fires, its rows reach the next stage, and only "
+        "then does that stage rise, as in Flink's operator chain",
         view.span,
-        hint="run the pipeline in batch, or stream the view and read its output as a source",
-        code=ErrorCode.UNSUPPORTED,
+        f"FROM {view.view}",
     )
+    return dataclasses.replace(choice, reasons=(*choice.reasons, how))
 
 
 def _streaming_join(q: P.WindowJoin) -> WqlUnsupportedError:

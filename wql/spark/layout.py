@@ -87,6 +87,7 @@ __all__ = [
     "key_columns",
     "late_rows",
     "placed_results",
+    "result_column",
     "results",
     "runtime_column",
     "sum_counters",
@@ -132,6 +133,11 @@ def key_columns(n: int) -> list[str]:
 def value_columns(n: int) -> list[str]:
     """The names of the operator's ``n`` staged input values (``OperatorPlan.values``)."""
     return [f"__wql_v{i}" for i in range(n)]
+
+
+def result_column(i: int) -> str:
+    """The name of the ``i``-th result (aggregate) column of ``R`` rows."""
+    return _aggregate_column(i)
 
 
 def _key_column(i: int) -> str:

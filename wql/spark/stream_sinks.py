@@ -69,7 +69,8 @@ from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedErro
 from wql.spark import layout as L
 from wql.spark.idle import IdleMonitor, write_atomic
 from wql.spark.sources import read_stream_source
-from wql.spark.streaming import HEARTBEAT_COLUMN, run_streaming
+from wql.spark.stream_pipeline import run_stream
+from wql.spark.streaming import HEARTBEAT_COLUMN
 
 __all__ = [
     "StreamSinks",
@@ -204,7 +205,7 @@ def start_streams(
                 f", {HEARTBEAT_COLUMN} LONG" if run.idle_ms is not None else ""
             )
             markers = spark.readStream.schema(schema).json(str(end))
-            run = run_streaming(r.plan, run.source, end=markers)
+            run = run_stream(run.stages or (r.plan,), run.source, end=markers)
             if run.heartbeats and run.idle_ms is not None:
                 monitor = IdleMonitor(run.idle_ms, end, ck / r.name)
                 # quiet since the last run: the first micro-batch already takes a heartbeat

@@ -205,6 +205,9 @@ class StreamingRun:
     drainable: bool = False
     idle_ms: int | None = None
     heartbeats: bool = False
+    #: a pipeline run in one processor (:mod:`wql.spark.stream_pipeline`): its stages,
+    #: upstream first, ``query`` last; empty for a single query
+    stages: tuple[P.OperatorStage, ...] = ()
 
     def release(self) -> None:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
@@ -224,8 +227,37 @@ def run_streaming(
     of the outputs.
     """
     op = build_stage(query)
+    staged, key_cols, mode, drainable, idle_ms, heartbeats = stream_input(query, op, source, end)
+    out_schema, _ = L.tagged_layout(query, op)
+    end_watermark = END_MS - spark_watermark_delay_ms(query) if drainable else None
+    processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_watermark))
+    tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode=mode,
+    )
+    result = L.results(query, op, tagged)
+    late = L.late_rows(op, tagged) if query.late_output is not None else None
+    counters = L.counters_of(tagged)
+    return StreamingRun(
+        query, op, tagged, result, late, counters, mode, source, drainable, idle_ms, heartbeats
+    )
+
+
+def stream_input(
+    query: P.OperatorStage,
+    op: OperatorPlan,
+    source: DataFrame,
+    end: DataFrame | None,
+    *,
+    event_time_mode: bool = False,
+) -> tuple[DataFrame, list[str], str, bool, int | None, bool]:
+    """The rows ``op``'s processor takes: ``(staged, key columns, time mode, drainable,
+    idle_ms, heartbeats)`` (see :func:`run_streaming`; the pipeline host uses it for its
+    first stage). ``event_time_mode``: run in ``EventTime`` whatever ``op`` uses."""
     drainable = end is not None and not op.uses_processing_time
-    mode = time_mode(op, drainable=drainable)
+    mode = "EventTime" if event_time_mode else time_mode(op, drainable=drainable)
     et = query.source.event_time
     df = source
     watermark = et.column if et is not None else None
@@ -282,21 +314,7 @@ def run_streaming(
         ts_col,
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
     )
-    out_schema, _ = L.tagged_layout(query, op)
-    end_watermark = END_MS - spark_watermark_delay_ms(query) if drainable else None
-    processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_watermark))
-    tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
-        statefulProcessor=processor,
-        outputStructType=out_schema,
-        outputMode="Append",
-        timeMode=mode,
-    )
-    result = L.results(query, op, tagged)
-    late = L.late_rows(op, tagged) if query.late_output is not None else None
-    counters = L.counters_of(tagged)
-    return StreamingRun(
-        query, op, tagged, result, late, counters, mode, source, drainable, idle_ms, heartbeats
-    )
+    return staged, key_cols, mode, drainable, idle_ms, heartbeats
 
 
 def _with_end(source: DataFrame, end: DataFrame, event_time: str | None) -> DataFrame:

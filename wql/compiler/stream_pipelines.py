@@ -1,0 +1,249 @@
+"""Pipelines on streams: which chains one stateful processor runs, and how a view's rows
+become the next stage's input there.
+
+On a stream a whole pipeline (a query over a view, over a view, ...) runs in
+ONE Spark stateful processor (:mod:`wql.spark.stream_pipeline`,
+docs/streaming.md "Pipelines"): every stage's operator in one Python
+process, so that the rows a stage fires at a watermark rise reach the next
+stage before that rise, as Flink's operator chain orders them
+(``AbstractStreamOperator.processWatermark``). Inside the processor there is
+no Spark to evaluate the SQL that links two stages in batch (the view's
+HAVING and SELECT, the reader's WHERE, keys and aggregate arguments), so a
+link runs on a stream only when every piece of it is a value the processor
+copies exactly:
+
+* the view (an aggregate, not a window rank or join) has no ``HAVING``, and
+  each of its output columns the reader uses is a column of its
+  post-aggregation relation (a key, ``window_start``/``window_end``/
+  ``window_time``, ``pane_index``, ``pane_timing``, ``is_first``,
+  ``is_last``, an aggregate) under its own type;
+* the reader has no ``WHERE``; its keys and inputs are view columns, or
+  ``UNIX_MILLIS`` of a view column holding a window bound (what a window
+  rank reads of its window); its event time is a window-bound column;
+* the reader is a windowed aggregate, or a window rank as the last stage;
+* no stage uses processing time (a pipeline's global sequence is made of
+  event-time rises, docs/architecture.md "Contract: pipelines").
+
+Anything else is refused with a positioned error that says what is
+supported (:func:`check_stream_pipeline`): a second evaluator of Spark SQL
+whose semantics could drift from Spark's is not worth the reach.
+:func:`view_links` gives the host each reader's :class:`Link`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from wql.compiler import plan as P
+from wql.compiler import types as T
+from wql.compiler.backends.escaping import sql_identifier
+from wql.compiler.backends.operator import OperatorPlan, build_stage
+from wql.compiler.types import WqlType
+from wql.errors import ErrorCode, Span, WqlUnsupportedError
+from wql.runtime.config import (
+    EMIT_PANE_INDEX,
+    EMIT_PANE_TIMING,
+    EMIT_RESULTS,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_START,
+    EMIT_WINDOW_TIME,
+)
+
+__all__ = ["Field", "Link", "check_stream_pipeline", "view_links"]
+
+#: What a field reads of an upstream row: ``("key", i)`` (the ``i``-th key),
+#: ``("field", index)`` (an emitted field: a window bound, pane index or timing, an
+#: aggregate), ``("first",)`` (pane_index = 0) or ``("last",)`` (the extended is_last).
+Source = tuple
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input of a reader, read off the view's emitted row.
+
+    ``source`` (see :data:`Source`); ``as_``: ``"value"`` (the value, in
+    ``type``), ``"timestamp"`` (a window bound in ms, as a TIMESTAMP) or
+    ``"millis"`` (a window bound in ms, as BIGINT: ``UNIX_MILLIS``).
+    """
+
+    source: Source
+    as_: str
+    type: WqlType
+
+
+@dataclass(frozen=True)
+class Link:
+    """How the view's emitted rows become the reader's input rows (key, event time, values)."""
+
+    keys: tuple[Field, ...]
+    values: tuple[Field, ...]
+    #: the reader's event time: the emitted field of a window bound (ms), or None
+    event_time: int | None
+
+
+_WINDOW_FIELDS = {
+    "window_start": EMIT_WINDOW_START,
+    "window_end": EMIT_WINDOW_END,
+    "window_time": EMIT_WINDOW_TIME,
+}
+_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNIX_MILLIS = re.compile(r"^UNIX_MILLIS\((.*)\)$", re.IGNORECASE)
+_SUPPORTED = (
+    "on a stream a pipeline runs in one stateful processor, which copies a view's "
+    "columns as they are: the view has no HAVING and selects its keys, window "
+    "columns, pane columns and aggregates as they are; the reader has no WHERE and "
+    "groups by, aggregates and orders by view columns"
+)
+
+
+def check_stream_pipeline(stages: tuple[P.Stage, ...]) -> None:
+    """Raise a positioned :class:`WqlUnsupportedError` unless the chain ``stages``
+    (upstream first, as ``Program.pipeline`` gives it) runs in one stream processor."""
+    view_links(stages)
+
+
+def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
+    """Each reader's :class:`Link` (``stages[i + 1]`` reads ``stages[i]``); raises a
+    positioned :class:`WqlUnsupportedError` for a chain one processor cannot run."""
+    for s in stages:
+        if isinstance(s, P.WindowJoin):
+            raise _refuse(
+                f"query {s.name!r} is a window join, and a stream pipeline runs a chain of "
+                "single-input stages",
+                s.span,
+                "run the join in batch",
+            )
+    chain = [s for s in stages if not isinstance(s, P.WindowJoin)]
+    ops = [build_stage(s) for s in chain]
+    for s, op in zip(chain, ops, strict=True):
+        if op.uses_processing_time:
+            raise _refuse(
+                f"query {s.name!r} uses processing time, and a stream pipeline runs on "
+                "event-time watermark rises only",
+                op.trigger_span,
+                "run the pipeline in batch, or use event time",
+            )
+    links = []
+    for up, down, up_op, down_op in zip(chain, chain[1:], ops, ops[1:], strict=False):
+        links.append(_link(up, down, up_op, down_op, last=down is chain[-1]))
+    return tuple(links)
+
+
+def _link(
+    up: P.OperatorStage, down: P.OperatorStage, up_op: OperatorPlan, op: OperatorPlan, last: bool
+) -> Link:
+    if isinstance(up, P.WindowRank):
+        raise _refuse(
+            f"query {down.name!r} reads the window rank {up.name!r}; on a stream a window "
+            "rank runs as the last stage of a pipeline only",
+            down.source.span,
+            "run the pipeline in batch",
+        )
+    if up.having is not None:
+        raise _refuse(
+            f"view {up.name!r} has HAVING, which the stream pipeline's processor cannot "
+            f"evaluate: {_SUPPORTED}",
+            up.having.span or up.span,
+            "filter in the reader's output instead, or run the pipeline in batch",
+        )
+    if down.filter is not None:
+        raise _refuse(
+            f"query {down.name!r} has WHERE over view {up.name!r}: {_SUPPORTED}",
+            down.filter.span or down.span,
+            "filter in the view's source query instead, or run the pipeline in batch",
+        )
+    if isinstance(down, P.WindowRank) and not last:
+        raise _refuse(
+            f"window rank {down.name!r} is read by another query; on a stream a window rank "
+            "runs as the last stage of a pipeline only",
+            down.span,
+            "run the pipeline in batch",
+        )
+    relation = _relation(up, up_op)
+    columns = {}
+    for c in up.output:
+        ref = _column_ref(c.expr.sql, c.expr.columns)
+        target = relation.get(ref.lower()) if ref is not None else None
+        if target is not None and (c.type.is_unknown or c.type == target[1]):
+            columns[c.name.lower()] = target
+    span = down.source.span
+
+    def field(sql: str, columns_read: tuple[str, ...], what: str) -> Field:
+        ref = _column_ref(sql, columns_read)
+        millis = False
+        if ref is None:
+            m = _UNIX_MILLIS.match(sql)
+            inner = m.group(1) if m else None
+            ref = _column_ref(inner, columns_read) if inner is not None else None
+            millis = True
+        target = columns.get(ref.lower()) if ref is not None else None
+        if target is None:
+            raise _refuse(
+                f"query {down.name!r} reads {what} {sql} of view {up.name!r}: {_SUPPORTED}",
+                span,
+                "select the value as a column of the view, or run the pipeline in batch",
+            )
+        source, type_ = target
+        window = source[0] == "field" and source[1] in _WINDOW_FIELDS.values()
+        if millis and not window:
+            raise _refuse(
+                f"query {down.name!r} reads {sql} of view {up.name!r}: {_SUPPORTED}",
+                span,
+                "run the pipeline in batch",
+            )
+        return Field(source, "millis" if millis else "timestamp" if window else "value", type_)
+
+    keys = tuple(field(k.expr.sql, k.expr.columns, "the key") for k in op.keys)
+    values = tuple(field(v.sql, (), "the input") for v in op.values)
+    et = down.source.event_time
+    event_time = None
+    if et is not None:
+        f = columns.get(et.column.lower())
+        if f is None or not (f[0][0] == "field" and f[0][1] in _WINDOW_FIELDS.values()):
+            raise _refuse(
+                f"query {down.name!r} takes its event time from {et.column!r} of view "
+                f"{up.name!r}; on a stream the processor takes a window bound "
+                "(window_start, window_end, window_time) selected as it is",
+                et.span or span,
+                "select window_time as the view's event time, or run the pipeline in batch",
+            )
+        event_time = f[0][1]
+    return Link(keys, values, event_time)
+
+
+def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[Source, WqlType]]:
+    """The view's post-aggregation relation: column -> (what it reads, its type)."""
+    rel: dict[str, tuple[Source, WqlType]] = {}
+    for i, k in enumerate(op.keys):
+        rel[k.name.lower()] = (("key", i), k.type)
+    for name, index in _WINDOW_FIELDS.items():
+        rel[name] = (("field", index), T.TIMESTAMP)
+    rel["pane_index"] = (("field", EMIT_PANE_INDEX), T.BIGINT)
+    rel["pane_timing"] = (("field", EMIT_PANE_TIMING), T.STRING)
+    if up.reads("is_first"):
+        rel["is_first"] = (("first",), T.BOOLEAN)
+    if up.reads("is_last"):
+        rel["is_last"] = (("last",), T.BOOLEAN)
+    for i, (a, t) in enumerate(zip(up.aggregates, op.results, strict=True)):
+        rel[a.name.lower()] = (("field", EMIT_RESULTS + i), t)
+    return rel
+
+
+def _column_ref(sql: str, columns: tuple[str, ...]) -> str | None:
+    """The column ``sql`` is a plain reference to, else None."""
+    s = sql.strip()
+    if not columns:
+        # a value's SQL names no columns: a bare or back-quoted identifier only
+        if _BARE.match(s):
+            return s
+        quoted = s[1:-1].replace("``", "`") if len(s) > 1 and s[0] == s[-1] == "`" else None
+        return quoted if quoted is not None and sql_identifier(quoted) == s else None
+    for name in columns:
+        if s in (name, sql_identifier(name)):
+            return name
+    return None
+
+
+def _refuse(message: str, span: Span | None, hint: str) -> WqlUnsupportedError:
+    return WqlUnsupportedError(message, span, hint=hint, code=ErrorCode.UNSUPPORTED)
