@@ -63,7 +63,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
-    StatefulProcessorHandle,
     TimerValues,
 )
 
@@ -84,7 +83,6 @@ from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
 from wql.spark.streaming import (
     END_MS,
-    STATE_SCHEMA,
     ProcessorLayout,
     StreamingRun,
     WindowProcessor,
@@ -197,9 +195,10 @@ class PipelineStage:
 class PipelineProcessor(WindowProcessor):
     """Every stage of a pipeline for all keys, in Flink's chain order (see the module doc).
 
-    It reuses :class:`~wql.spark.streaming.WindowProcessor`'s clocks
-    (Spark's watermark as WQL's, the end of input) and Spark timer
-    bookkeeping; its ``layout`` is the last stage's, whose rows it emits.
+    It reuses :class:`~wql.spark.streaming.WindowProcessor`'s ``init`` (its
+    one ``ValueState``, here the whole pipeline's), clocks (Spark's watermark
+    as WQL's, the end of input) and Spark timer bookkeeping; its ``layout``
+    is the last stage's, whose rows it emits.
     """
 
     def __init__(
@@ -214,15 +213,6 @@ class PipelineProcessor(WindowProcessor):
         #: ``withWatermark``'s delay: the final watermark is ``max event time - delay``
         self.delay_ms = delay_ms
         self.has_event_time = has_event_time
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.state = handle.getValueState("wql_pipeline", STATE_SCHEMA)
-        self._had_state = False
-        self._spark_timers: set[int] = set()
-        self._pending_rows = 0
-        end = self.layout.end_watermark
-        self._end_timer = None if end is None else end - 1
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
