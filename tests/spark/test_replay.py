@@ -169,3 +169,50 @@ def test_scalable_replays_match_reference_whatever_the_layout(
     assert rows_in == len(rows)
     nulls = sum(t is None for t in rows)
     assert dropped == ({R.REASON_NULL_EVENT_TIME: nulls} if nulls else {})
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(st.one_of(st.none(), st.integers(-3, 3).map(lambda t: t * 500)), max_size=25),
+    delay=st.integers(0, 1_500),
+    partitions=st.sampled_from([1, 3]),
+)
+def test_summary_watermarks_match_reference(spark, rows, delay, partitions):
+    # every row's watermark from the event-time summary, whatever order the rows are read in
+    data = [(i, None if t is None else ts(t)) for i, t in enumerate(rows)]
+    df = spark.createDataFrame(
+        spark.sparkContext.parallelize(data, partitions), "i int, ts timestamp"
+    )
+    replayed = R.replay(df, R.ReplaySpec("ts", delay), strategy=R.STRATEGY_SUMMARY, in_task=True)
+    assert replayed.summary is not None and R.SEQ not in replayed.df.columns
+    got = replayed.df.select("i", R.TS, R.INPUT_ID).toArrow()
+    wm = replayed.summary.watermarks(
+        got.column(R.TS).to_numpy().astype(np.int64), got.column(R.INPUT_ID).to_numpy()
+    )
+    # input order: the frame's row ids (one input "file", several partitions)
+    ids, index = got.column(R.INPUT_ID).to_pylist(), got.column("i").to_pylist()
+    order = [i for _, i in sorted(zip(ids, index, strict=True))]
+    dropped = [i for i, t in enumerate(rows) if t is None]
+    expected = reference([rows[i] for i in order] + [None] * len(dropped), delay)
+    assert sorted((order[j], t, w) for j, t, w in expected) == sorted(
+        zip(index, got.column(R.TS).to_pylist(), wm.tolist(), strict=True)
+    )
+    assert replayed.rows_in == len(rows)
+    nulls = len(dropped)
+    assert replayed.dropped_counts == ({R.REASON_NULL_EVENT_TIME: nulls} if nulls else {})
+    assert replayed.max_ts == max((t for t in rows if t is not None), default=None)
+
+
+def test_summary_replay_needs_a_stable_input_order(spark):
+    df = spark.createDataFrame([(1, ts(0))], "i int, ts timestamp")
+    assert R.stable_input_order(df)
+    # a shuffle's output arrives in fetch order: two jobs may number it differently
+    assert not R.stable_input_order(df.repartition(3))
+    with pytest.raises(ValueError, match="input order"):
+        R.replay(
+            df.repartition(3), R.ReplaySpec("ts", 0), strategy=R.STRATEGY_SUMMARY, in_task=True
+        )
+    auto = R.replay(df.repartition(3), R.ReplaySpec("ts", 0), in_task=True)
+    assert auto.summary is None and R.SEQ in auto.df.columns

@@ -54,10 +54,33 @@ Three strategies compute the same columns (tests check they agree):
   maxima). Kept for the measurements: it pays for the persisted sort and
   two Python passes.
 
-:data:`STRATEGY_AUTO` (the default) runs the window strategy's statistics
-job and keeps that strategy up to :data:`AUTO_WINDOW_MAX_ROWS` replayed
-rows, else switches to the bucketed one. ``docs/running.md`` has the
-measurements.
+A fourth, :data:`STRATEGY_SUMMARY`, numbers nothing: it leaves the
+watermarks to the caller's own tasks (``replay(..., in_task=True)``; the
+batch host's key partitions), which compute them from a compact global
+:class:`TimestampSummary`. It applies when the replay order is event time
+and the watermark is the only clock (no ``arrival_order``, no
+``processing_time`` column, hence no idle rule). In the order ``(ts, input
+order)`` the rows before a row are every row with a smaller event time and
+the rows with the *same* event time earlier in input order, so
+
+    watermark_before = ts - delay - 1          if an earlier row (input order) has ts
+                     = P(ts) - delay - 1        otherwise (the first row of its ts)
+
+where ``P(ts)`` is the largest distinct event time below ``ts`` in the whole
+input (``MIN_TIME`` when there is none). One aggregation job (group by
+event time: row count, first row in input order) gives the sorted distinct
+event times and, per time, the id of its first row; any task that holds a
+row, its event time and its id computes its watermark with a binary search,
+in any order and any partition. Its ``df`` holds no ``__wql_seq`` and no
+``__wql_wm``: the caller sorts each partition by :attr:`Replay.order`
+(event time, input order) and calls :meth:`TimestampSummary.watermarks`.
+
+:data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
+caller computes watermarks in its tasks, the spec allows it and the input
+has at most :data:`SUMMARY_MAX_TIMESTAMPS` distinct event times; otherwise
+it runs the window strategy's statistics job and keeps that strategy up to
+:data:`AUTO_WINDOW_MAX_ROWS` replayed rows, else switches to the bucketed
+one. ``docs/running.md`` has the measurements.
 
 Rows whose event time is NULL (or unparseable text) are not replayed: they
 are counted under :data:`REASON_NULL_EVENT_TIME` and available to the caller
@@ -88,8 +111,10 @@ SEQ = "__wql_seq"
 TS = "__wql_ts"
 WM = "__wql_wm"
 PT = "__wql_pt"
-_FILE = "__wql_file"
-_ID = "__wql_id"
+INPUT_FILE = "__wql_file"
+INPUT_ID = "__wql_id"
+#: How a summary replay's rows sort in replay order (event time, then input order).
+SUMMARY_ORDER = (TS, INPUT_FILE, INPUT_ID)
 _ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
 _BUCKET = "__wql_bucket"
@@ -103,6 +128,7 @@ STRATEGY_AUTO = "auto"
 STRATEGY_BUCKETED = "bucketed"
 STRATEGY_PARTITIONED = "partitioned"
 STRATEGY_WINDOW = "window"
+STRATEGY_SUMMARY = "summary"
 
 #: ``auto`` replays at most this many rows with the single-task window strategy
 #: (fewest jobs; fastest on one machine, see docs/running.md), more with ``bucketed``.
@@ -110,6 +136,10 @@ AUTO_WINDOW_MAX_ROWS = 2_000_000
 
 #: Upper bound on the number of replay buckets (range slices of the replay order).
 MAX_BUCKETS = 64
+
+#: ``auto`` uses the summary strategy up to this many distinct event times (the
+#: summary is two int64 arrays of that length, shipped to every task).
+SUMMARY_MAX_TIMESTAMPS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -155,7 +185,10 @@ class Replay:
     dropped), ``__wql_ts`` (event time, BIGINT ms, or NULL when the query
     has no event time), ``__wql_wm`` (the watermark before the row) and
     ``__wql_pt`` (processing time in ms, NULL without a processing-time
-    column). Call :meth:`release` when done with it.
+    column). A summary replay (:attr:`summary` set) has no ``__wql_seq``
+    and no ``__wql_wm``; its rows carry their input order instead
+    (:attr:`order`), and :meth:`TimestampSummary.watermarks` gives each
+    row's watermark. Call :meth:`release` when done with it.
     """
 
     df: DataFrame
@@ -167,6 +200,13 @@ class Replay:
     max_ts: int | None = None
     max_pt: int | None = None
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
+    #: Set by the summary strategy: the rows' watermarks are computed where they are read.
+    summary: TimestampSummary | None = None
+
+    @property
+    def order(self) -> list[str]:
+        """The columns that sort ``df`` in replay order (within any subset of its rows)."""
+        return list(SUMMARY_ORDER) if self.summary is not None else [SEQ]
 
     @property
     def rows_replayed(self) -> int:
@@ -177,6 +217,58 @@ class Replay:
         for df in self._persisted:
             df.unpersist()
         self._persisted.clear()
+
+
+@dataclass(frozen=True)
+class TimestampSummary:
+    """What any task needs to give a row its watermark in event-time replay order.
+
+    ``times`` are the distinct event times of the replayed rows, ascending;
+    ``first[i]`` is the input-order id (``__wql_id``) of the first row, in
+    input order, whose event time is ``times[i]`` (module docstring, summary
+    strategy).
+    """
+
+    times: np.ndarray
+    first: np.ndarray
+    delay_ms: int
+
+    def watermarks(self, ts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The watermark before each row of event time ``ts`` and input-order id ``ids``."""
+        if len(ts) == 0:
+            return np.empty(0, dtype=np.int64)
+        at = np.searchsorted(self.times, ts)
+        # the largest distinct time below ts; MIN_TIME for the smallest one
+        below = np.where(at > 0, self.times[np.maximum(at - 1, 0)], MIN_TIME)
+        before = np.where(ids == self.first[at], below, ts)
+        # clamp instead of wrapping around: "nothing seen yet" stays MIN_TIME
+        floor = MIN_TIME + self.delay_ms + 1
+        return np.where(before < floor, MIN_TIME, before - np.int64(self.delay_ms) - 1).astype(
+            np.int64
+        )
+
+
+def summary_applies(spec: ReplaySpec) -> bool:
+    """Whether the summary strategy can replay ``spec``: event-time order, no other clock."""
+    return bool(spec.event_time) and spec.arrival_order is None and spec.processing_time is None
+
+
+def stable_input_order(df: DataFrame) -> bool:
+    """Whether every job that reads ``df`` sees the same input order (ids).
+
+    True when its physical plan has no exchange: a scan of files or of local
+    data numbers its rows the same way whichever columns a job reads. Rows
+    that come out of a shuffle arrive in fetch order (and a round-robin
+    repartition's order can change with the columns a job prunes), so two
+    jobs may number them differently; the summary strategy, whose tasks
+    recognise each time's first row by the id the summary job saw, then
+    does not apply. False when the plan cannot be inspected.
+    """
+    try:
+        plan = str(df._jdf.queryExecution().executedPlan().toString())  # type: ignore[operator]
+    except Exception:  # no JVM plan to read (e.g. a Spark Connect session)
+        return False
+    return "Exchange" not in plan
 
 
 def event_time_millis(df: DataFrame, column: str) -> Column:
@@ -214,10 +306,15 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     )
 
 
-def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) -> Replay:
+def replay(
+    df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO, in_task: bool = False
+) -> Replay:
     """Number the rows of ``df`` in replay order and attach each row's clocks.
 
-    Runs one Spark job (the per-partition statistics) and leaves the rest lazy.
+    Runs one Spark job (the statistics) and leaves the rest lazy.
+    ``in_task``: the caller can take a summary replay (it sorts its
+    partitions by :attr:`Replay.order` and computes the watermarks from
+    :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
     """
     for name in (spec.event_time, spec.arrival_order, spec.processing_time):
         if name is not None:
@@ -234,8 +331,8 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
     # input order first, on the DataFrame exactly as the caller gave it
     staged = df.select(
         "*",
-        F.input_file_name().alias(_FILE),
-        F.monotonically_increasing_id().alias(_ID),
+        F.input_file_name().alias(INPUT_FILE),
+        F.monotonically_increasing_id().alias(INPUT_ID),
     )
     ts = event_time_millis(df, spec.event_time) if spec.event_time else F.lit(None)
     pt = clock_millis(df, spec.processing_time) if spec.processing_time else F.lit(None)
@@ -263,15 +360,35 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
         order = [PT]
     else:
         order = []
-    order += [_FILE, _ID]
+    order += [INPUT_FILE, INPUT_ID]
 
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
     prepared = _Staged(staged, source_cols, order, spec, dropped)
+    if strategy == STRATEGY_SUMMARY and not (in_task and summary_applies(spec)):
+        raise ValueError(
+            "the summary replay needs event-time order without other clocks and a caller "
+            "that computes the watermarks in its tasks (in_task=True)"
+        )
     if spec.idle:
         # each row's gap to the previous arrival, in one ordered pass (module docstring)
         return _replay_window(prepared)
+    if strategy == STRATEGY_SUMMARY and not stable_input_order(df):
+        raise ValueError(
+            "the summary replay needs an input order every job sees alike (no shuffle "
+            "before the source; stable_input_order)"
+        )
+    if (
+        strategy in (STRATEGY_AUTO, STRATEGY_SUMMARY)
+        and in_task
+        and summary_applies(spec)
+        and stable_input_order(df)
+    ):
+        limit = SUMMARY_MAX_TIMESTAMPS if strategy == STRATEGY_AUTO else None
+        summarised = _replay_summary(prepared, limit)
+        if summarised is not None:
+            return summarised
     if strategy == STRATEGY_AUTO:
         replayed = _replay_window(prepared)
         if replayed.rows_replayed <= AUTO_WINDOW_MAX_ROWS:
@@ -413,7 +530,9 @@ def _replay_partitioned(prepared: _Staged) -> Replay:
         carry_pt = max(carry_pt, max_pt)
     rows_in = offset
     delay = spec.delay_ms
-    out_fields = [f for f in ordered.schema.fields if f.name not in (_FILE, _ID, _ARRIVAL, _DROP)]
+    out_fields = [
+        f for f in ordered.schema.fields if f.name not in (INPUT_FILE, INPUT_ID, _ARRIVAL, _DROP)
+    ]
     out_schema = T.StructType(
         [
             *[f for f in out_fields if f.name not in (TS, PT)],
@@ -578,6 +697,43 @@ def _replay_window(prepared: _Staged) -> Replay:
         ).alias(PT),
     )
     return Replay(out, dropped, rows_in, dropped_counts, max_ts, max_pt)
+
+
+def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
+    """The summary strategy (module docstring); ``None`` above ``limit`` distinct event times."""
+    staged, spec = prepared.df, prepared.spec
+    # one row per event time (NULL: the rows dropped for it; the spec has no other
+    # clock, so that is the only drop reason): its count and first row in input order
+    by_time = (
+        staged.groupBy(TS)
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.min(F.struct(INPUT_FILE, INPUT_ID))[INPUT_ID].alias("first"),
+        )
+        .toArrow()
+    )
+    times = by_time.column(TS)
+    rows = by_time.column("rows").to_numpy(zero_copy_only=False)
+    rows_in = int(rows.sum())
+    nulls = times.is_null().to_numpy(zero_copy_only=False)
+    n_dropped = int(rows[nulls].sum())
+    dropped_counts = {REASON_NULL_EVENT_TIME: n_dropped} if n_dropped else {}
+    keep = ~nulls
+    if limit is not None and int(keep.sum()) > limit:
+        return None
+    kept_times = times.fill_null(0).to_numpy()[keep].astype(np.int64)
+    first = by_time.column("first").to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    order = np.argsort(kept_times, kind="stable")
+    summary = TimestampSummary(kept_times[order], first[order], spec.delay_ms)
+    out = staged.filter(F.col(_DROP).isNull()).select(
+        *[F.col(sql_identifier(c)) for c in prepared.source_cols],
+        F.col(TS),
+        F.col(PT),
+        F.col(INPUT_FILE),
+        F.col(INPUT_ID),
+    )
+    max_ts = int(summary.times[-1]) if len(summary.times) else None
+    return Replay(out, prepared.dropped, rows_in, dropped_counts, max_ts, None, summary=summary)
 
 
 def shuffle_partitions(spark: Any) -> int:
