@@ -216,3 +216,33 @@ def test_summary_replay_needs_a_stable_input_order(spark):
         )
     auto = R.replay(df.repartition(3), R.ReplaySpec("ts", 0), in_task=True)
     assert auto.summary is None and R.SEQ in auto.df.columns
+
+
+def test_summary_replay_reads_file_order_from_id_runs(spark, tmp_path):
+    # tiny splits: each file's rows are spread over several partitions; every time
+    # has ties in both files, and the first row of a time is the first file's
+    lines_a = [f"a,{i},{i % 3 * 1000}" for i in range(300)]
+    lines_b = [f"b,{i},{i % 4 * 1000}" for i in range(120)]
+    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
+    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
+    try:
+        df = spark.read.csv(str(tmp_path), schema="f string, n int, t long").withColumn(
+            "ts", R.F.timestamp_millis("t")
+        )
+        assert df.rdd.getNumPartitions() > 4
+        spec = R.ReplaySpec("ts", 500)
+        replayed = R.replay(df, spec, strategy=R.STRATEGY_SUMMARY, in_task=True)
+        assert replayed.summary is not None and replayed.summary.order[1] == R.INPUT_RANK
+        got = replayed.df.select("f", "n", R.TS, R.INPUT_ID).toArrow()
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    wm = replayed.summary.watermarks(
+        got.column(R.TS).to_numpy().astype(np.int64), got.column(R.INPUT_ID).to_numpy()
+    )
+    rows = zip(got.column("f").to_pylist(), got.column("n").to_pylist(), strict=True)
+    mine = dict(zip(rows, wm.tolist(), strict=True))
+    names = [("a", i) for i in range(300)] + [("b", i) for i in range(120)]
+    times = [i % 3 * 1000 for i in range(300)] + [i % 4 * 1000 for i in range(120)]
+    expected = {names[i]: w for i, _, w in reference(times, 500)}
+    assert mine == expected

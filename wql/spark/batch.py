@@ -227,7 +227,7 @@ def stage(
     summary replay event time and input order instead of position and watermark).
     """
     if replayed.summary is not None:
-        return _staged(query, op, replayed.df, *replayed.order, R.PT)
+        return _staged(query, op, replayed.df, *dict.fromkeys([*replayed.order, R.INPUT_ID]), R.PT)
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
 
 
@@ -378,8 +378,8 @@ def _execute(
     else:
         staged = staged.repartition(1)
     staged = staged.sortWithinPartitions(*task.order)
-    if task.summary is not None:
-        staged = staged.drop(R.INPUT_FILE)  # sorted by it; the task needs only the row id
+    if task.summary is not None:  # sorted by them; the task needs only the row id
+        staged = staged.drop(R.INPUT_FILE, R.INPUT_RANK)
     out_schema, layout = L.tagged_layout(query, op)
     if small:
         # The one partition's task runs right here, on the rows collected in
@@ -477,7 +477,7 @@ class _PartitionTask:
         """The columns each partition's rows are sorted by before the task reads them."""
         if self.view_input:
             return (L.STEP, L.RANK)
-        return R.SUMMARY_ORDER if self.summary is not None else (R.SEQ,)
+        return self.summary.order if self.summary is not None else (R.SEQ,)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch

@@ -77,7 +77,7 @@ in any order and any partition. Its ``df`` holds no ``__wql_seq`` and no
 
 :data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
 caller computes watermarks in its tasks, the spec allows it and the input
-has at most :data:`SUMMARY_MAX_TIMESTAMPS` distinct event times; otherwise
+has at most :data:`SUMMARY_MAX_ROWS` replayed rows; otherwise
 it runs the window strategy's statistics job and keeps that strategy up to
 :data:`AUTO_WINDOW_MAX_ROWS` replayed rows, else switches to the bucketed
 one. ``docs/running.md`` has the measurements.
@@ -113,8 +113,7 @@ WM = "__wql_wm"
 PT = "__wql_pt"
 INPUT_FILE = "__wql_file"
 INPUT_ID = "__wql_id"
-#: How a summary replay's rows sort in replay order (event time, then input order).
-SUMMARY_ORDER = (TS, INPUT_FILE, INPUT_ID)
+INPUT_RANK = "__wql_file_rank"
 _ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
 _BUCKET = "__wql_bucket"
@@ -137,9 +136,13 @@ AUTO_WINDOW_MAX_ROWS = 2_000_000
 #: Upper bound on the number of replay buckets (range slices of the replay order).
 MAX_BUCKETS = 64
 
-#: ``auto`` uses the summary strategy up to this many distinct event times (the
-#: summary is two int64 arrays of that length, shipped to every task).
-SUMMARY_MAX_TIMESTAMPS = 4_000_000
+#: ``auto`` uses the summary strategy up to this many replayed rows (their event
+#: times and ids, two int64 a row, are collected to the driver once; the summary,
+#: two int64 a distinct event time, is shipped to every task).
+SUMMARY_MAX_ROWS = 4_000_000
+
+#: Up to this many input files a summary replay sorts by the file's rank, not its path.
+MAX_RANKED_FILES = 64
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,7 @@ class Replay:
     @property
     def order(self) -> list[str]:
         """The columns that sort ``df`` in replay order (within any subset of its rows)."""
-        return list(SUMMARY_ORDER) if self.summary is not None else [SEQ]
+        return list(self.summary.order) if self.summary is not None else [SEQ]
 
     @property
     def rows_replayed(self) -> int:
@@ -232,6 +235,9 @@ class TimestampSummary:
     times: np.ndarray
     first: np.ndarray
     delay_ms: int
+    #: the columns that sort the replay's rows in replay order: event time, then
+    #: input order (the file's rank or path, left out for one file; the id)
+    order: tuple[str, ...] = (TS, INPUT_FILE, INPUT_ID)
 
     def watermarks(self, ts: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """The watermark before each row of event time ``ts`` and input-order id ``ids``."""
@@ -385,10 +391,12 @@ def replay(
         and summary_applies(spec)
         and stable_input_order(df)
     ):
-        limit = SUMMARY_MAX_TIMESTAMPS if strategy == STRATEGY_AUTO else None
+        limit = SUMMARY_MAX_ROWS if strategy == STRATEGY_AUTO else None
         summarised = _replay_summary(prepared, limit)
         if summarised is not None:
             return summarised
+    if strategy == STRATEGY_SUMMARY:  # the input's files do not number their rows in runs
+        return _replay_window(prepared)
     if strategy == STRATEGY_AUTO:
         replayed = _replay_window(prepared)
         if replayed.rows_replayed <= AUTO_WINDOW_MAX_ROWS:
@@ -700,40 +708,82 @@ def _replay_window(prepared: _Staged) -> Replay:
 
 
 def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
-    """The summary strategy (module docstring); ``None`` above ``limit`` distinct event times."""
+    """The summary strategy (module docstring).
+
+    ``None`` (another strategy replays) above ``limit`` replayed rows, or where
+    one file's rows in an input partition are not one run of ids.
+    """
     staged, spec = prepared.df, prepared.spec
-    # one row per event time (NULL: the rows dropped for it; the spec has no other
-    # clock, so that is the only drop reason): its count and first row in input order
-    by_time = (
-        staged.groupBy(TS)
+    # Job 1, the statistics: per input partition (the id's upper bits) and file, the
+    # rows (by drop reason) and their id range. One file's rows in one partition are
+    # one run of ids, so the ranges tell each id's file without reading the path again.
+    part = F.shiftright(F.col(INPUT_ID), 33).alias("part")
+    stats = (
+        staged.groupBy(part, INPUT_FILE, _DROP)
         .agg(
             F.count(F.lit(1)).alias("rows"),
-            F.min(F.struct(INPUT_FILE, INPUT_ID))[INPUT_ID].alias("first"),
+            F.min(INPUT_ID).alias("lo"),
+            F.max(INPUT_ID).alias("hi"),
         )
-        .toArrow()
+        .collect()
     )
-    times = by_time.column(TS)
-    rows = by_time.column("rows").to_numpy(zero_copy_only=False)
-    rows_in = int(rows.sum())
-    nulls = times.is_null().to_numpy(zero_copy_only=False)
-    n_dropped = int(rows[nulls].sum())
-    dropped_counts = {REASON_NULL_EVENT_TIME: n_dropped} if n_dropped else {}
-    keep = ~nulls
-    if limit is not None and int(keep.sum()) > limit:
+    rows_in = sum(r["rows"] for r in stats)
+    dropped_counts: dict[str, int] = {}
+    for r in stats:
+        if r[_DROP] is not None:
+            dropped_counts[r[_DROP]] = dropped_counts.get(r[_DROP], 0) + r["rows"]
+    if limit is not None and rows_in - sum(dropped_counts.values()) > limit:
         return None
-    kept_times = times.fill_null(0).to_numpy()[keep].astype(np.int64)
-    first = by_time.column("first").to_numpy(zero_copy_only=False)[keep].astype(np.int64)
-    order = np.argsort(kept_times, kind="stable")
-    summary = TimestampSummary(kept_times[order], first[order], spec.delay_ms)
-    out = staged.filter(F.col(_DROP).isNull()).select(
-        *[F.col(sql_identifier(c)) for c in prepared.source_cols],
-        F.col(TS),
-        F.col(PT),
-        F.col(INPUT_FILE),
-        F.col(INPUT_ID),
+    files = sorted({r[INPUT_FILE] for r in stats})
+    rank = {f: i for i, f in enumerate(files)}
+    runs: dict[tuple[int, str], tuple[int, int]] = {}
+    for r in stats:
+        key = (r["part"], r[INPUT_FILE])
+        lo_hi = runs.get(key, (r["lo"], r["hi"]))
+        runs[key] = (min(lo_hi[0], r["lo"]), max(lo_hi[1], r["hi"]))
+    by_start = sorted((lo_hi, rank[key[1]]) for key, lo_hi in runs.items())
+    if any(a[0][1] >= b[0][0] for a, b in zip(by_start, by_start[1:], strict=False)):
+        return None  # a file's rows are not one run of ids in their partition
+    lo = np.array([lo_hi[0] for lo_hi, _ in by_start], dtype=np.int64)
+    lo_rank = np.array([r for _, r in by_start], dtype=np.int64)
+    kept = staged.filter(F.col(_DROP).isNull())
+    # Job 2: the replayed rows' event times and ids (two longs a row) to the driver,
+    # where NumPy finds each time's first row in input order (file, then id)
+    narrow = kept.select(TS, INPUT_ID).toArrow()
+    ts = narrow.column(TS).to_numpy().astype(np.int64)
+    ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
+    if len(files) > 1:
+        file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
+        order = np.lexsort((ids, file_rank, ts))
+    else:
+        order = np.lexsort((ids, ts))
+    ts, ids = ts[order], ids[order]
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = ts[1:] != ts[:-1]
+    columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
+    columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
+    sort: tuple[str, ...]
+    if len(files) == 1:
+        sort = (TS, INPUT_ID)
+    elif len(files) <= MAX_RANKED_FILES:
+        # a small integer instead of the path through the key exchange and sort
+        ranks = F.create_map(*[F.lit(x) for f in files for x in (f, rank[f])])
+        columns.append(F.element_at(ranks, F.col(INPUT_FILE)).alias(INPUT_RANK))
+        sort = (TS, INPUT_RANK, INPUT_ID)
+    else:
+        columns.append(F.col(INPUT_FILE))
+        sort = (TS, INPUT_FILE, INPUT_ID)
+    summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, sort)
+    max_ts = int(ts[-1]) if len(ts) else None
+    return Replay(
+        kept.select(*columns),
+        prepared.dropped,
+        rows_in,
+        dropped_counts,
+        max_ts,
+        None,
+        summary=summary,
     )
-    max_ts = int(summary.times[-1]) if len(summary.times) else None
-    return Replay(out, prepared.dropped, rows_in, dropped_counts, max_ts, None, summary=summary)
 
 
 def shuffle_partitions(spark: Any) -> int:
