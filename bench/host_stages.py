@@ -3,7 +3,7 @@
 One command (from the repository root)::
 
     .venv/bin/python bench/host_stages.py [--rows N] [--repeat R] [--query session|triggered]
-                                          [--output-rows M]
+                                          [--output-rows M] [--strategies S1,S2]
 
 Part 1 runs ``bench/spark.py``'s scenario b (``--query session``: SESSION 5 s
 per key, COUNT + SUM) or c (``--query triggered``: + ``TRIGGER COUNT(100)
@@ -20,7 +20,13 @@ workers; ``bench/nexmark.py``'s ``Sampler``):
    task that only counts them (the Arrow transfer to the Python workers);
 4. ``+ persist, 2 jobs``: that output persisted, collected, then read again
    (the shape of the host's cached output and its counters job);
-5. ``apply``: the whole ``apply()`` with the real operator and the results.
+5. ``run_operator``: the batch host's whole run with that replay strategy
+   (operator, counters, the result forced);
+
+stages 1-5 once per replay strategy of ``--strategies`` (default
+``window,summary``: the single-task window against the summary replay,
+whose tasks compute the watermarks), then ``apply (auto)``: the whole
+``apply()`` with the strategy ``auto`` picks.
 
 Part 2 times :meth:`wql.spark.layout.TaggedLayout.rows` (CPU seconds,
 median of 7) on M (default 362 000, keyed HOP-60's output in

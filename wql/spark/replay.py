@@ -67,11 +67,17 @@ the rows with the *same* event time earlier in input order, so
                      = P(ts) - delay - 1        otherwise (the first row of its ts)
 
 where ``P(ts)`` is the largest distinct event time below ``ts`` in the whole
-input (``MIN_TIME`` when there is none). One aggregation job (group by
-event time: row count, first row in input order) gives the sorted distinct
-event times and, per time, the id of its first row; any task that holds a
-row, its event time and its id computes its watermark with a binary search,
-in any order and any partition. Its ``df`` holds no ``__wql_seq`` and no
+input (``MIN_TIME`` when there is none). Two narrow jobs build the summary:
+the statistics (rows by drop reason, and each file's id range per input
+partition, which ranks any id's file) and the replayed rows' event time and
+id, collected as two int64 columns; NumPy then sorts them by (time, file
+rank, id) and keeps the sorted distinct event times and, per time, the id of
+its first row (``monotonically_increasing_id`` is unique across the
+DataFrame, so the id alone names the row). Any task that holds a row, its
+event time and its id computes its watermark with a binary search, in any
+order and any partition. It applies only where every job numbers the rows
+alike (:func:`stable_input_order`); where a file's rows in a partition are
+not one run of ids it falls back to the window strategy. Its ``df`` holds no ``__wql_seq`` and no
 ``__wql_wm``: the caller sorts each partition by :attr:`Replay.order`
 (event time, input order) and calls :meth:`TimestampSummary.watermarks`.
 
