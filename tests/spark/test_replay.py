@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -117,24 +118,30 @@ def test_bad_columns_are_semantic_errors(spark):
         R.replay(reserved, R.ReplaySpec(None, 0))
 
 
+@contextmanager
+def tiny_splits(spark, tmp_path, lines_a, lines_b, schema):
+    """Two CSV files read in 256-byte splits: each file over several partitions."""
+    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
+    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
+    try:
+        df = spark.read.csv(str(tmp_path), schema=schema)
+        assert df.rdd.getNumPartitions() > 4
+        yield df
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+
 def test_file_input_order_survives_split_packing(spark, tmp_path):
     # two files, tiny splits: Spark packs splits by size, not by file, so the
     # partition id alone would interleave them; (path, id) keeps file order
     lines_a = [f"a,{i}" for i in range(300)]
     lines_b = [f"b,{i}" for i in range(120)]
-    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
-    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
-    try:
-        df = spark.read.csv(str(tmp_path), schema="f string, n int").withColumn(
-            "ts", R.F.lit("1970-01-01 00:00:00").cast("timestamp")
-        )
-        assert df.rdd.getNumPartitions() > 4
+    with tiny_splits(spark, tmp_path, lines_a, lines_b, "f string, n int") as df:
+        df = df.withColumn("ts", R.F.lit("1970-01-01 00:00:00").cast("timestamp"))
         replayed = R.replay(df, R.ReplaySpec("ts", 0))
         got = [(r["f"], r["n"]) for r in replayed.df.orderBy(R.SEQ).collect()]
         replayed.release()
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert got == [("a", i) for i in range(300)] + [("b", i) for i in range(120)]
 
 
@@ -223,20 +230,12 @@ def test_summary_replay_reads_file_order_from_id_runs(spark, tmp_path):
     # has ties in both files, and the first row of a time is the first file's
     lines_a = [f"a,{i},{i % 3 * 1000}" for i in range(300)]
     lines_b = [f"b,{i},{i % 4 * 1000}" for i in range(120)]
-    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
-    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
-    try:
-        df = spark.read.csv(str(tmp_path), schema="f string, n int, t long").withColumn(
-            "ts", R.F.timestamp_millis("t")
-        )
-        assert df.rdd.getNumPartitions() > 4
+    with tiny_splits(spark, tmp_path, lines_a, lines_b, "f string, n int, t long") as df:
+        df = df.withColumn("ts", R.F.timestamp_millis("t"))
         spec = R.ReplaySpec("ts", 500)
         replayed = R.replay(df, spec, strategy=R.STRATEGY_SUMMARY, in_task=True)
         assert replayed.summary is not None and replayed.summary.order[1] == R.INPUT_RANK
         got = replayed.df.select("f", "n", R.TS, R.INPUT_ID).toArrow()
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
     wm = replayed.summary.watermarks(
         got.column(R.TS).to_numpy().astype(np.int64), got.column(R.INPUT_ID).to_numpy()
     )
