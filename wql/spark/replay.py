@@ -323,7 +323,8 @@ def replay(
 ) -> Replay:
     """Number the rows of ``df`` in replay order and attach each row's clocks.
 
-    Runs one Spark job (the statistics) and leaves the rest lazy.
+    Runs the statistics job (the summary strategy also collects the rows'
+    event times and ids) and leaves the rest lazy.
     ``in_task``: the caller can take a summary replay (it sorts its
     partitions by :attr:`Replay.order` and computes the watermarks from
     :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
