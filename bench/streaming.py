@@ -18,7 +18,10 @@ Both read one file per micro-batch (``maxFilesPerTrigger = 1``) with
 ``availableNow``. Reported per micro-batch with rows: wall time
 (``triggerExecution``), rows/s, and the state store's rows and bytes; plus the
 mean size of one key's runtime snapshot (the ValueState value) measured
-in-process on the same data. Prints a Markdown table (docs/benchmarks.md).
+in-process on the same data; per engine, the CPU seconds of the whole
+process tree (the JVM and Spark's Python workers: the figure to read on a
+shared machine) and the wall time of the micro-batches after the first.
+Prints a Markdown table (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -64,6 +67,34 @@ def make_data(folder: Path, rows: int, batches: int, keys: int) -> None:
         path = folder / f"b{b:03d}.parquet"
         pq.write_table(table, path)
         os.utime(path, (1_000_000 + b, 1_000_000 + b))
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and its descendants so far.
+
+    The JVM and Spark's Python workers are children of this process; finished
+    children count through their parents' ``cutime``/``cstime`` (Linux ``/proc``).
+    """
+    hz = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / hz
 
 
 def run_stream(df, ck: Path) -> list[dict]:
@@ -135,12 +166,13 @@ def main() -> int:
         compiled = wql.compile(QUERY.format(path=data))
         source = read_stream_source(spark, compiled.program.source("s"), None)
 
-        started = time.perf_counter()
+        cpu, started = tree_cpu(), time.perf_counter()
         run = compiled.apply(spark, s=source).queries[0]._run
         wql_progress = run_stream(run.tagged, work / "ck_wql")
         wql_total = time.perf_counter() - started
+        wql_cpu = tree_cpu() - cpu
 
-        started = time.perf_counter()
+        cpu, started = tree_cpu(), time.perf_counter()
         native = (
             source.withWatermark("ts", "5 seconds")
             .groupBy("k", F.session_window("ts", "30 seconds"))
@@ -148,6 +180,7 @@ def main() -> int:
         )
         base_progress = run_stream(native, work / "ck_native")
         base_total = time.perf_counter() - started
+        base_cpu = tree_cpu() - cpu
 
         mean_snapshot, keys = snapshot_size(data)
         print("| engine | batch | rows | seconds | rows/s | state rows | state MB |")
@@ -164,6 +197,17 @@ def main() -> int:
             f"Spark {base_total:.1f} s ({b / base_total:,.0f} rows/s), "
             f"ratio {wql_total / base_total:.2f}x"
         )
+        print(
+            f"CPU seconds of the process tree (JVM + Python workers): wql {wql_cpu:.1f}, "
+            f"Spark {base_cpu:.1f}, ratio {wql_cpu / base_cpu:.2f}x"
+        )
+        steady_w = sum(p["durationMs"]["triggerExecution"] for p in wql_progress[1:])
+        steady_b = sum(p["durationMs"]["triggerExecution"] for p in base_progress[1:])
+        if steady_b:
+            print(
+                f"micro-batches after the first: wql {steady_w / 1000:.1f} s, "
+                f"Spark {steady_b / 1000:.1f} s, ratio {steady_w / steady_b:.2f}x"
+            )
         print(
             f"per-key runtime snapshot after batch 0: {mean_snapshot:,.0f} bytes mean "
             f"over {keys} keys"

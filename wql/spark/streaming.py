@@ -480,27 +480,27 @@ class WindowProcessor(StatefulProcessor):
 
         lay = self.layout
         # Spark hands the columns over by position (``_0``, ``_1``, ...), in the
-        # order of the staged select: keys, values, event time
-        batch = _microseconds(pa.RecordBatch.from_pandas(frame, preserve_index=False))
-        n = batch.num_rows
+        # order of the staged select: keys, values, event time. Each column is read
+        # once, as NumPy where pandas holds it so (no Arrow round trip per key).
+        series = [s for _, s in frame.items()]
+        n = len(frame)
         first_value = lay.n_keys
-        ts_index = lay.n_keys + lay.n_values
+        order: np.ndarray | None = None
         if lay.has_event_time:
-            ts_arr = batch.column(ts_index)
-            valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
-            ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            ts, valid = _event_times(series[lay.n_keys + lay.n_values])
             # event-time order within the micro-batch (stable: ties keep Spark's order);
             # rows without event time keep their place and are counted by the runtime
             order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
-            if not np.all(order[:-1] <= order[1:]):
-                batch = batch.take(pa.array(order))
+            if np.all(order[:-1] <= order[1:]):
+                order = None
+            else:
                 ts, valid = ts[order], valid[order]
             timestamps: Any = ts
             timestamp_valid: Any = valid if not valid.all() else None
         else:
             timestamps, timestamp_valid = None, None
         columns = tuple(
-            L.runtime_column(batch.column(first_value + i)) for i in range(lay.n_values)
+            _runtime_values(series[first_value + i], order) for i in range(lay.n_values)
         )
         wm = np.full(n, self.op.watermark, dtype=np.int64)
         pt = (
@@ -550,7 +550,7 @@ class WindowProcessor(StatefulProcessor):
             self.state.clear()
         op.forget_key(k)
         if results or late or counters:
-            yield self.layout.tagged.rows(results, late, counters).to_pandas()
+            yield _pandas(self.layout.tagged.rows(results, late, counters))
 
     def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
         """Spark timers at the distinct times the key's runtime timers become due.
@@ -610,8 +610,42 @@ def _moved(
     return moved
 
 
-def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with its timestamps as naive UTC microseconds (Spark's precision, lossless).
+def _event_times(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The staged event-time column (BIGINT ms) as int64 values and a validity mask.
+
+    Without nulls pandas holds it as int64; with nulls Spark's conversion made it
+    float64 with NaN (or objects), read through Arrow as ``RecordBatch.from_pandas``
+    reads it (NaN and None are nulls).
+    """
+    values = column.to_numpy()
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64, copy=False), np.ones(len(values), dtype=bool)
+    arr = pa.array(column, from_pandas=True)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+
+
+def _runtime_values(column: pd.Series, order: np.ndarray | None) -> Any:
+    """One staged value column as the runtime wants it (:func:`wql.spark.layout.runtime_column`).
+
+    A numeric NumPy column without nulls (pandas' NaN is Arrow's null) is the
+    runtime's NumPy array as is; any other column goes through Arrow exactly as
+    ``RecordBatch.from_pandas`` converts it, timestamps as naive microseconds
+    (:func:`_microseconds`). ``order``: the rows' event-time order.
+    """
+    if isinstance(column.dtype, np.dtype):
+        values = column.to_numpy()
+        kind = values.dtype.kind
+        if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
+            return values if order is None else values[order]
+    arr = _microseconds(pa.array(column, from_pandas=True))
+    if order is not None:
+        arr = arr.take(pa.array(order))
+    return L.runtime_column(arr)
+
+
+def _microseconds(arr: pa.Array) -> pa.Array:
+    """``arr`` with timestamps as naive UTC microseconds (Spark's precision, lossless).
 
     Spark hands a stream's rows over as pandas, whose timestamps are
     nanoseconds; Arrow turns those into ``pandas.Timestamp`` values (and a
@@ -620,10 +654,36 @@ def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
     values; the output's Arrow type (``timestamp[us, UTC]``) reads them as UTC.
     """
     wanted = pa.timestamp("us")
-    if not any(pa.types.is_timestamp(f.type) and f.type != wanted for f in batch.schema):
-        return batch
-    columns = [
-        c.cast(wanted) if pa.types.is_timestamp(c.type) and c.type != wanted else c
-        for c in batch.columns
-    ]
-    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+    if pa.types.is_timestamp(arr.type) and arr.type != wanted:
+        return arr.cast(wanted)
+    return arr
+
+
+def _as_numpy(t: pa.DataType) -> bool:
+    """Arrow types whose ``to_numpy`` column is the one ``to_pandas`` builds."""
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+    )
+
+
+def _pandas(batch: pa.RecordBatch) -> pd.DataFrame:
+    """``batch.to_pandas()`` without Arrow's per-call pandas metadata work.
+
+    A key's output is a few rows; ``RecordBatch.to_pandas`` costs more per
+    call than building the frame from its columns. Numbers, booleans and
+    strings convert with ``Array.to_numpy`` exactly as ``to_pandas`` converts
+    them (integers with nulls as float64 with NaN, strings and nullable
+    booleans as objects); every other type (timestamps with their time zone,
+    decimals, arrays) through ``Array.to_pandas``.
+    """
+    columns: dict[str, Any] = {}
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        t = field.type
+        if _as_numpy(t):
+            columns[field.name] = column.to_numpy(zero_copy_only=False)
+        else:
+            columns[field.name] = column.to_pandas()
+    return pd.DataFrame(columns, copy=False)
