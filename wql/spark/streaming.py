@@ -405,7 +405,7 @@ class WindowProcessor(StatefulProcessor):
                 after_end = len(frame)
             else:
                 self._process(k, frame)
-        yield from self._finish(k, wm, pt, before, after_end)
+        yield from self._finish(k, wm, pt, before, after_end, rows=True)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -511,7 +511,14 @@ class WindowProcessor(StatefulProcessor):
         self.op.process_batch(RowBatch([k] * n, timestamps, columns, wm, pt, timestamp_valid))
 
     def _finish(
-        self, k: tuple, wm: int, pt: int, before: dict[str, Any], after_end: int = 0
+        self,
+        k: tuple,
+        wm: int,
+        pt: int,
+        before: dict[str, Any],
+        after_end: int = 0,
+        *,
+        rows: bool = False,
     ) -> Iterator[pd.DataFrame]:
         op = self.op
         ended = wm == MAX_TIME
@@ -523,12 +530,12 @@ class WindowProcessor(StatefulProcessor):
         event_timers, processing_timers = op.timers(k)
         keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
         if self.layout.mode == "EventTime":
-            spark_timers = self._sync_timers(event_timers, wm, keep)
+            spark_timers = self._sync_timers(event_timers, wm, keep, rows)
         elif self.layout.mode == "ProcessingTime":
             # a processing-time timer at T is due once the clock passes T (reads T + 1:
             # Flink's 1 ms delay, WindowOperator.advance_processing_time)
             due = [t + 1 for t in processing_timers]
-            spark_timers = self._sync_timers(due, pt, keep)
+            spark_timers = self._sync_timers(due, pt, keep, rows)
         else:
             spark_timers = set()
         counters = _moved(before, op.counters.as_dict(), after_end, self._pending_rows)
@@ -552,32 +559,50 @@ class WindowProcessor(StatefulProcessor):
         if results or late or counters:
             yield _pandas(self.layout.tagged.rows(results, late, counters))
 
-    def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
-        """Spark timers at the distinct times the key's runtime timers become due.
+    def _sync_timers(self, due: list[int], now: int, keep: bool, rows: bool) -> set[int]:
+        """One Spark timer that wakes the key no later than its earliest runtime timer.
 
         Spark fires a timer whose time is strictly below the batch's clock;
         ``due`` are the clock readings at which the key's runtime timers fire
         (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
         one); a timer due at ``T`` needs the clock to reach ``T``, and one
         at or below the current clock waits for the next rise: Spark time
-        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
-        firing them in this batch and deletes them after), a stale one at
-        ``now`` only wakes the key once; later stale ones are deleted.
-        A drainable stream's timers stop at the end timer (which the end of
-        input passes), and a key that keeps state without any timer gets the
-        end timer, so that the end of input reaches it. At the end of input
-        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
-        timers from ``now`` on (kept in its state).
+        ``max(T - 1, now)``. The key needs a Spark timer at or before the
+        earliest of these only: the call it wakes fires every runtime timer
+        due by then and syncs again. So a Spark timer the key already has that
+        is not later is kept (a key whose windows keep growing moves no timer:
+        each move is two state-store writes), and it may wake the key early:
+        such a call fires nothing and emits nothing. Other Spark timers after
+        ``now`` are deleted; one at ``now`` only wakes the key once.
+        Timers below ``now`` fire in this batch after the keys' rows; a call
+        with ``rows`` has fired what is due already, so it deletes them
+        (a wake-up costs more than the delete). A call for a timer leaves them
+        to Spark, which is iterating them. A drainable stream's timers stop at
+        the end timer (which the end of input passes), and a key that keeps
+        state without any timer gets the end timer, so that the end of input
+        reaches it. At the end of input (``now`` is ``MAX_TIME``) every timer
+        is past. Returns the key's Spark timers from ``now`` on (kept in its
+        state).
         """
         if now == MAX_TIME:
             return set()
-        wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
+        times = [max(t - 1, now) for t in due if t < MAX_TIME]
+        target = min(times) if times else None
         end = self._end_timer
         if end is not None:
-            wanted = {min(t, end) for t in wanted}
-            if keep and not wanted:
-                wanted = {end}
+            if target is not None:
+                target = min(target, end)
+            elif keep:
+                target = end
         existing = {t for t in self._spark_timers if t >= now}
+        if rows:
+            for t in self._spark_timers:
+                if t < now:
+                    self.handle.deleteTimer(t)
+        wanted: set[int] = set()
+        if target is not None:
+            earliest = min(existing, default=None)
+            wanted = {earliest if earliest is not None and earliest <= target else target}
         for t in existing - wanted:
             if t > now:
                 self.handle.deleteTimer(t)
