@@ -143,11 +143,182 @@ def snapshot_size(folder: Path) -> tuple[float, int]:
     return float(np.mean(sizes)), len(keys)
 
 
+#: ``--floor`` processors: what ``transformWithStateInPandas`` costs per key without WQL
+FLOOR_WORK = {
+    "rows": "read the key's rows, nothing else",
+    "state": "+ ValueState get and update (500 bytes)",
+    "timer": "+ move one Spark timer (delete the old, register the new)",
+    "buckets": "the same per group of keys: grouped by hash(k) mod 64, not by k",
+}
+
+
+def floor_processor(work: str):
+    """A processor that does ``work`` (:data:`FLOOR_WORK`) per key and outputs nothing."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Floor(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.state = handle.getValueState("s", "blob BINARY, timer LONG")
+
+        def handleInputRows(self, key, rows, timerValues):  # noqa: N802 - Spark's API
+            frames = list(rows)
+            # Spark names the columns by position: the event time is the int column
+            # with the largest values, the keys the string column
+            top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
+            keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
+            if work != "rows":  # state, timer, buckets: 500 bytes per key
+                saved = self.state.get()
+                self.state.update((b"x" * (500 * keys), top + 30_000))
+                if work != "state":
+                    if saved is not None:
+                        self.handle.deleteTimer(int(saved[1]))
+                    self.handle.registerTimer(top + 30_000)
+            yield from ()
+
+        def close(self) -> None:
+            pass
+
+    return Floor()
+
+
+def run_floor(spark, data: Path, work: Path) -> None:
+    """Spark's own per-key cost: the :data:`FLOOR_WORK` processors on the bench's data."""
+    from pyspark.sql import functions as F
+
+    source = (
+        spark.readStream.schema("k STRING, v DOUBLE, ts TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(data))
+    )
+    staged = source.withWatermark("ts", "5 seconds").select(
+        "k", "v", F.unix_millis("ts").alias("t")
+    )
+    print("| processor | micro-batches (s) | after the first (s) | CPU s |")
+    print("|---|---|---|---|")
+    for name, what in FLOOR_WORK.items():
+        groups = F.pmod(F.hash("k"), F.lit(64)).alias("g") if name == "buckets" else F.col("k")
+        out = staged.groupBy(groups).transformWithStateInPandas(
+            statefulProcessor=floor_processor(name),
+            outputStructType="g STRING",
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+        cpu = tree_cpu()
+        progress = run_stream(out, work / f"ck_floor_{name}")
+        spent = tree_cpu() - cpu
+        secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+        shown = ", ".join(f"{x:.1f}" for x in secs)
+        print(f"| {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
+
+
+class _Handle:
+    """Spark's part for ``--profile``: per-key ValueState and timers in dicts."""
+
+    def __init__(self) -> None:
+        self.key: tuple = ()
+        self.state: dict = {}
+        self.timers: dict = {}
+        self.calls = {"state.get": 0, "state.update": 0, "registerTimer": 0, "deleteTimer": 0}
+
+    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
+        return self
+
+    def get(self):
+        self.calls["state.get"] += 1
+        return self.state.get(self.key)
+
+    def update(self, value) -> None:
+        self.calls["state.update"] += 1
+        self.state[self.key] = value
+
+    def clear(self) -> None:
+        self.state.pop(self.key, None)
+
+    def registerTimer(self, t: int) -> None:  # noqa: N802
+        self.calls["registerTimer"] += 1
+        self.timers.setdefault(self.key, set()).add(t)
+
+    def deleteTimer(self, t: int) -> None:  # noqa: N802
+        self.calls["deleteTimer"] += 1
+        self.timers.get(self.key, set()).discard(t)
+
+
+def run_profile(data: Path) -> None:
+    """The processor in this process on the bench's micro-batches, Spark's part in dicts.
+
+    Per micro-batch: ``handleInputRows`` per key with its rows as the pandas
+    frame Spark builds (positional columns), then ``handleExpiredTimer`` per
+    (key, timer) below the watermark, in time order. Prints the CPU seconds
+    and the state-store calls per micro-batch, then cProfile's top entries.
+    """
+    import cProfile
+    import pstats
+
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
+
+    from wql.compiler import compile_source
+    from wql.compiler.backends.operator import build_operator
+    from wql.spark.streaming import WindowProcessor, processor_layout, time_mode
+
+    query = compile_source(QUERY.format(path=data), engine="operator").queries[0]
+    op = build_operator(query)
+    layout = processor_layout(query, op, time_mode(op))
+    proc = WindowProcessor(layout)
+    handle = _Handle()
+    proc.init(handle)  # type: ignore[arg-type]
+    delay = query.source.event_time.delay_ms + 1
+    batches = []
+    for path in sorted(data.glob("*.parquet")):
+        t = pq.read_table(path)
+        ts = t.column("ts").cast(pa.int64()).to_numpy() // 1000
+        frame = pd.DataFrame({"_0": t.column("k").to_pylist(), "_1": t.column("v"), "_2": ts})
+        batches.append(([(k, g.reset_index(drop=True)) for k, g in frame.groupby("_0")], ts.max()))
+    profile = cProfile.Profile()
+    top = None
+    print("| micro-batch | CPU s | state.get | state.update | registerTimer | deleteTimer |")
+    print("|---|---|---|---|---|---|")
+    for b, (groups, batch_top) in enumerate(batches):
+        wm = 0 if top is None else max(0, top - delay)
+        tv = TimerValues(-1, wm)
+        before = dict(handle.calls)
+        cpu = time.process_time()
+        profile.enable()
+        for k, g in groups:
+            handle.key = (k,)
+            for _ in proc.handleInputRows((k,), iter([g]), tv):
+                pass
+        due = sorted((t, key) for key, ts in handle.timers.items() for t in ts if t < wm)
+        for t, key in due:
+            handle.key = key
+            for _ in proc.handleExpiredTimer(key, tv, ExpiredTimerInfo(t)):
+                pass
+            handle.timers[key].discard(t)  # Spark deletes a timer once it fired
+        profile.disable()
+        spent = time.process_time() - cpu
+        calls = " | ".join(str(handle.calls[c] - before[c]) for c in handle.calls)
+        print(f"| {b} | {spent:.2f} | {calls} |")
+        top = int(batch_top) if top is None else max(top, int(batch_top))
+    print()
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--keys", type=int, default=1000)
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="instead: Spark's per-key cost of transformWithStateInPandas without WQL",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: the WQL processor in this process (Spark's part in dicts), cProfile",
+    )
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -160,9 +331,16 @@ def main() -> int:
     try:
         data = work / "data"
         make_data(data, args.rows, args.batches, args.keys)
+        if args.profile:
+            run_profile(data)
+            return 0
         spark = default_session(
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
         )
+        if args.floor:
+            run_floor(spark, data, work)
+            spark.stop()
+            return 0
         compiled = wql.compile(QUERY.format(path=data))
         source = read_stream_source(spark, compiled.program.source("s"), None)
 

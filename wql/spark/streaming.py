@@ -31,11 +31,12 @@ The contract (docs/streaming.md has the long form and the measurements):
 * **State** per key is one ``ValueState``: the runtime's
   ``snapshot_key`` bytes (window contents or accumulators, trigger state,
   pane counts, merging set, the key's (window, time) timer index) plus the
-  clocks the key last saw. Spark timers are registered at the distinct
-  times the runtime's timers are due; Spark fires a timer when its time is
-  *strictly below* the batch's watermark, so a runtime timer at ``T`` is
-  registered at ``max(T - 1, W)``: due when ``W >= T``, and a timer
-  already at or below ``W`` waits for the next rise (Flink's rule).
+  clocks the key last saw. Spark fires a timer when its time is *strictly
+  below* the batch's watermark, so a runtime timer at ``T`` needs a Spark
+  timer at ``max(T - 1, W)``: due when ``W >= T``, and a timer already at
+  or below ``W`` waits for the next rise (Flink's rule). A key has one
+  Spark timer, at or before its earliest runtime timer: a timer it already
+  has is kept while it is not later (``WindowProcessor._sync_timers``).
 * **Time modes**: event-time queries use ``EventTime``, processing-time
   queries ``ProcessingTime`` (the processing clock is the micro-batch's
   timestamp), count and global windows without time triggers ``None``. A
@@ -136,6 +137,9 @@ IDLE_METRICS = "wql_idle"
 
 #: Rows that reach a drained stream (files added while it was drained): counted, never run.
 REASON_AFTER_END = "after the end of input"
+
+#: The most output rows the processor hands to Spark in one frame (WindowProcessor._emit).
+_FRAME_ROWS = 10_000
 
 _KEEP = "__wql_keep"
 _TS = "__wql_ts"
@@ -389,6 +393,13 @@ class WindowProcessor(StatefulProcessor):
         end = self.layout.end_watermark
         #: the Spark timer that wakes a key with state and no runtime timer at the end
         self._end_timer = None if end is None else end - 1
+        #: output of this task's keys not yet handed to Spark (see _emit)
+        self._buffer: list[pa.RecordBatch] = []
+        self._buffered_rows = 0
+        #: the (key, time) of the Spark timer that flushes the buffer in this task
+        self._flush_timer: tuple[tuple, int] | None = None
+        #: Spark's event-time watermark of the call (``None``: another time mode)
+        self._spark_clock: int | None = None
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -410,14 +421,26 @@ class WindowProcessor(StatefulProcessor):
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        wm, pt = self._clocks(timerValues)
+        # the keys' buffered output first: it precedes every timer's, as it would unbuffered
+        yield from self._flush()
         k = self._key(key)
+        if self._flush_timer == (k, expiredTimerInfo.getExpiryTimeInMs()):
+            # only the flush: the key's own timers are at or above the watermark
+            # (its call with rows deleted those below), so nothing of the key is due
+            self._flush_timer = None
+            return
+        wm, pt = self._clocks(timerValues)
         before = self._begin(wm)
         self._restore(k, wm, pt)
         yield from self._finish(k, wm, pt, before)
 
     def close(self) -> None:
-        pass
+        if self._buffer:
+            # every buffered frame has a flush timer below the watermark: this is a bug
+            raise RuntimeError(
+                f"WQL's streaming processor ends a task with {self._buffered_rows} output "
+                "rows that no timer call handed to Spark"
+            )
 
     # -- steps ----------------------------------------------------------------
 
@@ -428,6 +451,7 @@ class WindowProcessor(StatefulProcessor):
         pt = MIN_TIME
         if mode == "EventTime":
             spark_wm = int(tv.getCurrentWatermarkInMs())
+            self._spark_clock = spark_wm
             end = self.layout.end_watermark
             if end is not None and spark_wm >= end:
                 wm = MAX_TIME
@@ -557,7 +581,42 @@ class WindowProcessor(StatefulProcessor):
             self.state.clear()
         op.forget_key(k)
         if results or late or counters:
-            yield _pandas(self.layout.tagged.rows(results, late, counters))
+            yield from self._emit(k, self.layout.tagged.rows(results, late, counters), rows)
+
+    def _emit(self, k: tuple, batch: pa.RecordBatch, rows: bool) -> Iterator[pd.DataFrame]:
+        """Hand a key's output to Spark, or keep it for one frame of many keys.
+
+        Spark converts every frame a call yields on its own, and that costs
+        more per frame than the processor's whole work for a key (11 columns,
+        a few rows: docs/benchmarks.md, "Streaming"). So calls with rows keep
+        their output, and the task hands it over in frames of up to
+        :data:`_FRAME_ROWS` rows: at the first timer call of the task, which
+        comes after every call with rows (Spark fires the expired timers of a
+        partition after its rows). A Spark timer just below the watermark,
+        registered with the first kept frame, makes sure there is such a
+        call; it fires nothing of its key (``handleExpiredTimer``). The rows
+        reach the same micro-batch, in the same order. Without an event-time
+        watermark (other time modes, or none yet) a call yields its frame.
+        """
+        clock = self._spark_clock if self.layout.mode == "EventTime" else None
+        if not rows or clock is None or clock <= 0:
+            yield from self._flush()
+            yield _pandas(batch)
+            return
+        self._buffer.append(batch)
+        self._buffered_rows += batch.num_rows
+        if self._flush_timer is None:
+            self._flush_timer = (k, clock - 1)
+            self.handle.registerTimer(clock - 1)
+        if self._buffered_rows >= _FRAME_ROWS:
+            yield from self._flush()
+
+    def _flush(self) -> Iterator[pd.DataFrame]:
+        """The kept output as one frame (nothing when there is none)."""
+        if self._buffer:
+            batch = pa.concat_batches(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+            self._buffer, self._buffered_rows = [], 0
+            yield _pandas(batch)
 
     def _sync_timers(self, due: list[int], now: int, keep: bool, rows: bool) -> set[int]:
         """One Spark timer that wakes the key no later than its earliest runtime timer.
