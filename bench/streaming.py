@@ -2,7 +2,9 @@
 
 One command (from the repository root)::
 
-    .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000]
+    .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000] [--warmup]
+    .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
+    .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
 
 Writes ``--batches`` parquet files of ``--rows`` rows each (``--keys`` keys,
 event time rising across files, 1 s apart per key on average), then runs in
@@ -196,7 +198,8 @@ def run_floor(spark, data: Path, work: Path) -> None:
     )
     print("| processor | micro-batches (s) | after the first (s) | CPU s |")
     print("|---|---|---|---|")
-    for name, what in FLOOR_WORK.items():
+    # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
+    for name, what in [("rows", None), *FLOOR_WORK.items()]:
         groups = F.pmod(F.hash("k"), F.lit(64)).alias("g") if name == "buckets" else F.col("k")
         out = staged.groupBy(groups).transformWithStateInPandas(
             statefulProcessor=floor_processor(name),
@@ -205,8 +208,10 @@ def run_floor(spark, data: Path, work: Path) -> None:
             timeMode="EventTime",
         )
         cpu = tree_cpu()
-        progress = run_stream(out, work / f"ck_floor_{name}")
+        progress = run_stream(out, work / f"ck_floor_{name}_{what is None}")
         spent = tree_cpu() - cpu
+        if what is None:
+            continue
         secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
         shown = ", ".join(f"{x:.1f}" for x in secs)
         print(f"| {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
@@ -244,13 +249,14 @@ class _Handle:
         self.timers.get(self.key, set()).discard(t)
 
 
-def run_profile(data: Path) -> None:
+def run_profile(data: Path, *, cprofile: bool) -> None:
     """The processor in this process on the bench's micro-batches, Spark's part in dicts.
 
     Per micro-batch: ``handleInputRows`` per key with its rows as the pandas
     frame Spark builds (positional columns), then ``handleExpiredTimer`` per
-    (key, timer) below the watermark, in time order. Prints the CPU seconds
-    and the state-store calls per micro-batch, then cProfile's top entries.
+    (key, timer) below the watermark, in time order. Prints the CPU seconds,
+    the state-store calls and the frames handed to Spark per micro-batch,
+    and with ``cprofile`` (which inflates the CPU seconds) cProfile's top entries.
     """
     import cProfile
     import pstats
@@ -277,31 +283,36 @@ def run_profile(data: Path) -> None:
         batches.append(([(k, g.reset_index(drop=True)) for k, g in frame.groupby("_0")], ts.max()))
     profile = cProfile.Profile()
     top = None
-    print("| micro-batch | CPU s | state.get | state.update | registerTimer | deleteTimer |")
-    print("|---|---|---|---|---|---|")
+    calls = " | ".join(handle.calls)
+    print(f"| micro-batch | CPU s | {calls} | frames |")
+    print("|---|---|---|---|---|---|---|")
     for b, (groups, batch_top) in enumerate(batches):
         wm = 0 if top is None else max(0, top - delay)
         tv = TimerValues(-1, wm)
         before = dict(handle.calls)
+        frames = 0
         cpu = time.process_time()
-        profile.enable()
+        if cprofile:
+            profile.enable()
         for k, g in groups:
             handle.key = (k,)
             for _ in proc.handleInputRows((k,), iter([g]), tv):
-                pass
+                frames += 1
         due = sorted((t, key) for key, ts in handle.timers.items() for t in ts if t < wm)
         for t, key in due:
             handle.key = key
             for _ in proc.handleExpiredTimer(key, tv, ExpiredTimerInfo(t)):
-                pass
+                frames += 1
             handle.timers[key].discard(t)  # Spark deletes a timer once it fired
-        profile.disable()
+        if cprofile:
+            profile.disable()
         spent = time.process_time() - cpu
         calls = " | ".join(str(handle.calls[c] - before[c]) for c in handle.calls)
-        print(f"| {b} | {spent:.2f} | {calls} |")
+        print(f"| {b} | {spent:.2f} | {calls} | {frames} |")
         top = int(batch_top) if top is None else max(top, int(batch_top))
-    print()
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+    if cprofile:
+        print()
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
 
 
 def main() -> int:
@@ -317,7 +328,13 @@ def main() -> int:
     ap.add_argument(
         "--profile",
         action="store_true",
-        help="instead: the WQL processor in this process (Spark's part in dicts), cProfile",
+        help="instead: the WQL processor in this process (Spark's part in dicts)",
+    )
+    ap.add_argument("--cprofile", action="store_true", help="with --profile: cProfile it")
+    ap.add_argument(
+        "--warmup",
+        action="store_true",
+        help="run both queries once before the measured runs (the first pays the JVM warm-up)",
     )
     args = ap.parse_args()
 
@@ -332,7 +349,7 @@ def main() -> int:
         data = work / "data"
         make_data(data, args.rows, args.batches, args.keys)
         if args.profile:
-            run_profile(data)
+            run_profile(data, cprofile=args.cprofile)
             return 0
         spark = default_session(
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
@@ -344,6 +361,17 @@ def main() -> int:
         compiled = wql.compile(QUERY.format(path=data))
         source = read_stream_source(spark, compiled.program.source("s"), None)
 
+        native = (
+            source.withWatermark("ts", "5 seconds")
+            .groupBy("k", F.session_window("ts", "30 seconds"))
+            .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        )
+        if args.warmup:
+            # both queries once, unmeasured: the JVM's JIT and Spark's Python workers
+            # are warm for both measured runs, not only for the second
+            run_stream(compiled.apply(spark, s=source).queries[0]._run.tagged, work / "w_wql")
+            run_stream(native, work / "w_native")
+
         cpu, started = tree_cpu(), time.perf_counter()
         run = compiled.apply(spark, s=source).queries[0]._run
         wql_progress = run_stream(run.tagged, work / "ck_wql")
@@ -351,11 +379,6 @@ def main() -> int:
         wql_cpu = tree_cpu() - cpu
 
         cpu, started = tree_cpu(), time.perf_counter()
-        native = (
-            source.withWatermark("ts", "5 seconds")
-            .groupBy("k", F.session_window("ts", "30 seconds"))
-            .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
-        )
         base_progress = run_stream(native, work / "ck_native")
         base_total = time.perf_counter() - started
         base_cpu = tree_cpu() - cpu
