@@ -150,7 +150,6 @@ FLOOR_WORK = {
     "rows": "read the key's rows, nothing else",
     "state": "+ ValueState get and update (500 bytes)",
     "timer": "+ move one Spark timer (delete the old, register the new)",
-    "buckets": "the same per group of keys: grouped by hash(k) mod 64, not by k",
 }
 
 
@@ -169,7 +168,7 @@ def floor_processor(work: str):
             # with the largest values, the keys the string column
             top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
             keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
-            if work != "rows":  # state, timer, buckets: 500 bytes per key
+            if work != "rows":  # state, timer: 500 bytes per key
                 saved = self.state.get()
                 self.state.update((b"x" * (500 * keys), top + 30_000))
                 if work != "state":
@@ -200,10 +199,9 @@ def run_floor(spark, data: Path, work: Path) -> None:
     print("|---|---|---|---|")
     # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
     for name, what in [("rows", None), *FLOOR_WORK.items()]:
-        groups = F.pmod(F.hash("k"), F.lit(64)).alias("g") if name == "buckets" else F.col("k")
-        out = staged.groupBy(groups).transformWithStateInPandas(
+        out = staged.groupBy("k").transformWithStateInPandas(
             statefulProcessor=floor_processor(name),
-            outputStructType="g STRING",
+            outputStructType="k STRING",
             outputMode="Append",
             timeMode="EventTime",
         )
