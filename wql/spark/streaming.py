@@ -368,7 +368,9 @@ class WindowProcessor(StatefulProcessor):
     of the key in event-time order, emit, save, re-sync Spark timers.
     ``handleExpiredTimer(key, timerValues, expiredTimerInfo)``: the same
     without rows. Both return pandas frames of the tagged layout: the key's
-    result and late rows, and a counters row when its counters moved.
+    result and late rows, and a counters row when its counters moved; in
+    ``EventTime`` mode the frames of a task's calls with rows go to Spark as
+    one at its first timer call (:meth:`_emit`).
 
     At the end of input (the watermark of an end marker) a call restores the
     key into a fresh operator, runs ``end_of_input()`` (every event-time
