@@ -31,12 +31,11 @@ The contract (docs/streaming.md has the long form and the measurements):
 * **State** per key is one ``ValueState``: the runtime's
   ``snapshot_key`` bytes (window contents or accumulators, trigger state,
   pane counts, merging set, the key's (window, time) timer index) plus the
-  clocks the key last saw. Spark fires a timer when its time is *strictly
-  below* the batch's watermark, so a runtime timer at ``T`` needs a Spark
-  timer at ``max(T - 1, W)``: due when ``W >= T``, and a timer already at
-  or below ``W`` waits for the next rise (Flink's rule). A key has one
-  Spark timer, at or before its earliest runtime timer: a timer it already
-  has is kept while it is not later (``WindowProcessor._sync_timers``).
+  clocks the key last saw. Spark timers are registered at the distinct
+  times the runtime's timers are due; Spark fires a timer when its time is
+  *strictly below* the batch's watermark, so a runtime timer at ``T`` is
+  registered at ``max(T - 1, W)``: due when ``W >= T``, and a timer
+  already at or below ``W`` waits for the next rise (Flink's rule).
 * **Time modes**: event-time queries use ``EventTime``, processing-time
   queries ``ProcessingTime`` (the processing clock is the micro-batch's
   timestamp), count and global windows without time triggers ``None``. A
@@ -398,8 +397,8 @@ class WindowProcessor(StatefulProcessor):
         #: output of this task's keys not yet handed to Spark (see _emit)
         self._buffer: list[pa.RecordBatch] = []
         self._buffered_rows = 0
-        #: the (key, time) of the Spark timer that flushes the buffer in this task
-        self._flush_timer: tuple[tuple, int] | None = None
+        #: the Spark timer that flushes the buffer in this task is registered
+        self._flush_timer = False
         #: Spark's event-time watermark of the call (``None``: another time mode)
         self._spark_clock: int | None = None
 
@@ -425,12 +424,9 @@ class WindowProcessor(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         # the keys' buffered output first: it precedes every timer's, as it would unbuffered
         yield from self._flush()
+        # the flush timer's key goes on as for any timer of its own: a call for a
+        # key whose clock did not move fires nothing, emits nothing
         k = self._key(key)
-        if self._flush_timer == (k, expiredTimerInfo.getExpiryTimeInMs()):
-            # only the flush: the key's own timers are at or above the watermark
-            # (its call with rows deleted those below), so nothing of the key is due
-            self._flush_timer = None
-            return
         wm, pt = self._clocks(timerValues)
         before = self._begin(wm)
         self._restore(k, wm, pt)
@@ -556,12 +552,12 @@ class WindowProcessor(StatefulProcessor):
         event_timers, processing_timers = op.timers(k)
         keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
         if self.layout.mode == "EventTime":
-            spark_timers = self._sync_timers(event_timers, wm, keep, rows)
+            spark_timers = self._sync_timers(event_timers, wm, keep)
         elif self.layout.mode == "ProcessingTime":
             # a processing-time timer at T is due once the clock passes T (reads T + 1:
             # Flink's 1 ms delay, WindowOperator.advance_processing_time)
             due = [t + 1 for t in processing_timers]
-            spark_timers = self._sync_timers(due, pt, keep, rows)
+            spark_timers = self._sync_timers(due, pt, keep)
         else:
             spark_timers = set()
         counters = _moved(before, op.counters.as_dict(), after_end, self._pending_rows)
@@ -596,7 +592,9 @@ class WindowProcessor(StatefulProcessor):
         comes after every call with rows (Spark fires the expired timers of a
         partition after its rows). A Spark timer just below the watermark,
         registered with the first kept frame, makes sure there is such a
-        call; it fires nothing of its key (``handleExpiredTimer``). The rows
+        call; for its key it is a call whose clock did not move, which fires
+        and emits nothing (as Spark's firing of any timer below the watermark
+        of a key that had rows in the batch). The rows
         reach the same micro-batch, in the same order. Without an event-time
         watermark (other time modes, or none yet) a call yields its frame.
         """
@@ -607,8 +605,8 @@ class WindowProcessor(StatefulProcessor):
             return
         self._buffer.append(batch)
         self._buffered_rows += batch.num_rows
-        if self._flush_timer is None:
-            self._flush_timer = (k, clock - 1)
+        if not self._flush_timer:
+            self._flush_timer = True
             self.handle.registerTimer(clock - 1)
         if self._buffered_rows >= _FRAME_ROWS:
             yield from self._flush()
@@ -620,50 +618,32 @@ class WindowProcessor(StatefulProcessor):
             self._buffer, self._buffered_rows = [], 0
             yield _pandas(batch)
 
-    def _sync_timers(self, due: list[int], now: int, keep: bool, rows: bool) -> set[int]:
-        """One Spark timer that wakes the key no later than its earliest runtime timer.
+    def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
+        """Spark timers at the distinct times the key's runtime timers become due.
 
         Spark fires a timer whose time is strictly below the batch's clock;
         ``due`` are the clock readings at which the key's runtime timers fire
         (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
         one); a timer due at ``T`` needs the clock to reach ``T``, and one
         at or below the current clock waits for the next rise: Spark time
-        ``max(T - 1, now)``. The key needs a Spark timer at or before the
-        earliest of these only: the call it wakes fires every runtime timer
-        due by then and syncs again. So a Spark timer the key already has that
-        is not later is kept (a key whose windows keep growing moves no timer:
-        each move is two state-store writes), and it may wake the key early:
-        such a call fires nothing and emits nothing. Other Spark timers after
-        ``now`` are deleted; one at ``now`` only wakes the key once.
-        Timers below ``now`` fire in this batch after the keys' rows; a call
-        with ``rows`` has fired what is due already, so it deletes them
-        (a wake-up costs more than the delete). A call for a timer leaves them
-        to Spark, which is iterating them. A drainable stream's timers stop at
-        the end timer (which the end of input passes), and a key that keeps
-        state without any timer gets the end timer, so that the end of input
-        reaches it. At the end of input (``now`` is ``MAX_TIME``) every timer
-        is past. Returns the key's Spark timers from ``now`` on (kept in its
-        state).
+        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
+        firing them in this batch and deletes them after), a stale one at
+        ``now`` only wakes the key once; later stale ones are deleted.
+        A drainable stream's timers stop at the end timer (which the end of
+        input passes), and a key that keeps state without any timer gets the
+        end timer, so that the end of input reaches it. At the end of input
+        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
+        timers from ``now`` on (kept in its state).
         """
         if now == MAX_TIME:
             return set()
-        times = [max(t - 1, now) for t in due if t < MAX_TIME]
-        target = min(times) if times else None
+        wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
         end = self._end_timer
         if end is not None:
-            if target is not None:
-                target = min(target, end)
-            elif keep:
-                target = end
+            wanted = {min(t, end) for t in wanted}
+            if keep and not wanted:
+                wanted = {end}
         existing = {t for t in self._spark_timers if t >= now}
-        if rows:
-            for t in self._spark_timers:
-                if t < now:
-                    self.handle.deleteTimer(t)
-        wanted: set[int] = set()
-        if target is not None:
-            earliest = min(existing, default=None)
-            wanted = {earliest if earliest is not None and earliest <= target else target}
         for t in existing - wanted:
             if t > now:
                 self.handle.deleteTimer(t)
