@@ -422,8 +422,10 @@ class WindowProcessor(StatefulProcessor):
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        # the keys' buffered output first: it precedes every timer's, as it would unbuffered
+        # the keys' buffered output first: it precedes every timer's, as it would unbuffered;
+        # the task's calls with rows are over, a later micro-batch needs its own flush timer
         yield from self._flush()
+        self._flush_timer = False
         # the flush timer's key goes on as for any timer of its own: a call for a
         # key whose clock did not move fires nothing, emits nothing
         k = self._key(key)
