@@ -3,7 +3,7 @@
 One command (from the repository root)::
 
     .venv/bin/python bench/host_stages.py [--rows N] [--repeat R] [--query session|triggered]
-                                          [--output-rows M]
+                                          [--output-rows M] [--strategies S1,S2]
 
 Part 1 runs ``bench/spark.py``'s scenario b (``--query session``: SESSION 5 s
 per key, COUNT + SUM) or c (``--query triggered``: + ``TRIGGER COUNT(100)
@@ -20,7 +20,13 @@ workers; ``bench/nexmark.py``'s ``Sampler``):
    task that only counts them (the Arrow transfer to the Python workers);
 4. ``+ persist, 2 jobs``: that output persisted, collected, then read again
    (the shape of the host's cached output and its counters job);
-5. ``apply``: the whole ``apply()`` with the real operator and the results.
+5. ``run_operator``: the batch host's whole run with that replay strategy
+   (operator, counters, the result forced);
+
+stages 1-5 once per replay strategy of ``--strategies`` (default
+``window,summary``: the single-task window against the summary replay,
+whose tasks compute the watermarks), then ``apply (auto)``: the whole
+``apply()`` with the strategy ``auto`` picks.
 
 Part 2 times :meth:`wql.spark.layout.TaggedLayout.rows` (CPU seconds,
 median of 7) on M (default 362 000, keyed HOP-60's output in
@@ -71,7 +77,7 @@ def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"n": [n]})
 
 
-def stages(rows: int, repeat: int, text: str) -> None:
+def stages(rows: int, repeat: int, text: str, strategies: list[str]) -> None:
     spark = default_session("local[*]", "wql-bench-host", {})
     with tempfile.TemporaryDirectory() as tmp:
         spark_bench.generate(Path(tmp), rows, 1_000)
@@ -81,30 +87,44 @@ def stages(rows: int, repeat: int, text: str) -> None:
         op = build_operator(query)
         spec = H.replay_spec(query, op)
 
-        def staged() -> Any:
-            replayed = R.replay(df, spec)
+        def staged(strategy: str) -> Any:
+            replayed = R.replay(df, spec, strategy=strategy, in_task=True)
             s, keys = H.stage(query, op, replayed)
             partitions = H.operator_partitions(spark, replayed.rows_replayed)
-            return s.repartition(partitions, *keys).sortWithinPartitions(R.SEQ)
+            return s.repartition(partitions, *keys).sortWithinPartitions(*replayed.order)
 
-        def persisted() -> None:
-            out = staged().mapInArrow(_count, "n long").persist()
+        def persisted(strategy: str) -> None:
+            out = staged(strategy).mapInArrow(_count, "n long").persist()
             out.collect()
             noop(out)
             out.unpersist()
+
+        def operator_run(strategy: str) -> None:
+            run = H.run_operator(query, df, replay_strategy=strategy)
+            noop(run.result)
+            run.release()
 
         def applied() -> None:
             results = compiled.apply(spark, events=df)
             noop(results.df)
             results.release()
 
-        runs: list[tuple[str, Callable[[], None]]] = [
-            ("replay", lambda: noop(R.replay(df, spec).df)),
-            ("+ key exchange", lambda: noop(staged())),
-            ("+ mapInArrow (trivial)", lambda: staged().mapInArrow(_count, "n long").collect()),
-            ("+ persist, 2 jobs", persisted),
-            ("apply", applied),
-        ]
+        runs: list[tuple[str, Callable[[], None]]] = []
+        for strategy in strategies:
+            runs += [
+                (
+                    f"{strategy}: replay",
+                    lambda s=strategy: noop(R.replay(df, spec, strategy=s, in_task=True).df),
+                ),
+                (f"{strategy}: + key exchange", lambda s=strategy: noop(staged(s))),
+                (
+                    f"{strategy}: + mapInArrow (trivial)",
+                    lambda s=strategy: staged(s).mapInArrow(_count, "n long").collect(),
+                ),
+                (f"{strategy}: + persist, 2 jobs", lambda s=strategy: persisted(s)),
+                (f"{strategy}: run_operator", lambda s=strategy: operator_run(s)),
+            ]
+        runs.append(("apply (auto)", applied))
         for _, run in runs:  # warm-up
             run()
         timings: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runs}
@@ -156,9 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--query", choices=sorted(QUERIES), default="session")
     parser.add_argument("--output-rows", type=int, default=362_000)
+    parser.add_argument(
+        "--strategies",
+        default=f"{R.STRATEGY_WINDOW},{R.STRATEGY_SUMMARY}",
+        help="replay strategies to compare, comma-separated (taking turns)",
+    )
     args = parser.parse_args(argv)
     output_rows(args.output_rows)
-    stages(args.rows, args.repeat, QUERIES[args.query])
+    stages(args.rows, args.repeat, QUERIES[args.query], args.strategies.split(","))
     return 0
 
 

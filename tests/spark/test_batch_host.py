@@ -428,3 +428,116 @@ def test_output_columns_convert_as_value_by_value(kind, values):
             L._arrow(values, t)
         return
     assert L._arrow(values, t).equals(expected)
+
+
+SUMMARY_QUERIES = [
+    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND) "
+    "ALLOWED LATENESS INTERVAL '500' MILLISECOND LATE DATA TO late_s",
+    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) TRIGGER PURGING COUNT(2)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND TRIGGER WATERMARK WITH EARLY COUNT(2)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) TRIGGER COUNT(2) EVICT COUNT(2)",
+    # timers on the times' grid: whether a tie's later row comes before or after a
+    # firing depends on the watermark it sees (its twin's time, not the time below)
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "TRIGGER EVERY INTERVAL '250' MILLISECOND OF EVENT TIME",
+]
+
+
+def outcome(run):
+    """A run's results, late rows and dropped rows (multisets) and counters; releases it."""
+    try:
+        late = multiset(run.late.collect()) if run.late is not None else None
+        return multiset(run.result.collect()), late, multiset(run.dropped.collect()), run.counters
+    finally:
+        run.release()
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    files=st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b", "c"]),
+                st.integers(0, 9),
+                # few distinct times: ties within and across keys and files
+                st.one_of(st.integers(0, 8).map(lambda t: t * 250), st.none()),
+            ),
+            min_size=1,
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    query=st.sampled_from(SUMMARY_QUERIES),
+    delay=st.sampled_from([0, 1]),
+    partitions=st.sampled_from(["1", "3"]),
+    batch=st.sampled_from(["2", "10000"]),
+)
+def test_summary_replay_equals_the_window_replay(spark, files, query, delay, partitions, batch):
+    # the key partitions compute their rows' watermarks from the event-time summary
+    # (wql/spark/replay.py, summary strategy): every outcome as the global window's
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    text = source(delay) + query
+    compiled = compile_source(text, engine="operator").queries[0]
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, rows in enumerate(files):
+                table = pa.table(
+                    {
+                        "k": [k for k, _, _ in rows],
+                        "v": [float(v) for _, v, _ in rows],
+                        "ts": pa.array([ts(t) for _, _, t in rows], pa.timestamp("us")),
+                        "arr": pa.array([0] * len(rows), pa.int64()),
+                        "pt": pa.array([0] * len(rows), pa.int64()),
+                    }
+                )
+                pq.write_table(table, f"{tmp}/part-{i}.parquet")
+            df = spark.read.parquet(tmp)
+            summary = run_operator(compiled, df, replay_strategy=R.STRATEGY_SUMMARY)
+            assert summary._replay is not None and summary._replay.summary is not None
+            got = outcome(summary)
+            expected = outcome(run_operator(compiled, df, replay_strategy=R.STRATEGY_WINDOW))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert got == expected
+
+
+def test_a_ties_later_row_sees_its_twins_time(spark):
+    # a@500 comes after b@500 in input order: it sees watermark 499, so a's EVERY
+    # timer at 250 fires before it (pane of a@0 alone); b@500 sees -1 (0 - 0 - 1)
+    text = source(0) + SUMMARY_QUERIES[-1]
+    query = compile_source(text, engine="operator").queries[0]
+    rows = rows_of(("a", 1.0, 0), ("b", 1.0, 500), ("a", 1.0, 500))
+    got = outcome(run_operator(query, frame(spark, rows), replay_strategy=R.STRATEGY_SUMMARY))
+    expected = outcome(run_operator(query, frame(spark, rows), replay_strategy=R.STRATEGY_WINDOW))
+    assert got == expected
+    assert got[0][("a", ts(0), ts(2000), 0, "EARLY", 1.0, 1)] == 1
+
+
+def test_summary_replay_only_where_nothing_needs_positions(spark):
+    rows = rows_of(("a", 1.0, 500), ("b", 1.0, 500), ("a", 1.0, 100))
+    plain = compile_source(source(0) + QUERIES[0], engine="operator").queries[0]
+    run = run_operator(plain, frame(spark, rows))
+    assert run._replay is not None and run._replay.summary is not None  # auto takes it
+    run.release()
+    # a pipeline's first stage places its rows by replay position: today's replay
+    run = run_operator(plain, frame(spark, rows), tag=True)
+    assert run._replay is not None and run._replay.summary is None
+    run.release()
+    ordered = compile_source(source(0, " WITH (arrival_order = 'arr')") + QUERIES[0])
+    with pytest.raises(ValueError, match="summary replay"):
+        run_operator(ordered.queries[0], frame(spark, rows), replay_strategy=R.STRATEGY_SUMMARY)

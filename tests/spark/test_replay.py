@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -117,24 +118,30 @@ def test_bad_columns_are_semantic_errors(spark):
         R.replay(reserved, R.ReplaySpec(None, 0))
 
 
+@contextmanager
+def tiny_splits(spark, tmp_path, lines_a, lines_b, schema):
+    """Two CSV files read in 256-byte splits: each file over several partitions."""
+    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
+    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
+    try:
+        df = spark.read.csv(str(tmp_path), schema=schema)
+        assert df.rdd.getNumPartitions() > 4
+        yield df
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+
 def test_file_input_order_survives_split_packing(spark, tmp_path):
     # two files, tiny splits: Spark packs splits by size, not by file, so the
     # partition id alone would interleave them; (path, id) keeps file order
     lines_a = [f"a,{i}" for i in range(300)]
     lines_b = [f"b,{i}" for i in range(120)]
-    (tmp_path / "1.csv").write_text("\n".join(lines_a) + "\n")
-    (tmp_path / "2.csv").write_text("\n".join(lines_b) + "\n")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
-    try:
-        df = spark.read.csv(str(tmp_path), schema="f string, n int").withColumn(
-            "ts", R.F.lit("1970-01-01 00:00:00").cast("timestamp")
-        )
-        assert df.rdd.getNumPartitions() > 4
+    with tiny_splits(spark, tmp_path, lines_a, lines_b, "f string, n int") as df:
+        df = df.withColumn("ts", R.F.lit("1970-01-01 00:00:00").cast("timestamp"))
         replayed = R.replay(df, R.ReplaySpec("ts", 0))
         got = [(r["f"], r["n"]) for r in replayed.df.orderBy(R.SEQ).collect()]
         replayed.release()
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert got == [("a", i) for i in range(300)] + [("b", i) for i in range(120)]
 
 
@@ -169,3 +176,72 @@ def test_scalable_replays_match_reference_whatever_the_layout(
     assert rows_in == len(rows)
     nulls = sum(t is None for t in rows)
     assert dropped == ({R.REASON_NULL_EVENT_TIME: nulls} if nulls else {})
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(st.one_of(st.none(), st.integers(-3, 3).map(lambda t: t * 500)), max_size=25),
+    delay=st.integers(0, 1_500),
+    partitions=st.sampled_from([1, 3]),
+)
+def test_summary_watermarks_match_reference(spark, rows, delay, partitions):
+    # every row's watermark from the event-time summary, whatever order the rows are read in
+    data = [(i, None if t is None else ts(t)) for i, t in enumerate(rows)]
+    df = spark.createDataFrame(
+        spark.sparkContext.parallelize(data, partitions), "i int, ts timestamp"
+    )
+    replayed = R.replay(df, R.ReplaySpec("ts", delay), strategy=R.STRATEGY_SUMMARY, in_task=True)
+    assert replayed.summary is not None and R.SEQ not in replayed.df.columns
+    got = replayed.df.select("i", R.TS, R.INPUT_ID).toArrow()
+    wm = replayed.summary.watermarks(
+        got.column(R.TS).to_numpy().astype(np.int64), got.column(R.INPUT_ID).to_numpy()
+    )
+    # input order: the frame's row ids (one input "file", several partitions)
+    ids, index = got.column(R.INPUT_ID).to_pylist(), got.column("i").to_pylist()
+    order = [i for _, i in sorted(zip(ids, index, strict=True))]
+    dropped = [i for i, t in enumerate(rows) if t is None]
+    expected = reference([rows[i] for i in order] + [None] * len(dropped), delay)
+    assert sorted((order[j], t, w) for j, t, w in expected) == sorted(
+        zip(index, got.column(R.TS).to_pylist(), wm.tolist(), strict=True)
+    )
+    assert replayed.rows_in == len(rows)
+    nulls = len(dropped)
+    assert replayed.dropped_counts == ({R.REASON_NULL_EVENT_TIME: nulls} if nulls else {})
+    assert replayed.max_ts == max((t for t in rows if t is not None), default=None)
+
+
+def test_summary_replay_needs_a_stable_input_order(spark):
+    df = spark.createDataFrame([(1, ts(0))], "i int, ts timestamp")
+    assert R.stable_input_order(df)
+    # a shuffle's output arrives in fetch order: two jobs may number it differently
+    assert not R.stable_input_order(df.repartition(3))
+    with pytest.raises(ValueError, match="input order"):
+        R.replay(
+            df.repartition(3), R.ReplaySpec("ts", 0), strategy=R.STRATEGY_SUMMARY, in_task=True
+        )
+    auto = R.replay(df.repartition(3), R.ReplaySpec("ts", 0), in_task=True)
+    assert auto.summary is None and R.SEQ in auto.df.columns
+
+
+def test_summary_replay_reads_file_order_from_id_runs(spark, tmp_path):
+    # tiny splits: each file's rows are spread over several partitions; every time
+    # has ties in both files, and the first row of a time is the first file's
+    lines_a = [f"a,{i},{i % 3 * 1000}" for i in range(300)]
+    lines_b = [f"b,{i},{i % 4 * 1000}" for i in range(120)]
+    with tiny_splits(spark, tmp_path, lines_a, lines_b, "f string, n int, t long") as df:
+        df = df.withColumn("ts", R.F.timestamp_millis("t"))
+        spec = R.ReplaySpec("ts", 500)
+        replayed = R.replay(df, spec, strategy=R.STRATEGY_SUMMARY, in_task=True)
+        assert replayed.summary is not None and replayed.summary.order[1] == R.INPUT_RANK
+        got = replayed.df.select("f", "n", R.TS, R.INPUT_ID).toArrow()
+    wm = replayed.summary.watermarks(
+        got.column(R.TS).to_numpy().astype(np.int64), got.column(R.INPUT_ID).to_numpy()
+    )
+    rows = zip(got.column("f").to_pylist(), got.column("n").to_pylist(), strict=True)
+    mine = dict(zip(rows, wm.tolist(), strict=True))
+    names = [("a", i) for i in range(300)] + [("b", i) for i in range(120)]
+    times = [i % 3 * 1000 for i in range(300)] + [i % 4 * 1000 for i in range(120)]
+    expected = {names[i]: w for i, _, w in reference(times, 500)}
+    assert mine == expected

@@ -128,7 +128,10 @@ def run_operator(
     """
     op = operator_plan or build_stage(query, tag_firings=tag)
     spec = replay_spec(query, op)
-    replayed = R.replay(source, spec, strategy=replay_strategy)
+    # the tasks compute the watermarks themselves unless something needs the rows'
+    # global positions: a pipeline's clock and placer, or the clock-event sequence
+    in_task = not tag and not op.mixes_time_domains
+    replayed = R.replay(source, spec, strategy=replay_strategy, in_task=in_task)
     try:
         clock = pipeline_clock(replayed, spec) if tag else None
         return _run(query, op, spec, replayed, clock)
@@ -220,8 +223,11 @@ def stage(
     """The rows the operators see, and the names of their key columns.
 
     ``WHERE`` applied; keys as ``__wql_k<i>``, the operator's input values as
-    ``__wql_v<i>``, and the replay columns (position, event time, clocks).
+    ``__wql_v<i>``, and the replay columns (position, event time, clocks; for a
+    summary replay event time and input order instead of position and watermark).
     """
+    if replayed.summary is not None:
+        return _staged(query, op, replayed.df, *dict.fromkeys([*replayed.order, R.INPUT_ID]), R.PT)
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
 
 
@@ -297,6 +303,7 @@ def partition_task(
         slicing=slicing,
         clock=clock,
         view_input=replayed is None,
+        summary=None if replayed is None else replayed.summary,
     )
 
 
@@ -370,7 +377,9 @@ def _execute(
         staged = staged.repartition(partitions, *key_cols)
     else:
         staged = staged.repartition(1)
-    staged = staged.sortWithinPartitions(*((L.STEP, L.RANK) if task.view_input else (R.SEQ,)))
+    staged = staged.sortWithinPartitions(*task.order)
+    if task.summary is not None:  # sorted by them; the task needs only the row id
+        staged = staged.drop(R.INPUT_FILE, R.INPUT_RANK)
     out_schema, layout = L.tagged_layout(query, op)
     if small:
         # The one partition's task runs right here, on the rows collected in
@@ -460,6 +469,15 @@ class _PartitionTask:
     #: a view's rows (``view_input``), gives each the watermark of its step
     clock: GlobalClock | None = None
     view_input: bool = False
+    #: a summary replay's: the rows carry event time and input order, not their watermark
+    summary: R.TimestampSummary | None = None
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The columns each partition's rows are sorted by before the task reads them."""
+        if self.view_input:
+            return (L.STEP, L.RANK)
+        return self.summary.order if self.summary is not None else (R.SEQ,)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch
@@ -490,6 +508,10 @@ class _PartitionTask:
                 wm = self.clock.watermarks_before(steps)
                 if placer is not None:
                     placer.add(steps, batch.column(L.RANK).to_numpy(zero_copy_only=False))
+            elif self.summary is not None:
+                assert ts is not None  # a summary replay orders by event time
+                ids = batch.column(R.INPUT_ID).to_numpy(zero_copy_only=False)
+                wm = self.summary.watermarks(ts, ids)
             else:
                 wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
                 if placer is not None:

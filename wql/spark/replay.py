@@ -54,10 +54,39 @@ Three strategies compute the same columns (tests check they agree):
   maxima). Kept for the measurements: it pays for the persisted sort and
   two Python passes.
 
-:data:`STRATEGY_AUTO` (the default) runs the window strategy's statistics
-job and keeps that strategy up to :data:`AUTO_WINDOW_MAX_ROWS` replayed
-rows, else switches to the bucketed one. ``docs/running.md`` has the
-measurements.
+A fourth, :data:`STRATEGY_SUMMARY`, numbers nothing: it leaves the
+watermarks to the caller's own tasks (``replay(..., in_task=True)``; the
+batch host's key partitions), which compute them from a compact global
+:class:`TimestampSummary`. It applies when the replay order is event time
+and the watermark is the only clock (no ``arrival_order``, no
+``processing_time`` column, hence no idle rule). In the order ``(ts, input
+order)`` the rows before a row are every row with a smaller event time and
+the rows with the *same* event time earlier in input order, so
+
+    watermark_before = ts - delay - 1          if an earlier row (input order) has ts
+                     = P(ts) - delay - 1        otherwise (the first row of its ts)
+
+where ``P(ts)`` is the largest distinct event time below ``ts`` in the whole
+input (``MIN_TIME`` when there is none). Two narrow jobs build the summary:
+the statistics (rows by drop reason, and each file's id range per input
+partition, which ranks any id's file) and the replayed rows' event time and
+id, collected as two int64 columns; NumPy then sorts them by (time, file
+rank, id) and keeps the sorted distinct event times and, per time, the id of
+its first row (``monotonically_increasing_id`` is unique across the
+DataFrame, so the id alone names the row). Any task that holds a row, its
+event time and its id computes its watermark with a binary search, in any
+order and any partition. It applies only where every job numbers the rows
+alike (:func:`stable_input_order`); where a file's rows in a partition are
+not one run of ids it falls back to the window strategy. Its ``df`` holds no ``__wql_seq`` and no
+``__wql_wm``: the caller sorts each partition by :attr:`Replay.order`
+(event time, input order) and calls :meth:`TimestampSummary.watermarks`.
+
+:data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
+caller computes watermarks in its tasks, the spec allows it and the input
+has at most :data:`SUMMARY_MAX_ROWS` replayed rows; otherwise
+it runs the window strategy's statistics job and keeps that strategy up to
+:data:`AUTO_WINDOW_MAX_ROWS` replayed rows, else switches to the bucketed
+one. ``docs/running.md`` has the measurements.
 
 Rows whose event time is NULL (or unparseable text) are not replayed: they
 are counted under :data:`REASON_NULL_EVENT_TIME` and available to the caller
@@ -88,8 +117,9 @@ SEQ = "__wql_seq"
 TS = "__wql_ts"
 WM = "__wql_wm"
 PT = "__wql_pt"
-_FILE = "__wql_file"
-_ID = "__wql_id"
+INPUT_FILE = "__wql_file"
+INPUT_ID = "__wql_id"
+INPUT_RANK = "__wql_file_rank"
 _ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
 _BUCKET = "__wql_bucket"
@@ -103,6 +133,7 @@ STRATEGY_AUTO = "auto"
 STRATEGY_BUCKETED = "bucketed"
 STRATEGY_PARTITIONED = "partitioned"
 STRATEGY_WINDOW = "window"
+STRATEGY_SUMMARY = "summary"
 
 #: ``auto`` replays at most this many rows with the single-task window strategy
 #: (fewest jobs; fastest on one machine, see docs/running.md), more with ``bucketed``.
@@ -110,6 +141,14 @@ AUTO_WINDOW_MAX_ROWS = 2_000_000
 
 #: Upper bound on the number of replay buckets (range slices of the replay order).
 MAX_BUCKETS = 64
+
+#: ``auto`` uses the summary strategy up to this many replayed rows (their event
+#: times and ids, two int64 a row, are collected to the driver once; the summary,
+#: two int64 a distinct event time, is shipped to every task).
+SUMMARY_MAX_ROWS = 4_000_000
+
+#: Up to this many input files a summary replay sorts by the file's rank, not its path.
+MAX_RANKED_FILES = 64
 
 
 @dataclass(frozen=True)
@@ -155,7 +194,10 @@ class Replay:
     dropped), ``__wql_ts`` (event time, BIGINT ms, or NULL when the query
     has no event time), ``__wql_wm`` (the watermark before the row) and
     ``__wql_pt`` (processing time in ms, NULL without a processing-time
-    column). Call :meth:`release` when done with it.
+    column). A summary replay (:attr:`summary` set) has no ``__wql_seq``
+    and no ``__wql_wm``; its rows carry their input order instead
+    (:attr:`order`), and :meth:`TimestampSummary.watermarks` gives each
+    row's watermark. Call :meth:`release` when done with it.
     """
 
     df: DataFrame
@@ -167,6 +209,13 @@ class Replay:
     max_ts: int | None = None
     max_pt: int | None = None
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
+    #: Set by the summary strategy: the rows' watermarks are computed where they are read.
+    summary: TimestampSummary | None = None
+
+    @property
+    def order(self) -> list[str]:
+        """The columns that sort ``df`` in replay order (within any subset of its rows)."""
+        return list(self.summary.order) if self.summary is not None else [SEQ]
 
     @property
     def rows_replayed(self) -> int:
@@ -177,6 +226,61 @@ class Replay:
         for df in self._persisted:
             df.unpersist()
         self._persisted.clear()
+
+
+@dataclass(frozen=True)
+class TimestampSummary:
+    """What any task needs to give a row its watermark in event-time replay order.
+
+    ``times`` are the distinct event times of the replayed rows, ascending;
+    ``first[i]`` is the input-order id (``__wql_id``) of the first row, in
+    input order, whose event time is ``times[i]`` (module docstring, summary
+    strategy).
+    """
+
+    times: np.ndarray
+    first: np.ndarray
+    delay_ms: int
+    #: the columns that sort the replay's rows in replay order: event time, then
+    #: input order (the file's rank or path, left out for one file; the id)
+    order: tuple[str, ...] = (TS, INPUT_FILE, INPUT_ID)
+
+    def watermarks(self, ts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The watermark before each row of event time ``ts`` and input-order id ``ids``."""
+        if len(ts) == 0:
+            return np.empty(0, dtype=np.int64)
+        at = np.searchsorted(self.times, ts)
+        # the largest distinct time below ts; MIN_TIME for the smallest one
+        below = np.where(at > 0, self.times[np.maximum(at - 1, 0)], MIN_TIME)
+        before = np.where(ids == self.first[at], below, ts)
+        # clamp instead of wrapping around: "nothing seen yet" stays MIN_TIME
+        floor = MIN_TIME + self.delay_ms + 1
+        return np.where(before < floor, MIN_TIME, before - np.int64(self.delay_ms) - 1).astype(
+            np.int64
+        )
+
+
+def summary_applies(spec: ReplaySpec) -> bool:
+    """Whether the summary strategy can replay ``spec``: event-time order, no other clock."""
+    return bool(spec.event_time) and spec.arrival_order is None and spec.processing_time is None
+
+
+def stable_input_order(df: DataFrame) -> bool:
+    """Whether every job that reads ``df`` sees the same input order (ids).
+
+    True when its physical plan has no exchange: a scan of files or of local
+    data numbers its rows the same way whichever columns a job reads. Rows
+    that come out of a shuffle arrive in fetch order (and a round-robin
+    repartition's order can change with the columns a job prunes), so two
+    jobs may number them differently; the summary strategy, whose tasks
+    recognise each time's first row by the id the summary job saw, then
+    does not apply. False when the plan cannot be inspected.
+    """
+    try:
+        plan = str(df._jdf.queryExecution().executedPlan().toString())  # type: ignore[operator]
+    except Exception:  # no JVM plan to read (e.g. a Spark Connect session)
+        return False
+    return "Exchange" not in plan
 
 
 def event_time_millis(df: DataFrame, column: str) -> Column:
@@ -214,10 +318,16 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     )
 
 
-def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) -> Replay:
+def replay(
+    df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO, in_task: bool = False
+) -> Replay:
     """Number the rows of ``df`` in replay order and attach each row's clocks.
 
-    Runs one Spark job (the per-partition statistics) and leaves the rest lazy.
+    Runs the statistics job (the summary strategy also collects the rows'
+    event times and ids) and leaves the rest lazy.
+    ``in_task``: the caller can take a summary replay (it sorts its
+    partitions by :attr:`Replay.order` and computes the watermarks from
+    :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
     """
     for name in (spec.event_time, spec.arrival_order, spec.processing_time):
         if name is not None:
@@ -234,8 +344,8 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
     # input order first, on the DataFrame exactly as the caller gave it
     staged = df.select(
         "*",
-        F.input_file_name().alias(_FILE),
-        F.monotonically_increasing_id().alias(_ID),
+        F.input_file_name().alias(INPUT_FILE),
+        F.monotonically_increasing_id().alias(INPUT_ID),
     )
     ts = event_time_millis(df, spec.event_time) if spec.event_time else F.lit(None)
     pt = clock_millis(df, spec.processing_time) if spec.processing_time else F.lit(None)
@@ -263,14 +373,36 @@ def replay(df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO) ->
         order = [PT]
     else:
         order = []
-    order += [_FILE, _ID]
+    order += [INPUT_FILE, INPUT_ID]
 
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
     prepared = _Staged(staged, source_cols, order, spec, dropped)
+    if strategy == STRATEGY_SUMMARY and not (in_task and summary_applies(spec)):
+        raise ValueError(
+            "the summary replay needs event-time order without other clocks and a caller "
+            "that computes the watermarks in its tasks (in_task=True)"
+        )
     if spec.idle:
         # each row's gap to the previous arrival, in one ordered pass (module docstring)
+        return _replay_window(prepared)
+    if strategy == STRATEGY_SUMMARY and not stable_input_order(df):
+        raise ValueError(
+            "the summary replay needs an input order every job sees alike (no shuffle "
+            "before the source; stable_input_order)"
+        )
+    if (
+        strategy in (STRATEGY_AUTO, STRATEGY_SUMMARY)
+        and in_task
+        and summary_applies(spec)
+        and stable_input_order(df)
+    ):
+        limit = SUMMARY_MAX_ROWS if strategy == STRATEGY_AUTO else None
+        summarised = _replay_summary(prepared, limit)
+        if summarised is not None:
+            return summarised
+    if strategy == STRATEGY_SUMMARY:  # the input's files do not number their rows in runs
         return _replay_window(prepared)
     if strategy == STRATEGY_AUTO:
         replayed = _replay_window(prepared)
@@ -413,7 +545,9 @@ def _replay_partitioned(prepared: _Staged) -> Replay:
         carry_pt = max(carry_pt, max_pt)
     rows_in = offset
     delay = spec.delay_ms
-    out_fields = [f for f in ordered.schema.fields if f.name not in (_FILE, _ID, _ARRIVAL, _DROP)]
+    out_fields = [
+        f for f in ordered.schema.fields if f.name not in (INPUT_FILE, INPUT_ID, _ARRIVAL, _DROP)
+    ]
     out_schema = T.StructType(
         [
             *[f for f in out_fields if f.name not in (TS, PT)],
@@ -578,6 +712,85 @@ def _replay_window(prepared: _Staged) -> Replay:
         ).alias(PT),
     )
     return Replay(out, dropped, rows_in, dropped_counts, max_ts, max_pt)
+
+
+def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
+    """The summary strategy (module docstring).
+
+    ``None`` (another strategy replays) above ``limit`` replayed rows, or where
+    one file's rows in an input partition are not one run of ids.
+    """
+    staged, spec = prepared.df, prepared.spec
+    # Job 1, the statistics: per input partition (the id's upper bits) and file, the
+    # rows (by drop reason) and their id range. One file's rows in one partition are
+    # one run of ids, so the ranges tell each id's file without reading the path again.
+    part = F.shiftright(F.col(INPUT_ID), 33).alias("part")
+    stats = (
+        staged.groupBy(part, INPUT_FILE, _DROP)
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.min(INPUT_ID).alias("lo"),
+            F.max(INPUT_ID).alias("hi"),
+        )
+        .collect()
+    )
+    rows_in = sum(r["rows"] for r in stats)
+    dropped_counts: dict[str, int] = {}
+    for r in stats:
+        if r[_DROP] is not None:
+            dropped_counts[r[_DROP]] = dropped_counts.get(r[_DROP], 0) + r["rows"]
+    if limit is not None and rows_in - sum(dropped_counts.values()) > limit:
+        return None
+    files = sorted({r[INPUT_FILE] for r in stats})
+    rank = {f: i for i, f in enumerate(files)}
+    runs: dict[tuple[int, str], tuple[int, int]] = {}
+    for r in stats:
+        key = (r["part"], r[INPUT_FILE])
+        lo_hi = runs.get(key, (r["lo"], r["hi"]))
+        runs[key] = (min(lo_hi[0], r["lo"]), max(lo_hi[1], r["hi"]))
+    by_start = sorted((lo_hi, rank[key[1]]) for key, lo_hi in runs.items())
+    if any(a[0][1] >= b[0][0] for a, b in zip(by_start, by_start[1:], strict=False)):
+        return None  # a file's rows are not one run of ids in their partition
+    lo = np.array([lo_hi[0] for lo_hi, _ in by_start], dtype=np.int64)
+    lo_rank = np.array([r for _, r in by_start], dtype=np.int64)
+    kept = staged.filter(F.col(_DROP).isNull())
+    # Job 2: the replayed rows' event times and ids (two longs a row) to the driver,
+    # where NumPy finds each time's first row in input order (file, then id)
+    narrow = kept.select(TS, INPUT_ID).toArrow()
+    ts = narrow.column(TS).to_numpy().astype(np.int64)
+    ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
+    if len(files) > 1:
+        file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
+        order = np.lexsort((ids, file_rank, ts))
+    else:
+        order = np.lexsort((ids, ts))
+    ts, ids = ts[order], ids[order]
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = ts[1:] != ts[:-1]
+    columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
+    columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
+    sort: tuple[str, ...]
+    if len(files) == 1:
+        sort = (TS, INPUT_ID)
+    elif len(files) <= MAX_RANKED_FILES:
+        # a small integer instead of the path through the key exchange and sort
+        ranks = F.create_map(*[F.lit(x) for f in files for x in (f, rank[f])])
+        columns.append(F.element_at(ranks, F.col(INPUT_FILE)).alias(INPUT_RANK))
+        sort = (TS, INPUT_RANK, INPUT_ID)
+    else:
+        columns.append(F.col(INPUT_FILE))
+        sort = (TS, INPUT_FILE, INPUT_ID)
+    summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, sort)
+    max_ts = int(ts[-1]) if len(ts) else None
+    return Replay(
+        kept.select(*columns),
+        prepared.dropped,
+        rows_in,
+        dropped_counts,
+        max_ts,
+        None,
+        summary=summary,
+    )
 
 
 def shuffle_partitions(spark: Any) -> int:
