@@ -2,7 +2,9 @@
 
 One command (from the repository root)::
 
-    .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000]
+    .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000] [--warmup]
+    .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
+    .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
 
 Writes ``--batches`` parquet files of ``--rows`` rows each (``--keys`` keys,
 event time rising across files, 1 s apart per key on average), then runs in
@@ -18,7 +20,10 @@ Both read one file per micro-batch (``maxFilesPerTrigger = 1``) with
 ``availableNow``. Reported per micro-batch with rows: wall time
 (``triggerExecution``), rows/s, and the state store's rows and bytes; plus the
 mean size of one key's runtime snapshot (the ValueState value) measured
-in-process on the same data. Prints a Markdown table (docs/benchmarks.md).
+in-process on the same data; per engine, the CPU seconds of the whole
+process tree (the JVM and Spark's Python workers: the figure to read on a
+shared machine) and the wall time of the micro-batches after the first.
+Prints a Markdown table (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -64,6 +69,34 @@ def make_data(folder: Path, rows: int, batches: int, keys: int) -> None:
         path = folder / f"b{b:03d}.parquet"
         pq.write_table(table, path)
         os.utime(path, (1_000_000 + b, 1_000_000 + b))
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and its descendants so far.
+
+    The JVM and Spark's Python workers are children of this process; finished
+    children count through their parents' ``cutime``/``cstime`` (Linux ``/proc``).
+    """
+    hz = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / hz
 
 
 def run_stream(df, ck: Path) -> list[dict]:
@@ -112,11 +145,195 @@ def snapshot_size(folder: Path) -> tuple[float, int]:
     return float(np.mean(sizes)), len(keys)
 
 
+#: ``--floor`` processors: what ``transformWithStateInPandas`` costs per key without WQL
+FLOOR_WORK = {
+    "rows": "read the key's rows, nothing else",
+    "state": "+ ValueState get and update (500 bytes)",
+    "timer": "+ move one Spark timer (delete the old, register the new)",
+}
+
+
+def floor_processor(work: str):
+    """A processor that does ``work`` (:data:`FLOOR_WORK`) per key and outputs nothing."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Floor(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.state = handle.getValueState("s", "blob BINARY, timer LONG")
+
+        def handleInputRows(self, key, rows, timerValues):  # noqa: N802 - Spark's API
+            frames = list(rows)
+            # Spark names the columns by position: the event time is the int column
+            # with the largest values, the keys the string column
+            top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
+            keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
+            if work != "rows":  # state, timer: 500 bytes per key
+                saved = self.state.get()
+                self.state.update((b"x" * (500 * keys), top + 30_000))
+                if work != "state":
+                    if saved is not None:
+                        self.handle.deleteTimer(int(saved[1]))
+                    self.handle.registerTimer(top + 30_000)
+            yield from ()
+
+        def close(self) -> None:
+            pass
+
+    return Floor()
+
+
+def run_floor(spark, data: Path, work: Path) -> None:
+    """Spark's own per-key cost: the :data:`FLOOR_WORK` processors on the bench's data."""
+    from pyspark.sql import functions as F
+
+    source = (
+        spark.readStream.schema("k STRING, v DOUBLE, ts TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(data))
+    )
+    staged = source.withWatermark("ts", "5 seconds").select(
+        "k", "v", F.unix_millis("ts").alias("t")
+    )
+    print("| processor | micro-batches (s) | after the first (s) | CPU s |")
+    print("|---|---|---|---|")
+    # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
+    for name, what in [("rows", None), *FLOOR_WORK.items()]:
+        out = staged.groupBy("k").transformWithStateInPandas(
+            statefulProcessor=floor_processor(name),
+            outputStructType="k STRING",
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+        cpu = tree_cpu()
+        progress = run_stream(out, work / f"ck_floor_{name}_{what is None}")
+        spent = tree_cpu() - cpu
+        if what is None:
+            continue
+        secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+        shown = ", ".join(f"{x:.1f}" for x in secs)
+        print(f"| {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
+
+
+class _Handle:
+    """Spark's part for ``--profile``: per-key ValueState and timers in dicts."""
+
+    def __init__(self) -> None:
+        self.key: tuple = ()
+        self.state: dict = {}
+        self.timers: dict = {}
+        self.calls = {"state.get": 0, "state.update": 0, "registerTimer": 0, "deleteTimer": 0}
+
+    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
+        return self
+
+    def get(self):
+        self.calls["state.get"] += 1
+        return self.state.get(self.key)
+
+    def update(self, value) -> None:
+        self.calls["state.update"] += 1
+        self.state[self.key] = value
+
+    def clear(self) -> None:
+        self.state.pop(self.key, None)
+
+    def registerTimer(self, t: int) -> None:  # noqa: N802
+        self.calls["registerTimer"] += 1
+        self.timers.setdefault(self.key, set()).add(t)
+
+    def deleteTimer(self, t: int) -> None:  # noqa: N802
+        self.calls["deleteTimer"] += 1
+        self.timers.get(self.key, set()).discard(t)
+
+
+def run_profile(data: Path, *, cprofile: bool) -> None:
+    """The processor in this process on the bench's micro-batches, Spark's part in dicts.
+
+    Per micro-batch: ``handleInputRows`` per key with its rows as the pandas
+    frame Spark builds (positional columns), then ``handleExpiredTimer`` per
+    (key, timer) below the watermark, in time order. Prints the CPU seconds,
+    the state-store calls and the frames handed to Spark per micro-batch,
+    and with ``cprofile`` (which inflates the CPU seconds) cProfile's top entries.
+    """
+    import cProfile
+    import pstats
+
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
+
+    from wql.compiler import compile_source
+    from wql.compiler.backends.operator import build_operator
+    from wql.spark.streaming import WindowProcessor, processor_layout, time_mode
+
+    query = compile_source(QUERY.format(path=data), engine="operator").queries[0]
+    op = build_operator(query)
+    layout = processor_layout(query, op, time_mode(op))
+    proc = WindowProcessor(layout)
+    handle = _Handle()
+    proc.init(handle)  # type: ignore[arg-type]
+    delay = query.source.event_time.delay_ms + 1
+    batches = []
+    for path in sorted(data.glob("*.parquet")):
+        t = pq.read_table(path)
+        ts = t.column("ts").cast(pa.int64()).to_numpy() // 1000
+        frame = pd.DataFrame({"_0": t.column("k").to_pylist(), "_1": t.column("v"), "_2": ts})
+        batches.append(([(k, g.reset_index(drop=True)) for k, g in frame.groupby("_0")], ts.max()))
+    profile = cProfile.Profile()
+    top = None
+    calls = " | ".join(handle.calls)
+    print(f"| micro-batch | CPU s | {calls} | frames |")
+    print("|---|---|---|---|---|---|---|")
+    for b, (groups, batch_top) in enumerate(batches):
+        wm = 0 if top is None else max(0, top - delay)
+        tv = TimerValues(-1, wm)
+        before = dict(handle.calls)
+        frames = 0
+        cpu = time.process_time()
+        if cprofile:
+            profile.enable()
+        for k, g in groups:
+            handle.key = (k,)
+            for _ in proc.handleInputRows((k,), iter([g]), tv):
+                frames += 1
+        due = sorted((t, key) for key, ts in handle.timers.items() for t in ts if t < wm)
+        for t, key in due:
+            handle.key = key
+            for _ in proc.handleExpiredTimer(key, tv, ExpiredTimerInfo(t)):
+                frames += 1
+            handle.timers[key].discard(t)  # Spark deletes a timer once it fired
+        if cprofile:
+            profile.disable()
+        spent = time.process_time() - cpu
+        calls = " | ".join(str(handle.calls[c] - before[c]) for c in handle.calls)
+        print(f"| {b} | {spent:.2f} | {calls} | {frames} |")
+        top = int(batch_top) if top is None else max(top, int(batch_top))
+    if cprofile:
+        print()
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--keys", type=int, default=1000)
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="instead: Spark's per-key cost of transformWithStateInPandas without WQL",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: the WQL processor in this process (Spark's part in dicts)",
+    )
+    ap.add_argument("--cprofile", action="store_true", help="with --profile: cProfile it")
+    ap.add_argument(
+        "--warmup",
+        action="store_true",
+        help="run both queries once before the measured runs (the first pays the JVM warm-up)",
+    )
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -129,25 +346,40 @@ def main() -> int:
     try:
         data = work / "data"
         make_data(data, args.rows, args.batches, args.keys)
+        if args.profile:
+            run_profile(data, cprofile=args.cprofile)
+            return 0
         spark = default_session(
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
         )
+        if args.floor:
+            run_floor(spark, data, work)
+            spark.stop()
+            return 0
         compiled = wql.compile(QUERY.format(path=data))
         source = read_stream_source(spark, compiled.program.source("s"), None)
 
-        started = time.perf_counter()
-        run = compiled.apply(spark, s=source).queries[0]._run
-        wql_progress = run_stream(run.tagged, work / "ck_wql")
-        wql_total = time.perf_counter() - started
-
-        started = time.perf_counter()
         native = (
             source.withWatermark("ts", "5 seconds")
             .groupBy("k", F.session_window("ts", "30 seconds"))
             .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
         )
+        if args.warmup:
+            # both queries once, unmeasured: the JVM's JIT and Spark's Python workers
+            # are warm for both measured runs, not only for the second
+            run_stream(compiled.apply(spark, s=source).queries[0]._run.tagged, work / "w_wql")
+            run_stream(native, work / "w_native")
+
+        cpu, started = tree_cpu(), time.perf_counter()
+        run = compiled.apply(spark, s=source).queries[0]._run
+        wql_progress = run_stream(run.tagged, work / "ck_wql")
+        wql_total = time.perf_counter() - started
+        wql_cpu = tree_cpu() - cpu
+
+        cpu, started = tree_cpu(), time.perf_counter()
         base_progress = run_stream(native, work / "ck_native")
         base_total = time.perf_counter() - started
+        base_cpu = tree_cpu() - cpu
 
         mean_snapshot, keys = snapshot_size(data)
         print("| engine | batch | rows | seconds | rows/s | state rows | state MB |")
@@ -164,6 +396,17 @@ def main() -> int:
             f"Spark {base_total:.1f} s ({b / base_total:,.0f} rows/s), "
             f"ratio {wql_total / base_total:.2f}x"
         )
+        print(
+            f"CPU seconds of the process tree (JVM + Python workers): wql {wql_cpu:.1f}, "
+            f"Spark {base_cpu:.1f}, ratio {wql_cpu / base_cpu:.2f}x"
+        )
+        steady_w = sum(p["durationMs"]["triggerExecution"] for p in wql_progress[1:])
+        steady_b = sum(p["durationMs"]["triggerExecution"] for p in base_progress[1:])
+        if steady_b:
+            print(
+                f"micro-batches after the first: wql {steady_w / 1000:.1f} s, "
+                f"Spark {steady_b / 1000:.1f} s, ratio {steady_w / steady_b:.2f}x"
+            )
         print(
             f"per-key runtime snapshot after batch 0: {mean_snapshot:,.0f} bytes mean "
             f"over {keys} keys"

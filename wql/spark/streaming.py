@@ -137,6 +137,9 @@ IDLE_METRICS = "wql_idle"
 #: Rows that reach a drained stream (files added while it was drained): counted, never run.
 REASON_AFTER_END = "after the end of input"
 
+#: The most output rows the processor hands to Spark in one frame (WindowProcessor._emit).
+_FRAME_ROWS = 10_000
+
 _KEEP = "__wql_keep"
 _TS = "__wql_ts"
 _ALL = "__wql_all"  # the constant grouping column of a windowAll query
@@ -382,7 +385,9 @@ class WindowProcessor(StatefulProcessor):
     of the key in event-time order, emit, save, re-sync Spark timers.
     ``handleExpiredTimer(key, timerValues, expiredTimerInfo)``: the same
     without rows. Both return pandas frames of the tagged layout: the key's
-    result and late rows, and a counters row when its counters moved.
+    result and late rows, and a counters row when its counters moved; in
+    ``EventTime`` mode the frames of a task's calls with rows go to Spark as
+    one at its first timer call (:meth:`_emit`).
 
     At the end of input (the watermark of an end marker) a call restores the
     key into a fresh operator, runs ``end_of_input()`` (every event-time
@@ -407,6 +412,13 @@ class WindowProcessor(StatefulProcessor):
         end = self.layout.end_watermark
         #: the Spark timer that wakes a key with state and no runtime timer at the end
         self._end_timer = None if end is None else end - 1
+        #: output of this task's keys not yet handed to Spark (see _emit)
+        self._buffer: list[pa.RecordBatch] = []
+        self._buffered_rows = 0
+        #: the Spark timer that flushes the buffer in this task is registered
+        self._flush_timer = False
+        #: Spark's event-time watermark of the call (``None``: another time mode)
+        self._spark_clock: int | None = None
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -423,19 +435,30 @@ class WindowProcessor(StatefulProcessor):
                 after_end = len(frame)
             else:
                 self._process(k, frame)
-        yield from self._finish(k, wm, pt, before, after_end)
+        yield from self._finish(k, wm, pt, before, after_end, rows=True)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        wm, pt = self._clocks(timerValues)
+        # the keys' buffered output first: it precedes every timer's, as it would unbuffered;
+        # the task's calls with rows are over, a later micro-batch needs its own flush timer
+        yield from self._flush()
+        self._flush_timer = False
+        # the flush timer's key goes on as for any timer of its own: a call for a
+        # key whose clock did not move fires nothing, emits nothing
         k = self._key(key)
+        wm, pt = self._clocks(timerValues)
         before = self._begin(wm)
         self._restore(k, wm, pt)
         yield from self._finish(k, wm, pt, before)
 
     def close(self) -> None:
-        pass
+        if self._buffer:
+            # every buffered frame has a flush timer below the watermark: this is a bug
+            raise RuntimeError(
+                f"WQL's streaming processor ends a task with {self._buffered_rows} output "
+                "rows that no timer call handed to Spark"
+            )
 
     # -- steps ----------------------------------------------------------------
 
@@ -446,6 +469,7 @@ class WindowProcessor(StatefulProcessor):
         pt = MIN_TIME
         if mode == "EventTime":
             spark_wm = int(tv.getCurrentWatermarkInMs())
+            self._spark_clock = spark_wm
             end = self.layout.end_watermark
             if end is not None and spark_wm >= end:
                 wm = MAX_TIME
@@ -498,27 +522,27 @@ class WindowProcessor(StatefulProcessor):
 
         lay = self.layout
         # Spark hands the columns over by position (``_0``, ``_1``, ...), in the
-        # order of the staged select: keys, values, event time
-        batch = _microseconds(pa.RecordBatch.from_pandas(frame, preserve_index=False))
-        n = batch.num_rows
+        # order of the staged select: keys, values, event time. Each column is read
+        # once, as NumPy where pandas holds it so (no Arrow round trip per key).
+        series = [s for _, s in frame.items()]
+        n = len(frame)
         first_value = lay.n_keys
-        ts_index = lay.n_keys + lay.n_values
+        order: np.ndarray | None = None
         if lay.has_event_time:
-            ts_arr = batch.column(ts_index)
-            valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
-            ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            ts, valid = _event_times(series[lay.n_keys + lay.n_values])
             # event-time order within the micro-batch (stable: ties keep Spark's order);
             # rows without event time keep their place and are counted by the runtime
             order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
-            if not np.all(order[:-1] <= order[1:]):
-                batch = batch.take(pa.array(order))
+            if np.all(order[:-1] <= order[1:]):
+                order = None
+            else:
                 ts, valid = ts[order], valid[order]
             timestamps: Any = ts
             timestamp_valid: Any = valid if not valid.all() else None
         else:
             timestamps, timestamp_valid = None, None
         columns = tuple(
-            L.runtime_column(batch.column(first_value + i)) for i in range(lay.n_values)
+            _runtime_values(series[first_value + i], order) for i in range(lay.n_values)
         )
         wm = np.full(n, self.op.watermark, dtype=np.int64)
         pt = (
@@ -529,7 +553,14 @@ class WindowProcessor(StatefulProcessor):
         self.op.process_batch(RowBatch([k] * n, timestamps, columns, wm, pt, timestamp_valid))
 
     def _finish(
-        self, k: tuple, wm: int, pt: int, before: dict[str, Any], after_end: int = 0
+        self,
+        k: tuple,
+        wm: int,
+        pt: int,
+        before: dict[str, Any],
+        after_end: int = 0,
+        *,
+        rows: bool = False,
     ) -> Iterator[pd.DataFrame]:
         op = self.op
         ended = wm == MAX_TIME
@@ -568,7 +599,44 @@ class WindowProcessor(StatefulProcessor):
             self.state.clear()
         op.forget_key(k)
         if results or late or counters:
-            yield self.layout.tagged.rows(results, late, counters).to_pandas()
+            yield from self._emit(k, self.layout.tagged.rows(results, late, counters), rows)
+
+    def _emit(self, k: tuple, batch: pa.RecordBatch, rows: bool) -> Iterator[pd.DataFrame]:
+        """Hand a key's output to Spark, or keep it for one frame of many keys.
+
+        Spark converts every frame a call yields on its own, and that costs
+        more per frame than the processor's whole work for a key (11 columns,
+        a few rows: docs/benchmarks.md, "Streaming"). So calls with rows keep
+        their output, and the task hands it over in frames of up to
+        :data:`_FRAME_ROWS` rows: at the first timer call of the task, which
+        comes after every call with rows (Spark fires the expired timers of a
+        partition after its rows). A Spark timer just below the watermark,
+        registered with the first kept frame, makes sure there is such a
+        call; for its key it is a call whose clock did not move, which fires
+        and emits nothing (as Spark's firing of any timer below the watermark
+        of a key that had rows in the batch). The rows
+        reach the same micro-batch, in the same order. Without an event-time
+        watermark (other time modes, or none yet) a call yields its frame.
+        """
+        clock = self._spark_clock if self.layout.mode == "EventTime" else None
+        if not rows or clock is None or clock <= 0:
+            yield from self._flush()
+            yield _pandas(batch)
+            return
+        self._buffer.append(batch)
+        self._buffered_rows += batch.num_rows
+        if not self._flush_timer:
+            self._flush_timer = True
+            self.handle.registerTimer(clock - 1)
+        if self._buffered_rows >= _FRAME_ROWS:
+            yield from self._flush()
+
+    def _flush(self) -> Iterator[pd.DataFrame]:
+        """The kept output as one frame (nothing when there is none)."""
+        if self._buffer:
+            batch = pa.concat_batches(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+            self._buffer, self._buffered_rows = [], 0
+            yield _pandas(batch)
 
     def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
         """Spark timers at the distinct times the key's runtime timers become due.
@@ -628,8 +696,42 @@ def _moved(
     return moved
 
 
-def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with its timestamps as naive UTC microseconds (Spark's precision, lossless).
+def _event_times(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The staged event-time column (BIGINT ms) as int64 values and a validity mask.
+
+    Without nulls pandas holds it as int64; with nulls Spark's conversion made it
+    float64 with NaN (or objects), read through Arrow as ``RecordBatch.from_pandas``
+    reads it (NaN and None are nulls).
+    """
+    values = column.to_numpy()
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64, copy=False), np.ones(len(values), dtype=bool)
+    arr = pa.array(column, from_pandas=True)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+
+
+def _runtime_values(column: pd.Series, order: np.ndarray | None) -> Any:
+    """One staged value column as the runtime wants it (:func:`wql.spark.layout.runtime_column`).
+
+    A numeric NumPy column without nulls (pandas' NaN is Arrow's null) is the
+    runtime's NumPy array as is; any other column goes through Arrow exactly as
+    ``RecordBatch.from_pandas`` converts it, timestamps as naive microseconds
+    (:func:`_microseconds`). ``order``: the rows' event-time order.
+    """
+    if isinstance(column.dtype, np.dtype):
+        values = column.to_numpy()
+        kind = values.dtype.kind
+        if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
+            return values if order is None else values[order]
+    arr = _microseconds(pa.array(column, from_pandas=True))
+    if order is not None:
+        arr = arr.take(pa.array(order))
+    return L.runtime_column(arr)
+
+
+def _microseconds(arr: pa.Array) -> pa.Array:
+    """``arr`` with timestamps as naive UTC microseconds (Spark's precision, lossless).
 
     Spark hands a stream's rows over as pandas, whose timestamps are
     nanoseconds; Arrow turns those into ``pandas.Timestamp`` values (and a
@@ -638,10 +740,36 @@ def _microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
     values; the output's Arrow type (``timestamp[us, UTC]``) reads them as UTC.
     """
     wanted = pa.timestamp("us")
-    if not any(pa.types.is_timestamp(f.type) and f.type != wanted for f in batch.schema):
-        return batch
-    columns = [
-        c.cast(wanted) if pa.types.is_timestamp(c.type) and c.type != wanted else c
-        for c in batch.columns
-    ]
-    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+    if pa.types.is_timestamp(arr.type) and arr.type != wanted:
+        return arr.cast(wanted)
+    return arr
+
+
+def _as_numpy(t: pa.DataType) -> bool:
+    """Arrow types whose ``to_numpy`` column is the one ``to_pandas`` builds."""
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+    )
+
+
+def _pandas(batch: pa.RecordBatch) -> pd.DataFrame:
+    """``batch.to_pandas()`` without Arrow's per-call pandas metadata work.
+
+    A key's output is a few rows; ``RecordBatch.to_pandas`` costs more per
+    call than building the frame from its columns. Numbers, booleans and
+    strings convert with ``Array.to_numpy`` exactly as ``to_pandas`` converts
+    them (integers with nulls as float64 with NaN, strings and nullable
+    booleans as objects); every other type (timestamps with their time zone,
+    decimals, arrays) through ``Array.to_pandas``.
+    """
+    columns: dict[str, Any] = {}
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        t = field.type
+        if _as_numpy(t):
+            columns[field.name] = column.to_numpy(zero_copy_only=False)
+        else:
+            columns[field.name] = column.to_pandas()
+    return pd.DataFrame(columns, copy=False)
