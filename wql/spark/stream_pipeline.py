@@ -313,7 +313,10 @@ class PipelineProcessor(WindowProcessor):
     def _rows(self, ops: list[Any], frame: pd.DataFrame, max_ts: int | None) -> int | None:
         """The micro-batch's rows through every stage, in emission order."""
         spec = self.stages[0]
-        batch = _microseconds(pa.RecordBatch.from_pandas(frame, preserve_index=False))
+        raw = pa.RecordBatch.from_pandas(frame, preserve_index=False)
+        batch = pa.RecordBatch.from_arrays(
+            [_microseconds(c) for c in raw.columns], names=raw.schema.names
+        )
         n = batch.num_rows
         ts_index = spec.n_keys + spec.n_values
         timestamps: Any = None
