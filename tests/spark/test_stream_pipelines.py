@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import wql
+from tests.spark.stream_helpers import stream_cli_argv
 from wql.errors import WqlUnsupportedError
 from wql.spark.stream_sinks import read_output, start_streams
 
@@ -188,11 +189,8 @@ def test_wql_run_stream_drain_runs_a_rollup_to_hand_derived_rows(spark, tmp_path
     write_files(tmp_path / "in", range(len(files())))
     query = tmp_path / "q.wql"
     query.write_text(text("rollup", Path("in")))
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
     out, ck = tmp_path / "out", tmp_path / "ck"
-    argv = ["run", str(query), "--stream", "--drain", "--checkpoint", str(ck)]
-    argv += ["--output", str(out), "--master", "local[2]"]
-    argv += ["--conf", f"spark.sql.shuffle.partitions={partitions}"]
+    argv = stream_cli_argv(spark, query, out, ck, "--drain")
     assert cli_main(argv) == 0
     err = capsys.readouterr().err
     # the rollup took the 13 rows per_auction fired, every one in a firing

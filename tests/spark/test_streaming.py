@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import wql
+from tests.spark.stream_helpers import stream_cli_argv
 from wql.spark.stream_sinks import read_output, start_streams
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,10 +230,8 @@ def test_wql_run_stream_runs_a_query_spark_cannot_stream_natively(spark, tmp_pat
         "GROUP BY k, CUMULATE(ts, INTERVAL '10' SECOND, INTERVAL '30' SECOND);\n"
     )
     assert wql.compile_file(query).engine == {"query_1": "native"}  # in batch
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
     out, ck = tmp_path / "out", tmp_path / "ck"
-    argv = ["run", str(query), "--stream", "--checkpoint", str(ck), "--output", str(out)]
-    argv += ["--master", "local[2]", "--conf", f"spark.sql.shuffle.partitions={partitions}"]
+    argv = stream_cli_argv(spark, query, out, ck)
     assert cli_main(argv) == 0
     assert "query_1 [operator, stream]" in capsys.readouterr().err
     got = spark.read.schema("k STRING, window_start TIMESTAMP, window_end TIMESTAMP, d BIGINT")
@@ -272,11 +271,8 @@ SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(2);
 """
     query = tmp_path / "q.wql"
     query.write_text(text.format(options=", maxFilesPerTrigger = '1'"))
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
     out, ck = tmp_path / "out", tmp_path / "ck"
-    argv = ["run", str(query), "--stream", "--drain", "--checkpoint", str(ck)]
-    argv += ["--output", str(out), "--master", "local[2]"]
-    argv += ["--conf", f"spark.sql.shuffle.partitions={partitions}"]
+    argv = stream_cli_argv(spark, query, out, ck, "--drain")
     assert cli_main(argv) == 0
     err = capsys.readouterr().err
     # a's windows from 0 and 5 s, b's from 0: the last two wait for the end of input
