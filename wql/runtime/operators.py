@@ -2,7 +2,8 @@
 
 ``WindowOperator`` for an ``OperatorConfig`` (a windowed aggregate),
 ``WindowRankOperator`` for a ``RankConfig`` (a window Top-N or
-deduplication). Both speak the host contract of docs/architecture.md
+deduplication), ``WindowJoinOperator`` for a ``JoinConfig`` (a window join
+on a stream). They speak the host contract of docs/architecture.md
 ("the runtime as the Spark host sees it").
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wql.runtime.join import JoinConfig, WindowJoinOperator
 from wql.runtime.operator import WindowOperator
 from wql.runtime.rank import RankConfig, WindowRankOperator
 
@@ -20,4 +22,6 @@ def make_operator(config: Any, *, slicing: bool = False) -> Any:
     """A fresh operator for ``config`` (``slicing``: HOP/CUMULATE slices, aggregates only)."""
     if isinstance(config, RankConfig):
         return WindowRankOperator(config)
+    if isinstance(config, JoinConfig):
+        return WindowJoinOperator(config)
     return WindowOperator(config, slicing=slicing)
