@@ -58,6 +58,8 @@ class Capabilities:
     late (or sent to the late output), never added to a window that already fired."""
     window_rank: bool = True
     """Whether a window Top-N or deduplication runs (Spark's row_number over each window)."""
+    window_join: bool = True
+    """Whether a window join runs (Spark's join of both sides' rows of each window)."""
     streaming: bool = False
     """These are the abilities on a streaming DataFrame (reasons then say so)."""
     why_not: tuple[tuple[str, str], ...] = ()
@@ -194,6 +196,7 @@ NATIVE_STREAMING = replace(
     # give them the operator engine's outcome (docs/native.md, "Streaming")
     late_rows=False,
     window_rank=False,
+    window_join=False,
     streaming=True,
     why_not=(
         *NATIVE.why_not,
@@ -221,6 +224,12 @@ NATIVE_STREAMING = replace(
             "window_rank",
             "Spark refuses row_number (a window function that is not a time window) on "
             "streaming DataFrames",
+        ),
+        (
+            "window_join",
+            "Spark's stream-stream join emits matches as rows arrive (not once per window "
+            "when the watermark passes its end) and drops rows behind its watermark without "
+            "counting them",
         ),
         (
             "late_rows",

@@ -466,6 +466,11 @@ def conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
+def sql_conjuncts(sql: str) -> list[exp.Expression]:
+    """The terms of the top-level AND chain of a condition given as Spark SQL text."""
+    return conjuncts(_parse_cached(sql).copy())
+
+
 def quote_name(name: str) -> str:
     """A column name as Spark SQL: bare when safe, else back-quoted."""
     if _SIMPLE_IDENT.match(name) and name.lower() not in _RESERVED:

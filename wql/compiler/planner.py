@@ -27,7 +27,7 @@ from collections.abc import Collection
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
-from wql.compiler.stream_pipelines import check_stream_pipeline
+from wql.compiler.stream_pipelines import check_stream_pipeline, stream_join
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
@@ -62,9 +62,11 @@ def choose_engines(
         try:
             stream = is_stream(program.root_source(q), streaming)
             views = [s for s in P.inputs_of(q) if s.view is not None]
-            if isinstance(q, P.WindowJoin) and stream:
-                raise _streaming_join(q)
-            chain = program.pipeline(q) if views and stream else ()
+            joined = isinstance(q, P.WindowJoin) and stream
+            if joined:
+                # positioned refusal of what the join processor cannot run
+                stream_join(q, program)  # type: ignore[arg-type]
+            chain = program.pipeline(q) if views and stream and not joined else ()
             if chain:
                 # positioned refusal of what one stream processor cannot run
                 check_stream_pipeline(chain)
@@ -72,6 +74,8 @@ def choose_engines(
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
             if chain:
                 choice = _in_stream_pipeline(choice, chain)
+            elif joined:
+                choice = _in_stream_join(choice, q)  # type: ignore[arg-type]
             planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
             queries.append(q)
         except WqlError as e:
@@ -105,17 +109,20 @@ def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P
     return dataclasses.replace(choice, reasons=(*choice.reasons, how))
 
 
-def _streaming_join(q: P.WindowJoin) -> WqlUnsupportedError:
-    """A window join on a stream: refused, with the reason (docs/streaming.md)."""
-    return WqlUnsupportedError(
-        f"query {q.name!r} is a window join, and window joins do not run on streams: WQL's "
-        "streaming host runs one single-input stateful operator per query, and Spark's "
-        "stream-stream join emits matches as rows arrive (not once per window when the "
-        "watermark passes its end) and drops rows behind its watermark without counting them",
-        q.span,
-        hint="run the join in batch",
-        code=ErrorCode.UNSUPPORTED,
+def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
+    """``choice`` with how the window join ``q`` runs on a stream (docs/streaming.md)."""
+    sides = " and ".join(
+        f"view {s.source.view}" if s.source.view else f"a window table over {s.source.name}"
+        for s in q.sides
     )
+    how = P.Reason(
+        f"runs on a stream in the join processor: ONE stateful processor holds {sides} "
+        "(each view with its pipeline) and the join, for all keys (parallelism 1); each "
+        "window joins once, when the watermark passes its end, after the rows its views "
+        "fire at that rise, as Flink's WindowJoinOperator",
+        q.span,
+    )
+    return dataclasses.replace(choice, reasons=(*choice.reasons, how))
 
 
 def choose_engine(
@@ -333,6 +340,8 @@ def join_blockers(q: P.WindowJoin, caps: Capabilities = NATIVE) -> list[P.Reason
     watermark passes their window.
     """
     out: list[P.Reason] = []
+    if not caps.window_join:
+        out.append(P.Reason(f"needs the operator engine: {caps.reason('window_join')}", q.span))
     for side in q.sides:
         src = side.source
         if side.window is not None and src.view is None and src.arrival_order is not None:

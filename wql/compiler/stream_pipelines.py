@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
@@ -50,7 +51,15 @@ from wql.runtime.config import (
     EMIT_WINDOW_TIME,
 )
 
-__all__ = ["Field", "Link", "check_stream_pipeline", "view_links"]
+__all__ = [
+    "Field",
+    "JoinInput",
+    "Link",
+    "StreamJoin",
+    "check_stream_pipeline",
+    "stream_join",
+    "view_links",
+]
 
 #: What a field reads of an upstream row: ``("key", i)`` (the ``i``-th key),
 #: ``("field", index)`` (an emitted field: a window bound, pane index or timing, an
@@ -160,13 +169,7 @@ def _link(
             down.span,
             "run the pipeline in batch",
         )
-    relation = _relation(up, up_op)
-    columns = {}
-    for c in up.output:
-        ref = _column_ref(c.expr.sql, c.expr.columns)
-        target = relation.get(ref.lower()) if ref is not None else None
-        if target is not None and (c.type.is_unknown or c.type == target[1]):
-            columns[c.name.lower()] = target
+    columns = _copied(up, up_op)
     span = down.source.span
 
     def field(sql: str, columns_read: tuple[str, ...], what: str) -> Field:
@@ -212,6 +215,19 @@ def _link(
     return Link(keys, values, event_time)
 
 
+def _copied(up: P.Query, up_op: OperatorPlan) -> dict[str, tuple[Source, WqlType]]:
+    """The view's output columns that copy a column of its post-aggregation relation as it
+    is: output name (lower case) -> (what it reads, its type)."""
+    relation = _relation(up, up_op)
+    columns = {}
+    for c in up.output:
+        ref = _column_ref(c.expr.sql, c.expr.columns)
+        target = relation.get(ref.lower()) if ref is not None else None
+        if target is not None and (c.type.is_unknown or c.type == target[1]):
+            columns[c.name.lower()] = target
+    return columns
+
+
 def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[Source, WqlType]]:
     """The view's post-aggregation relation: column -> (what it reads, its type)."""
     rel: dict[str, tuple[Source, WqlType]] = {}
@@ -247,3 +263,184 @@ def _column_ref(sql: str, columns: tuple[str, ...]) -> str | None:
 
 def _refuse(message: str, span: Span | None, hint: str) -> WqlUnsupportedError:
     return WqlUnsupportedError(message, span, hint=hint, code=ErrorCode.UNSUPPORTED)
+
+
+# --------------------------------------------------------------------------- window joins
+
+#: Types whose values the join processor compares as Spark's ``=`` does, per family
+#: (an equality across families is left to Spark, after the join).
+_EQUI_FAMILIES = (
+    frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL"}),
+    frozenset({"FLOAT", "DOUBLE"}),
+    frozenset({"STRING"}),
+    frozenset({"BOOLEAN"}),
+    frozenset({"TIMESTAMP"}),
+    frozenset({"DATE"}),
+)
+_JOIN_SUPPORTED = (
+    "on a stream a window join runs in one stateful processor with both sides' pipelines: "
+    "each side is a window table over the source, or a view that copies its keys, window "
+    "columns and aggregates as they are"
+)
+
+
+@dataclass(frozen=True)
+class JoinInput:
+    """How one side of a window join reaches the join in the stream processor.
+
+    A view side runs its pipeline ``chain`` (upstream first; ``links`` between
+    its stages) and each of its side columns the join reads is a
+    :class:`Field` of the view's emitted rows (``fields``; None: not read).
+    A window table side (empty ``chain``) copies source columns
+    (``source_columns``: the source column per side column, None where not read
+    or a window column) and gets its windows' columns filled in
+    (``window_columns``: the positions of window_start, window_end, window_time).
+    """
+
+    chain: tuple[P.OperatorStage, ...]
+    links: tuple[Link, ...]
+    fields: tuple[Field | None, ...]
+    source_columns: tuple[str | None, ...]
+    window_columns: tuple[int | None, int | None, int | None]
+
+
+@dataclass(frozen=True)
+class StreamJoin:
+    """A window join as the stream processor runs it.
+
+    ``equi``: ``(left position, right position)`` per equality of ON between
+    a column of each side that the processor matches on (the window bounds
+    among them); ``residual``: ON's other conjuncts (an INNER join only),
+    which Spark applies to the joined rows with WHERE and SELECT.
+    """
+
+    sides: tuple[JoinInput, JoinInput]
+    equi: tuple[tuple[int, int], ...]
+    residual: tuple[str, ...]
+
+
+def stream_join(join: P.WindowJoin, program: P.Program) -> StreamJoin:
+    """How the window join runs on a stream; raises a positioned
+    :class:`WqlUnsupportedError` for one the join processor cannot run exactly."""
+    from wql.compiler.expressions import sql_conjuncts, to_sql
+
+    used = {c.lower() for c in join.on.columns}
+    if join.where is not None:
+        used |= {c.lower() for c in join.where.columns}
+    for c in join.output:
+        used |= {n.lower() for n in c.expr.columns}
+    sides = (
+        _join_input(join, join.left, program, used),
+        _join_input(join, join.right, program, used),
+    )
+    left = {n.lower(): i for i, n in enumerate(join.left.internal)}
+    right = {n.lower(): i for i, n in enumerate(join.right.internal)}
+    equi: list[tuple[int, int]] = []
+    residual: list[str] = []
+    shown: list[str] = []  # the residual as the user wrote it (qualified names)
+    names = {
+        n.lower(): f"{side.qualifier}.{c.name}"
+        for side in join.sides
+        for n, c in zip(side.internal, side.columns, strict=True)
+    }
+    for term in sql_conjuncts(join.on.sql):
+        pair = _equi_pair(term, left, right, join)
+        if pair is not None:
+            equi.append(pair)
+            continue
+        residual.append(to_sql(term))
+        shown.append(to_sql(term.transform(lambda n: _user_name(n, names))))
+    if residual and join.kind is not P.JoinKind.INNER:
+        raise _refuse(
+            f"query {join.name!r} is a {join.kind.value} window join whose ON has conditions "
+            f"other than equalities of one column of each side ({', '.join(shown)}): on a "
+            "stream the join processor matches rows on such equalities only, and an outer "
+            "join's unmatched rows depend on the whole ON",
+            join.on.span or join.span,
+            "compare columns of the same type with =, filter in a side's view, or run the "
+            "join in batch",
+        )
+    return StreamJoin(sides, tuple(equi), tuple(residual))
+
+
+def _user_name(node: Any, names: dict[str, str]) -> Any:
+    """An internal column name of the joined relation as ``qualifier.column``."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Column) and not node.table and node.name.lower() in names:
+        qualifier, column = names[node.name.lower()].split(".", 1)
+        return exp.column(column, table=qualifier)
+    return node
+
+
+def _equi_pair(
+    term: object, left: dict[str, int], right: dict[str, int], join: P.WindowJoin
+) -> tuple[int, int] | None:
+    """``(left position, right position)`` when ``term`` equates a column of each side
+    whose values the processor compares as Spark does."""
+    from sqlglot import exp
+
+    if not (
+        isinstance(term, exp.EQ)
+        and isinstance(term.left, exp.Column)
+        and isinstance(term.right, exp.Column)
+        and not term.left.table
+        and not term.right.table
+    ):
+        return None
+    a, b = term.left.name.lower(), term.right.name.lower()
+    if a in right and b in left:
+        a, b = b, a
+    if a not in left or b not in right:
+        return None
+    i, j = left[a], right[b]
+    ta, tb = join.left.columns[i].type.kind, join.right.columns[j].type.kind
+    if not any(ta in f and tb in f for f in _EQUI_FAMILIES):
+        return None
+    return i, j
+
+
+def _join_input(
+    join: P.WindowJoin, side: P.JoinSide, program: P.Program, used: set[str]
+) -> JoinInput:
+    reads = [n.lower() in used for n in side.internal]
+    if side.source.view is None:
+        window_names = {n.lower(): k for k, n in enumerate(P.WINDOW_TABLE_COLUMNS)}
+        positions: list[int | None] = [None, None, None]
+        copies: list[str | None] = []
+        for c in side.columns:
+            k = window_names.get(c.name.lower())
+            if k is not None:
+                positions[k] = len(copies)
+            copies.append(c.name if k is None else None)
+        copies = [c if r else None for c, r in zip(copies, reads, strict=True)]
+        window_columns = (positions[0], positions[1], positions[2])
+        return JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
+    view = program.view(side.source.view)
+    links = view_links(program.pipeline(view))  # refuses a join in the view's pipeline
+    chain = tuple(s for s in program.pipeline(view) if not isinstance(s, P.WindowJoin))
+    if not isinstance(view, P.Query):
+        raise _refuse(
+            f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
+            side.span,
+            "run the join in batch",
+        )
+    columns = _copied(view, build_stage(view))
+    fields: list[Field | None] = []
+    for c, r in zip(side.columns, reads, strict=True):
+        target = columns.get(c.name.lower()) if r else None
+        if r and target is None:
+            raise _refuse(
+                f"query {join.name!r} reads {side.qualifier}.{c.name} of view {view.name!r}, "
+                f"which computes it: {_JOIN_SUPPORTED}",
+                side.span,
+                "select the value as a column of the view's relation, compute it in the "
+                "join's SELECT, or run the join in batch",
+            )
+        if target is None:
+            fields.append(None)
+            continue
+        source, type_ = target
+        window = source[0] == "field" and source[1] in _WINDOW_FIELDS.values()
+        fields.append(Field(source, "timestamp" if window else "value", type_))
+    return JoinInput(chain, links, tuple(fields), (None,) * len(fields), (None, None, None))

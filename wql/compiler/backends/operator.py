@@ -50,7 +50,14 @@ from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.config import OperatorConfig
 from wql.runtime.rank import RankConfig
 
-__all__ = ["OperatorPlan", "ValueColumn", "build_operator", "build_rank", "build_stage"]
+__all__ = [
+    "OperatorPlan",
+    "ValueColumn",
+    "build_operator",
+    "build_rank",
+    "build_stage",
+    "window_assigner",
+]
 
 
 @dataclass(frozen=True)
@@ -235,6 +242,12 @@ def build_stage(stage: P.OperatorStage, *, tag_firings: bool = False) -> Operato
 # One handler per plan class (functools.singledispatch): the tables
 # _assigner, _trigger and _evictor; tests/compiler/test_dispatch.py fails
 # when a window, trigger or evictor class of the plan has no handler.
+
+
+def window_assigner(w: P.Window) -> A.WindowAssigner:
+    """The runtime assigner of a window that reads no value (TUMBLE, HOP, CUMULATE: a
+    window table function's)."""
+    return _assigner(w, _Values())
 
 
 def _event(w: P.Window) -> bool:
