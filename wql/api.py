@@ -537,10 +537,18 @@ def _run(
     if streaming:
         from wql.spark.stream_pipeline import run_stream
 
-        assert not isinstance(q, P.WindowJoin)  # refused on streams by the planner
-        # a query over a view: its whole pipeline in one processor (the planner checked it)
-        chain = pipelines.program.pipeline(q)
-        run: Any = run_stream(chain, df)  # type: ignore[arg-type]
+        run: Any
+        if isinstance(q, P.WindowJoin):
+            # the join and both sides' pipelines in one processor (the planner checked it)
+            from wql.compiler.stream_pipelines import stream_join
+            from wql.spark.stream_join import run_stream_join
+
+            program = pipelines.program
+            run = run_stream_join(q, stream_join(q, program), program.root_sources(q)[0], df)
+        else:
+            # a query over a view: its whole pipeline in one processor (the planner checked it)
+            chain = pipelines.program.pipeline(q)
+            run = run_stream(chain, df)  # type: ignore[arg-type]
         dropped = None
     else:
         run = pipelines.operator_run(q, df)
@@ -550,8 +558,9 @@ def _run(
             pipelines.hidden.remove(run)
     result, late = run.result, run.late
     if streaming and run.idle_ms is not None and not run.heartbeats:
-        assert not isinstance(q, P.WindowJoin)  # refused on streams by the planner
-        result = _NeedsIdleMonitor(_idle_monitor_error(q).with_source(text, filename))
+        root = pipelines.program.root_sources(q)[0]
+        error = _idle_monitor_error(q.name, root.event_time, q.span)
+        result = _NeedsIdleMonitor(error.with_source(text, filename))
         late = result if late is not None else None
     return QueryResult(
         plan=q,
@@ -585,14 +594,13 @@ class _NeedsIdleMonitor:
         return f"<stream over an idle source: {self._error.message}>"
 
 
-def _idle_monitor_error(q: P.OperatorStage) -> WqlError:
-    et = q.source.event_time
+def _idle_monitor_error(name: str, et: P.EventTime | None, span: Any) -> WqlError:
     return WqlUnsupportedError(
-        f"query {q.name!r} reads a source with IDLE AFTER: on a stream, the idle rule needs "
+        f"query {name!r} reads a source with IDLE AFTER: on a stream, the idle rule needs "
         "a driver-side monitor that moves Spark's watermark with heartbeat rows while the "
         "source is quiet; the DataFrames apply() returns have none, so they cannot be "
         "started on their own",
-        (et.idle_span or et.span) if et is not None else q.span,
+        (et.idle_span or et.span) if et is not None else span,
         hint="start the results with wql.spark.stream_sinks.start_streams(results, OUT, CK) "
         "or wql run --stream, which own the monitor (docs/streaming.md, 'Idle sources')",
         code=ErrorCode.UNSUPPORTED,

@@ -1,8 +1,14 @@
-"""Helpers for the streaming CLI tests: ``wql run --stream`` on the test session's settings."""
+"""Helpers for the streaming tests: ``wql run --stream`` on the test session's settings, and
+the burst files of the stream pipeline and join tests."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 
 def stream_cli_argv(spark, query: Path, out: Path, ck: Path, *flags: str) -> list[str]:
@@ -15,3 +21,82 @@ def stream_cli_argv(spark, query: Path, out: Path, ck: Path, *flags: str) -> lis
     argv = ["run", str(query), "--stream", *flags, "--checkpoint", str(ck)]
     argv += ["--output", str(out), "--master", "local[2]"]
     return [*argv, "--conf", f"spark.sql.shuffle.partitions={partitions}"]
+
+
+BASE = dt.datetime(2024, 1, 1)
+
+# bursts: (seconds, [(auction, price), ...]); one row per auction per burst
+BURSTS = [
+    (0, [("a", 5), ("b", 7), ("c", 1)]),
+    (4, [("b", 3), ("a", 9)]),
+    (8, [("c", 4), ("a", 2), ("b", 8)]),
+    (13, [("a", 6), ("c", 5)]),
+    (17, [("b", 2), ("a", 1), ("c", 9)]),
+    (26, [("c", 3), ("b", 4)]),
+    (31, [("a", 7), ("b", 6), ("c", 2)]),
+    (44, [("b", 5), ("a", 3)]),
+]
+
+
+def files(bursts: list = BURSTS) -> list[list[dict]]:
+    """The bursts cut into files: the rest of one burst and the first row of the next."""
+    rows = [
+        [
+            {"auction": k, "price": p, "ts": (BASE + dt.timedelta(seconds=s)).isoformat()}
+            for k, p in burst
+        ]
+        for s, burst in bursts
+    ]
+    out = [rows[0][:1]]
+    for i, burst in enumerate(rows):
+        out[-1] += burst[1:]
+        if i + 1 < len(rows):
+            out[-1].append(rows[i + 1][0])
+            out.append([])
+    return [f for f in out if f]
+
+
+def write_files(folder: Path, indices, bursts: list = BURSTS) -> None:
+    """Files ``indices`` of :func:`files`, in that order (one micro-batch each)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    all_files = files(bursts)
+    for i in indices:
+        tmp = folder / f".f{i:03d}.tmp"
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in all_files[i]))
+        final = folder / f"f{i:03d}.json"
+        tmp.rename(final)
+        # the file source orders new files by modification time
+        os.utime(final, (1_000_000 + i, 1_000_000 + i))
+
+
+def counted_rows(df) -> Counter:
+    """A DataFrame's rows as text tuples, counted."""
+    return Counter(tuple(str(v) for v in r) for r in df.collect())
+
+
+def stream_query(
+    spark, text: str, name: str, out: Path, ck: Path, drain: bool = True
+) -> tuple[Counter, Any]:
+    """Query ``name`` of ``text`` (its source ``bids`` read as a stream) on the operator
+    engine through :func:`start_streams`: its output rows and the sinks."""
+    import wql
+    from wql.spark.sources import read_stream_source
+    from wql.spark.stream_sinks import read_output, start_streams
+
+    compiled = wql.compile(text)
+    source = read_stream_source(spark, compiled.program.source("bids"), None)
+    results = compiled.only(name).apply(spark, bids=source)
+    assert results.query(name).engine == "operator"
+    sinks = start_streams(results, out, ck, fmt="parquet", drain=drain)
+    return counted_rows(read_output(spark, out / name)), sinks
+
+
+def batch_query(spark, text: str, name: str) -> tuple[Counter, dict]:
+    """Query ``name`` of ``text`` in batch: its rows and counters."""
+    import wql
+
+    results = wql.compile(text).apply(spark)
+    try:
+        return counted_rows(results[name]), results.query(name).counters
+    finally:
+        results.release()

@@ -14,34 +14,22 @@ replay's end of input.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import wql
-from tests.spark.stream_helpers import stream_cli_argv
+from tests.spark.stream_helpers import (
+    batch_query,
+    files,
+    stream_cli_argv,
+    stream_query,
+    write_files,
+)
 from wql.errors import WqlUnsupportedError
-from wql.spark.stream_sinks import read_output, start_streams
 
 pytestmark = pytest.mark.spark
-
-BASE = dt.datetime(2024, 1, 1)
-
-# bursts: (seconds, [(auction, price), ...]); one row per auction per burst
-BURSTS = [
-    (0, [("a", 5), ("b", 7), ("c", 1)]),
-    (4, [("b", 3), ("a", 9)]),
-    (8, [("c", 4), ("a", 2), ("b", 8)]),
-    (13, [("a", 6), ("c", 5)]),
-    (17, [("b", 2), ("a", 1), ("c", 9)]),
-    (26, [("c", 3), ("b", 4)]),
-    (31, [("a", 7), ("b", 6), ("c", 2)]),
-    (44, [("b", 5), ("a", 3)]),
-]
 
 SOURCE = """
 CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP,
@@ -93,62 +81,17 @@ WHERE rn <= 1;
 }
 
 
-def files() -> list[list[dict]]:
-    """The bursts cut into files: the rest of one burst and the first row of the next."""
-    rows = [
-        [
-            {"auction": k, "price": p, "ts": (BASE + dt.timedelta(seconds=s)).isoformat()}
-            for k, p in burst
-        ]
-        for s, burst in BURSTS
-    ]
-    out = [rows[0][:1]]
-    for i, burst in enumerate(rows):
-        out[-1] += burst[1:]
-        if i + 1 < len(rows):
-            out[-1].append(rows[i + 1][0])
-            out.append([])
-    return [f for f in out if f]
-
-
-def write_files(folder: Path, indices) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    all_files = files()
-    for i in indices:
-        tmp = folder / f".f{i:03d}.tmp"
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in all_files[i]))
-        final = folder / f"f{i:03d}.json"
-        tmp.rename(final)
-        # the file source orders new files by modification time
-        os.utime(final, (1_000_000 + i, 1_000_000 + i))
-
-
 def text(name: str, folder: Path, stream: bool = True) -> str:
     options = ", maxFilesPerTrigger = '1'" if stream else ""
     return SOURCE.format(path=folder, options=options) + PIPELINES[name]
 
 
-def rows(df) -> Counter:
-    return Counter(tuple(str(v) for v in r) for r in df.collect())
-
-
-def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = True):
-    from wql.spark.sources import read_stream_source
-
-    compiled = wql.compile(text(name, folder))
-    source = read_stream_source(spark, compiled.program.source("bids"), None)
-    results = compiled.only(name).apply(spark, bids=source)
-    assert results.query(name).engine == "operator"
-    start_streams(results, out, ck, fmt="parquet", drain=drain)
-    return rows(read_output(spark, out / name))
+def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = True) -> Counter:
+    return stream_query(spark, text(name, folder), name, out, ck, drain)[0]
 
 
 def batch(spark, name: str, folder: Path) -> Counter:
-    results = wql.compile(text(name, folder, stream=False)).apply(spark)
-    try:
-        return rows(results[name])
-    finally:
-        results.release()
+    return batch_query(spark, text(name, folder, stream=False), name)[0]
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))

@@ -122,24 +122,27 @@ def test_rows_of_a_joined_window_are_late_dropped_and_counted(spark, partitions)
     assert "Spark's join would still join" in join.message
 
 
-def test_a_window_join_on_a_stream_is_a_positioned_error(spark, tmp_path):
+def test_a_window_join_on_a_stream_runs_in_the_join_processor(spark, tmp_path):
+    # the operator engine, both sides and the join in one processor; what it cannot run
+    # (an outer join on more than column equalities) stays a positioned error
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "a.csv").write_text("auction,price,bidder,ts,seq\n1,10,a,2024-01-01 00:00:01,0\n")
     df = spark.readStream.schema(
         "auction bigint, price bigint, bidder string, ts timestamp, seq bigint"
     ).csv(str(folder))
-    text = (
-        BIDS
-        + f"""
+    join = f"""
 SELECT l.bidder, l.price, r.price AS other
 FROM {TUMBLE_BIDS} l JOIN {TUMBLE_BIDS} r
-  ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.bidder = r.bidder;
-"""
-    )
-    with pytest.raises(WqlError, match="window joins do not run on streams") as e:
-        wql.compile(text).apply(spark, bids=df)
-    assert (e.value.line, e.value.column) == (3, 1)
+  ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.bidder = r.bidder"""
+    results = wql.compile(BIDS + join + ";").apply(spark, bids=df)
+    q = results.queries[0]
+    assert q.engine == "operator" and q.df.isStreaming
+    assert any("join processor" in r.message for r in q.plan.engine.reasons)
+    outer = join.replace(" JOIN ", " LEFT JOIN ") + " AND l.price < r.price;"
+    with pytest.raises(WqlError, match="other than equalities") as e:
+        wql.compile(BIDS + outer).apply(spark, bids=df)
+    assert e.value.line == 5
 
 
 def test_the_compiled_spark_sql_and_pyspark_script_join_the_same_rows(spark):

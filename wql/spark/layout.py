@@ -75,6 +75,7 @@ from wql.runtime.config import (
 __all__ = [
     "COUNTERS",
     "COUNTS",
+    "JoinLayout",
     "KIND",
     "LATE_ROW",
     "PLACE_COLUMNS",
@@ -84,6 +85,8 @@ __all__ = [
     "TaggedLayout",
     "arrow_type",
     "counters_of",
+    "join_layout",
+    "join_results",
     "key_columns",
     "late_rows",
     "placed_results",
@@ -248,6 +251,53 @@ def tagged_layout(query: P.OperatorStage, op: OperatorPlan) -> tuple[ST.StructTy
     arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
     layout = TaggedLayout(tuple(k.type for k in op.keys), agg_types, late_types, arrow, extended)
     return spark_schema, layout
+
+
+@dataclass(frozen=True)
+class JoinLayout:
+    """The tagged stream of a window join on a stream (pickled to the workers): ``R`` rows
+    hold the joined relation under its internal names (``WindowJoin.joined_schema``), ``C``
+    rows the counters; a join has no late rows."""
+
+    types: tuple[WqlType, ...]
+    schema: pa.Schema
+
+    def rows(
+        self,
+        results: Sequence[tuple] = (),
+        late: Sequence[tuple] = (),
+        counters: dict[str, Any] | None = None,
+    ) -> pa.RecordBatch:
+        """One batch: the joined rows (``R``) and a counters row."""
+        nr, nc = len(results), 0 if counters is None else 1
+        arrays = [pa.array([RESULT] * nr + [COUNTS] * nc, pa.string())]
+        pad = [None] * nc
+        for i, t in enumerate(self.types):
+            arrays.append(_arrow([r[i] for r in results] + pad, t))
+        arrays.append(pa.array([None] * nr + [json.dumps(counters)] * nc, pa.string()))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def join_layout(join: P.WindowJoin) -> tuple[ST.StructType, JoinLayout]:
+    """A stream window join's tagged schema in Spark, and the layout that builds it."""
+    columns = [(KIND, T.STRING), *((c.name, c.type) for c in join.joined_schema)]
+    columns.append((COUNTERS, T.STRING))
+    spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
+    arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
+    return spark_schema, JoinLayout(tuple(c.type for c in join.joined_schema), arrow)
+
+
+def join_results(join: P.WindowJoin, residual: Sequence[str], tagged: DataFrame) -> DataFrame:
+    """A stream window join's ``R`` rows -> ON's ``residual`` conjuncts (those the join
+    processor does not match on) -> WHERE -> SELECT (the plan's output schema)."""
+    rows = tagged.where(F.col(KIND) == RESULT).select(
+        *[F.col(sql_identifier(c.name)) for c in join.joined_schema]
+    )
+    for condition in residual:
+        rows = rows.where(F.expr(condition))
+    if join.where is not None:
+        rows = rows.where(F.expr(join.where.sql))
+    return rows.select(*_projection(join.output))
 
 
 def _spark_type(t: WqlType) -> ST.DataType:

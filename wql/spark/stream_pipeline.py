@@ -94,7 +94,14 @@ from wql.spark.streaming import (
     stream_input,
 )
 
-__all__ = ["PipelineProcessor", "PipelineStage", "run_stream", "run_stream_pipeline"]
+__all__ = [
+    "PipelineProcessor",
+    "PipelineStage",
+    "key_tuples",
+    "read_field",
+    "run_stream",
+    "run_stream_pipeline",
+]
 
 _GROUP = "__wql_pipeline"  # the constant grouping column: one group holds every key
 
@@ -292,11 +299,16 @@ class PipelineProcessor(WindowProcessor):
         return snap.dumps({"stages": stages, "max_ts": max_ts})
 
     def _rise(self, ops: list[Any], watermark: int) -> None:
-        """Stage by stage: process the rows the stage before fired at this rise, then rise."""
+        self._results += self._rise_chain(ops, 0, len(ops), watermark)
+
+    def _rise_chain(self, ops: list[Any], lo: int, hi: int, watermark: int) -> list[tuple]:
+        """Stage by stage of the chain ``ops[lo:hi]``: process the rows the stage before
+        fired at this rise, then rise. Returns the rows the chain's last stage emitted."""
         rows: list[tuple] = []
-        for i, op in enumerate(ops):
+        for i in range(lo, hi):
+            op = ops[i]
             fed: list[tuple] = []
-            if i and rows:
+            if i > lo and rows:
                 self._feed(i, op, rows)
                 fed = op.drain()
             if watermark == MAX_TIME:
@@ -304,51 +316,63 @@ class PipelineProcessor(WindowProcessor):
             else:
                 op.advance_watermark(watermark)
             fired = op.drain()
-            if i < len(ops) - 1:
+            if i < hi - 1:
                 fired.sort(key=self._timer_order(i))
             rows = fed + fired
             self._collect(i, ops, op)
-        self._results += rows
+        return rows
 
     def _rows(self, ops: list[Any], frame: pd.DataFrame, max_ts: int | None) -> int | None:
         """The micro-batch's rows through every stage, in emission order."""
         spec = self.stages[0]
-        raw = pa.RecordBatch.from_pandas(frame, preserve_index=False)
-        batch = pa.RecordBatch.from_arrays(
-            [_microseconds(c) for c in raw.columns], names=raw.schema.names
+        batch, timestamps, valid_mask, max_ts = self._in_time_order(
+            frame, spec.n_keys + spec.n_values, max_ts
         )
         n = batch.num_rows
-        ts_index = spec.n_keys + spec.n_values
-        timestamps: Any = None
-        valid_mask: Any = None
-        if self.has_event_time:
-            ts_arr = batch.column(ts_index)
-            valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
-            ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            # event-time order within the micro-batch (stable: ties keep Spark's order)
-            order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
-            batch = batch.take(pa.array(order))
-            ts, valid = ts[order], valid[order]
-            if valid.any():
-                top = int(ts[valid].max())
-                max_ts = top if max_ts is None else max(max_ts, top)
-            timestamps = ts
-            valid_mask = valid if not valid.all() else None
-        keys = _key_tuples([batch.column(i) for i in range(spec.n_keys)], n)
+        keys = key_tuples([batch.column(i) for i in range(spec.n_keys)], n)
         columns = tuple(
             L.runtime_column(batch.column(spec.n_keys + j)) for j in range(spec.n_values)
         )
         wm = np.full(n, ops[0].watermark, dtype=np.int64)
         ops[0].process_batch(RowBatch(keys, timestamps, columns, wm, None, valid_mask))
-        rows = ops[0].drain()
-        self._collect(0, ops, ops[0])
-        for i in range(1, len(ops)):
+        self._results += self._down(ops, 0, len(ops))
+        return max_ts
+
+    def _down(self, ops: list[Any], lo: int, hi: int) -> list[tuple]:
+        """Stage ``lo`` took rows: what it emitted through ``ops[lo + 1:hi]``, in emission
+        order. Returns the rows the chain's last stage emitted."""
+        rows = ops[lo].drain()
+        self._collect(lo, ops, ops[lo])
+        for i in range(lo + 1, hi):
             if rows:
                 self._feed(i, ops[i], rows)
             rows = ops[i].drain()
             self._collect(i, ops, ops[i])
-        self._results += rows
-        return max_ts
+        return rows
+
+    def _in_time_order(
+        self, frame: pd.DataFrame, ts_index: int, max_ts: int | None
+    ) -> tuple[pa.RecordBatch, Any, Any, int | None]:
+        """The micro-batch's rows as Arrow (timestamps in microseconds) in event-time order
+        (stable: ties keep Spark's order), their event times (``ts_index``: the column) and
+        validity mask (None: all valid; both None without event time), and the largest
+        event time seen."""
+        raw = pa.RecordBatch.from_pandas(frame, preserve_index=False)
+        batch = pa.RecordBatch.from_arrays(
+            [_microseconds(c) for c in raw.columns], names=raw.schema.names
+        )
+        if not self.has_event_time:
+            return batch, None, None, max_ts
+        ts_arr = batch.column(ts_index)
+        valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
+        ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
+        batch = batch.take(pa.array(order))
+        ts, valid = ts[order], valid[order]
+        if valid.any():
+            top = int(ts[valid].max())
+            max_ts = top if max_ts is None else max(max_ts, top)
+        return batch, ts, (valid if not valid.all() else None), max_ts
 
     def _collect(self, i: int, ops: list[Any], op: Any) -> None:
         """The last stage's late rows are output; an upstream's are its own query's."""
@@ -367,8 +391,8 @@ class PipelineProcessor(WindowProcessor):
         assert link is not None
         batch = up.tagged.rows(rows)
         n = batch.num_rows
-        keys = _key_tuples([_read(batch, f, up.n_keys) for f in link.keys], n)
-        columns = tuple(L.runtime_column(_read(batch, f, up.n_keys)) for f in link.values)
+        keys = key_tuples([read_field(batch, f, up.n_keys) for f in link.keys], n)
+        columns = tuple(L.runtime_column(read_field(batch, f, up.n_keys)) for f in link.values)
         timestamps: Any = None
         valid_mask: Any = None
         if link.event_time is not None:
@@ -423,7 +447,7 @@ class PipelineProcessor(WindowProcessor):
             yield self.layout.tagged.rows(results, late, counters).to_pandas()
 
 
-def _read(batch: pa.RecordBatch, f: Field, n_keys: int) -> pa.Array:
+def read_field(batch: pa.RecordBatch, f: Field, n_keys: int) -> pa.Array:
     """One input column of a reader from the view's tagged rows (see :class:`Field`)."""
     kind = f.source[0]
     if kind == "key":
@@ -444,7 +468,7 @@ def _read(batch: pa.RecordBatch, f: Field, n_keys: int) -> pa.Array:
     return arr
 
 
-def _key_tuples(arrays: list[pa.Array], n: int) -> list[tuple]:
+def key_tuples(arrays: list[pa.Array], n: int) -> list[tuple]:
     if not arrays:
         return [()] * n
     return list(zip(*(a.to_pylist() for a in arrays), strict=True))

@@ -69,6 +69,7 @@ from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedErro
 from wql.spark import layout as L
 from wql.spark.idle import IdleMonitor, write_atomic
 from wql.spark.sources import read_stream_source
+from wql.spark.stream_join import run_stream_join
 from wql.spark.stream_pipeline import run_stream
 from wql.spark.streaming import HEARTBEAT_COLUMN
 
@@ -205,7 +206,11 @@ def start_streams(
                 f", {HEARTBEAT_COLUMN} LONG" if run.idle_ms is not None else ""
             )
             markers = spark.readStream.schema(schema).json(str(end))
-            run = run_stream(run.stages or (r.plan,), run.source, end=markers)
+            if run.join is not None:
+                plan, root = run.join
+                run = run_stream_join(r.plan, plan, root, run.source, end=markers)
+            else:
+                run = run_stream(run.stages or (r.plan,), run.source, end=markers)
             if run.heartbeats and run.idle_ms is not None:
                 monitor = IdleMonitor(run.idle_ms, end, ck / r.name)
                 # quiet since the last run: the first micro-batch already takes a heartbeat
@@ -244,13 +249,12 @@ def start_streams(
             if "://" not in str(sinks.tagged[r.name]):
                 sinks.tagged[r.name].mkdir(parents=True, exist_ok=True)
             tagged = spark.readStream.schema(run.tagged.schema).parquet(str(sinks.tagged[r.name]))
-            result = L.results(r.plan, run.operator, tagged)
+            result, late = run.read(tagged)
             sinks.outputs[r.name] = out / r.name
             stage2.append(
                 _sink(result, out / r.name, ck / r.name / "result", fmt, trigger, f"{r.name}")
             )
-            if r.late_name is not None:
-                late = L.late_rows(run.operator, tagged)
+            if r.late_name is not None and late is not None:
                 sinks.outputs[r.late_name] = out / r.late_name
                 stage2.append(
                     _sink(

@@ -211,9 +211,21 @@ class StreamingRun:
     #: a pipeline run in one processor (:mod:`wql.spark.stream_pipeline`): its stages,
     #: upstream first, ``query`` last; empty for a single query
     stages: tuple[P.OperatorStage, ...] = ()
+    #: a window join run in one processor (:mod:`wql.spark.stream_join`): how it runs
+    #: (a ``StreamJoin``) and its root source; ``operator`` is then None
+    join: tuple[Any, P.SourceRef] | None = None
 
     def release(self) -> None:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
+
+    def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+        """The result and the late output (None without one) of a tagged stream of this
+        run's layout: what a sink that fans the tagged stream out reads."""
+        if self.join is not None:
+            join: Any = self.query
+            return L.join_results(join, self.join[0].residual, tagged), None
+        late = L.late_rows(self.operator, tagged) if self.query.late_output is not None else None
+        return L.results(self.query, self.operator, tagged), late
 
 
 def run_streaming(
@@ -248,6 +260,57 @@ def run_streaming(
     )
 
 
+def watermarked(
+    source_ref: P.SourceRef,
+    source: DataFrame,
+    end: DataFrame | None,
+    delay_ms: int,
+    condition: P.Expr | None = None,
+) -> tuple[DataFrame, int | None, bool]:
+    """``source`` with Spark's watermark (``delay_ms``), its end stream's markers when
+    ``end`` is given (filtered out again after the watermark), and ``condition`` (a
+    WHERE) applied after the watermark: ``(rows, idle_ms, heartbeats)``."""
+    et = source_ref.event_time
+    df = source
+    watermark = et.column if et is not None else None
+    keep: list[Column] = []
+    if end is not None:
+        df = _with_end(source, end, watermark)
+        watermark = watermark or _END_TS
+        keep.append(~F.col(_END))
+    if watermark is not None:
+        # delay + 1 ms: Spark's watermark is then exactly WQL's (see the module doc)
+        df = df.withWatermark(watermark, f"{delay_ms} milliseconds")
+    idle_ms = et.idle_ms if et is not None else None
+    heartbeats = end is not None and HEARTBEAT_COLUMN in end.columns
+    if idle_ms is not None and et is not None:
+        # what the idle monitor needs of each micro-batch: did source rows arrive,
+        # and their largest event time (a marker's would be an extrapolation)
+        source_ts = F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp"))
+        if heartbeats:
+            source_ts = F.when(~F.col(_END), source_ts)
+        df = df.observe(
+            IDLE_METRICS,
+            F.count(source_ts).alias("rows"),
+            F.max(source_ts).alias("max_ms"),
+        )
+    if condition is not None:
+        keep.append(F.expr(condition.sql))
+    if keep:
+        # WHERE (and the end markers' filter) after the watermark: a row WHERE rejects
+        # still advances it, as in batch replay. Spark's optimizer moves a deterministic
+        # predicate that does not read the event-time column below the watermark
+        # (PushPredicateThroughNonJoin), and splits a guarded predicate into conjuncts
+        # first (and folds `rand() >= 0`). So the result is a column computed next to an
+        # always-true non-deterministic test: a filter on a non-deterministic
+        # projection stays above the watermark (docs/streaming.md, "The streaming
+        # watermark"). The marker test comes first: Spark's AND does not evaluate its
+        # right side when the left is false, so WHERE never sees a marker row.
+        kept = F.when(F.rand(0) * 0 == 0, reduce(lambda a, b: a & b, keep))
+        df = df.withColumn(_KEEP, kept).where(F.col(_KEEP)).drop(_KEEP)
+    return df, idle_ms, heartbeats
+
+
 def stream_input(
     query: P.OperatorStage,
     op: OperatorPlan,
@@ -262,43 +325,13 @@ def stream_input(
     drainable = end is not None and not op.uses_processing_time
     mode = "EventTime" if event_time_mode else time_mode(op, drainable=drainable)
     et = query.source.event_time
-    df = source
-    watermark = et.column if et is not None else None
-    keep: list[Column] = []
-    if drainable and end is not None:
-        df = _with_end(source, end, watermark)
-        watermark = watermark or _END_TS
-        keep.append(~F.col(_END))
-    if watermark is not None:
-        # delay + 1 ms: Spark's watermark is then exactly WQL's (see the module doc)
-        df = df.withWatermark(watermark, f"{spark_watermark_delay_ms(query)} milliseconds")
-    idle_ms = et.idle_ms if et is not None else None
-    heartbeats = drainable and end is not None and HEARTBEAT_COLUMN in end.columns
-    if idle_ms is not None and et is not None:
-        # what the idle monitor needs of each micro-batch: did source rows arrive,
-        # and their largest event time (a marker's would be an extrapolation)
-        source_ts = F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp"))
-        if heartbeats:
-            source_ts = F.when(~F.col(_END), source_ts)
-        df = df.observe(
-            IDLE_METRICS,
-            F.count(source_ts).alias("rows"),
-            F.max(source_ts).alias("max_ms"),
-        )
-    if query.filter is not None:
-        keep.append(F.expr(query.filter.sql))
-    if keep:
-        # WHERE (and the end markers' filter) after the watermark: a row WHERE rejects
-        # still advances it, as in batch replay. Spark's optimizer moves a deterministic
-        # predicate that does not read the event-time column below the watermark
-        # (PushPredicateThroughNonJoin), and splits a guarded predicate into conjuncts
-        # first (and folds `rand() >= 0`). So the result is a column computed next to an
-        # always-true non-deterministic test: a filter on a non-deterministic
-        # projection stays above the watermark (docs/streaming.md, "The streaming
-        # watermark"). The marker test comes first: Spark's AND does not evaluate its
-        # right side when the left is false, so WHERE never sees a marker row.
-        condition = F.when(F.rand(0) * 0 == 0, reduce(lambda a, b: a & b, keep))
-        df = df.withColumn(_KEEP, condition).where(F.col(_KEEP)).drop(_KEEP)
+    df, idle_ms, heartbeats = watermarked(
+        query.source,
+        source,
+        end if drainable else None,
+        spark_watermark_delay_ms(query),
+        query.filter,
+    )
     key_cols = L.key_columns(len(op.keys))
     value_cols = L.value_columns(len(op.values))
     ts_col = (

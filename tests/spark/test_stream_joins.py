@@ -1,0 +1,209 @@
+"""Window joins on streams: the join and both sides' pipelines in one stateful processor.
+
+The streams are the burst files of the stream pipeline tests
+(``tests/spark/stream_helpers.py``: every row of a burst at one event time,
+a file holding the rest of one burst and the first row of the next), so the
+watermark rises at the same places as in batch replay and a drained stream's
+join equals the batch join (docs/streaming.md, "Window joins").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import wql
+from tests.spark.examples_helpers import EXAMPLES, expected_outputs, rows_as_text
+from tests.spark.stream_helpers import (
+    BURSTS,
+    batch_query,
+    files,
+    stream_cli_argv,
+    stream_query,
+    write_files,
+)
+from wql.errors import WqlUnsupportedError
+from wql.spark.stream_sinks import read_output
+
+pytestmark = pytest.mark.spark
+
+SOURCE = """
+CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH (format = 'json', path = '{path}'{options});
+"""
+
+MAX_PRICES = """
+CREATE VIEW max_prices AS
+SELECT window_start, window_end, MAX(price) AS max_price
+FROM bids GROUP BY TUMBLE(ts, INTERVAL '10' SECOND);
+"""
+
+HIGH_AND_LOW = """
+CREATE VIEW high AS
+SELECT auction, window_start, window_end, COUNT(*) AS num, SUM(price) AS total
+FROM bids WHERE price >= 5 GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+CREATE VIEW low AS
+SELECT auction AS item, window_start, window_end, COUNT(*) AS num
+FROM bids WHERE price < 5 GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+"""
+
+JOINS = {
+    # Nexmark q7's shape: a window table joined with its windows' maximum (a view)
+    "highest": MAX_PRICES
+    + """
+CREATE VIEW highest AS
+SELECT b.auction, b.price, b.ts, b.window_start, m.window_end
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+JOIN max_prices AS m
+    ON b.window_start = m.window_start AND b.window_end = m.window_end
+    AND b.price = m.max_price
+WHERE b.auction <> 'z';
+""",
+    # two views, a FULL join: unmatched rows on both sides; an expression in SELECT
+    "full": HIGH_AND_LOW
+    + """
+CREATE VIEW full AS
+SELECT COALESCE(h.auction, l.item) AS auction, h.window_start AS hs, l.window_end AS le,
+    h.num AS high, l.num AS low, h.total * 2 AS doubled
+FROM high AS h FULL JOIN low AS l
+    ON h.auction = l.item AND h.window_start = l.window_start
+    AND h.window_end = l.window_end;
+""",
+    # LEFT join of a HOP window table with a view of the same windows
+    "left": """
+CREATE VIEW counts AS
+SELECT auction, window_start, window_end, COUNT(*) AS num
+FROM bids WHERE price > 4 GROUP BY auction, HOP(ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND);
+CREATE VIEW left AS
+SELECT b.auction, b.price, b.window_start, b.window_end, c.num
+FROM TABLE(HOP(TABLE bids, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND)) AS b
+LEFT JOIN counts AS c
+    ON b.auction = c.auction AND b.window_start = c.window_start
+    AND b.window_end = c.window_end;
+""",
+    # INNER with an ON condition that is no equality (Spark applies it after the join)
+    "residual": HIGH_AND_LOW
+    + """
+CREATE VIEW residual AS
+SELECT h.auction, h.window_start, h.num AS high, l.num AS low
+FROM high AS h JOIN low AS l
+    ON h.window_start = l.window_start AND h.window_end = l.window_end
+    AND h.num >= l.num;
+""",
+}
+
+
+def text(name: str, folder: Path, stream: bool = True) -> str:
+    options = ", maxFilesPerTrigger = '1'" if stream else ""
+    return SOURCE.format(path=folder, options=options) + JOINS[name]
+
+
+def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = True):
+    return stream_query(spark, text(name, folder), name, out, ck, drain)
+
+
+def batch(spark, name: str, folder: Path) -> tuple[Counter, dict]:
+    return batch_query(spark, text(name, folder, stream=False), name)
+
+
+@pytest.mark.parametrize("name", sorted(JOINS))
+def test_a_drained_stream_join_equals_the_batch_join(spark, tmp_path, name):
+    write_files(tmp_path / "in", range(len(files())))
+    ck = tmp_path / "ck"
+    streamed, sinks = stream(spark, name, tmp_path / "in", tmp_path / "out", ck)
+    expected, counters = batch(spark, name, tmp_path / "in")
+    assert sum(expected.values()) >= 3
+    assert streamed == expected
+    got = sinks.counters(spark)[name]
+    for key in ("rows_in", "rows_fired", "dropped"):
+        assert got[key] == counters[key], key
+
+
+# a bid behind the watermark: at 3 s, in the micro-batch after the 17 s burst's first row
+# raised the watermark to 14.999 s; ``seq`` (the files' order) is the arrival order, so
+# batch replay sees it behind the same watermark
+LATE_BURSTS = [*BURSTS[:5], (3, [("a", 8)]), *BURSTS[5:]]
+SEQ_SOURCE = """
+CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP, seq BIGINT,
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH (format = 'json', path = '{path}', arrival_order = 'seq'{options});
+"""
+
+
+def test_a_window_table_row_behind_the_watermark_is_late_and_counted(spark, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    seq = 0
+    for i, rows_ in enumerate(files(LATE_BURSTS)):
+        for r in rows_:
+            r["seq"], seq = seq, seq + 1
+        path = folder / f"f{i:03d}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows_))
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    body = JOINS["left"]
+    streamed, sinks = stream_query(
+        spark,
+        SEQ_SOURCE.format(path=folder, options=", maxFilesPerTrigger = '1'") + body,
+        "left",
+        tmp_path / "out",
+        tmp_path / "ck",
+    )
+    expected, counters = batch_query(
+        spark, SEQ_SOURCE.format(path=folder, options="") + body, "left"
+    )
+    assert not any(r[:2] == ("a", "8") for r in expected)  # in no window: late
+    assert streamed == expected
+    got = sinks.counters(spark)["left"]
+    assert got["dropped"] == counters["dropped"] == {"late": 1}
+    assert got["rows_in"] == counters["rows_in"]
+
+
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path):
+    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_files(folder, range(4))
+    first, _ = stream(spark, "full", folder, out, ck, drain=False)
+    write_files(folder, range(4, len(files())))
+    resumed, _ = stream(spark, "full", folder, out, ck)
+    expected, _ = batch(spark, "full", folder)
+    assert 0 < sum(first.values()) < sum(expected.values())
+    assert resumed == expected
+
+
+@pytest.mark.parametrize("stem", ["nexmark_q7", "nexmark_q8"])
+def test_nexmark_joins_stream_to_their_expected_rows(spark, tmp_path, stem):
+    # the committed sample as one file of a folder: one micro-batch, then the end
+    source = EXAMPLES / "nexmark" / f"{stem}.wql"
+    folder = tmp_path / "events"
+    folder.mkdir()
+    (folder / "events.csv").write_text((EXAMPLES / "data" / "nexmark_events.csv").read_text())
+    query = tmp_path / f"{stem}.wql"
+    query.write_text(source.read_text().replace("'../data/nexmark_events.csv'", "'events'"))
+    from wql.cli import main as cli_main
+
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    assert cli_main(stream_cli_argv(spark, query, out, ck, "--drain", "--format", "parquet")) == 0
+    for name, (header, want) in expected_outputs(stem).items():
+        got_header, got = rows_as_text(read_output(spark, out / name))
+        assert (got_header, got) == (header, want), name
+
+
+def test_what_the_join_processor_cannot_run_is_refused_at_its_clause():
+    def refused(body: str, at: str, what: str) -> None:
+        full = SOURCE.format(path="in", options="") + body
+        line = next(i for i, t in enumerate(full.splitlines(), 1) if at in t)
+        with pytest.raises(WqlUnsupportedError, match=what) as e:
+            wql.compile(full, streaming=True)
+        assert e.value.span is not None and e.value.span.line == line, what
+        wql.compile(full)  # batch runs it
+
+    # an outer join's ON with a condition that is no equality of two columns
+    outer = JOINS["residual"].replace("JOIN low", "LEFT JOIN low")
+    refused(outer, "ON h.window_start", "other than equalities")
+    # a view column the join reads that the view computes
+    computed = JOINS["full"].replace("SUM(price) AS total", "SUM(price) * 2 AS total")
+    refused(computed, "FROM high AS h", "which computes it")

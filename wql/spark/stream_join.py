@@ -1,0 +1,303 @@
+"""The stream join host: a window join and both sides' pipelines in ONE stateful processor.
+
+A window join on a stream (docs/streaming.md, "Window joins") cannot be
+Spark's stream-stream join: that emits matches as rows arrive and drops
+rows behind its watermark without counting them, where Flink's
+``WindowJoinOperator`` joins each window once, when the watermark passes
+its end, and counts its late rows. Nor can it follow two chained Spark
+stateful operators, for the reason of :mod:`wql.spark.stream_pipeline`:
+the rows a side's view fires *at* a rise must reach the join before that
+rise. So, as the pipeline host does, one processor holds everything::
+
+    source -> withWatermark -> per side: its WHERE (a flag), keys and values
+                               (a view's first stage) or the columns it copies
+                               (a window table)
+           -> groupBy(constant).transformWithStateInPandas(JoinProcessor)
+           -> ONE tagged stream: the joined relation (R) and counters (C)
+           -> ON's other conjuncts, WHERE, SELECT in Spark
+
+Per call, with ``W`` the micro-batch's watermark (WQL's, as every
+streaming host maps it):
+
+1. **The rise.** Each view side's pipeline rises to ``W`` stage by stage
+   (:meth:`PipelineProcessor._rise_chain`); the rows its view fires go to
+   the join; then the join rises to ``W``: every window whose end - 1 it
+   reaches joins its two buffers once (:class:`~wql.runtime.join.WindowJoinOperator`).
+2. **The rows.** The micro-batch's rows in event-time order: a view side's
+   rows (those its WHERE keeps) run through its pipeline at its watermark
+   and what its view emits goes to the join; a window table side's rows go
+   to the join, each in the windows its event time gets (late for a window
+   that has joined).
+3. **End of input** (a drained stream): the rise to the watermark after the
+   last source row, then the end (every window joins).
+
+The processor matches rows on ON's equalities of one column of each side
+(:class:`~wql.compiler.stream_pipelines.StreamJoin`); Spark applies the rest
+of ON (INNER joins only: the planner refuses others), WHERE and SELECT to
+the joined rows after it. The counters are the join's (both sides' rows
+in, late rows dropped), as in batch; each view's own counters and late rows
+are its own query's (it streams on its own as well). Parallelism 1, and the
+whole state restored and saved every call, as for a pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from wql.compiler import plan as P
+from wql.compiler.backends.escaping import sql_identifier
+from wql.compiler.backends.operator import OperatorPlan, build_stage, window_assigner
+from wql.compiler.stream_pipelines import JoinInput, StreamJoin
+from wql.errors import ErrorCode, WqlUnsupportedError
+from wql.runtime.config import RowBatch
+from wql.runtime.join import JoinConfig
+from wql.runtime.join import JoinSide as RuntimeSide
+from wql.runtime.windows import MAX_TIME
+from wql.spark import layout as L
+from wql.spark.replay import REASON_NULL_EVENT_TIME
+from wql.spark.stream_pipeline import PipelineProcessor, PipelineStage, key_tuples, read_field
+from wql.spark.streaming import (
+    END_MS,
+    ProcessorLayout,
+    StreamingRun,
+    watermarked,
+)
+
+__all__ = ["JoinProcessor", "run_stream_join"]
+
+_GROUP = "__wql_join"  # the constant grouping column: one group holds every key
+_TS = "__wql_ts"
+
+
+def _column(side: int, what: str, i: int) -> str:
+    """A staged column of side ``side``: a view's key (``k``) or value (``v``), a window
+    table's copied column (``c``)."""
+    return f"__wql_s{side}_{what}{i}"
+
+
+def _keep(side: int) -> str:
+    return f"__wql_s{side}_keep"
+
+
+def run_stream_join(
+    join: P.WindowJoin,
+    plan: StreamJoin,
+    root: P.SourceRef,
+    source: DataFrame,
+    *,
+    end: DataFrame | None = None,
+) -> StreamingRun:
+    """The window join ``join`` (run as ``plan`` says) over the streaming ``source`` of its
+    root source ``root``, as one stateful processor (see the module doc); ``end`` as for
+    :func:`wql.spark.streaming.run_streaming`."""
+    et = root.event_time
+    if et is None:  # the binder gives a window join's source event time
+        raise WqlUnsupportedError(
+            f"query {join.name!r} is a window join over a source without event time",
+            join.span,
+            code=ErrorCode.UNSUPPORTED,
+        )
+    delay = et.delay_ms + 1  # Spark's watermark is then WQL's (streaming module doc)
+    df, idle_ms, heartbeats = watermarked(root, source, end, delay)
+    sides_ops: list[list[OperatorPlan]] = []
+    staged: list[tuple[str, Column]] = [
+        (_TS, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
+    ]
+    specs: list[PipelineStage] = []
+    runtime_sides: list[RuntimeSide] = []
+    for s, (side, how) in enumerate(zip(join.sides, plan.sides, strict=True)):
+        ops = [build_stage(q, tag_firings=i < len(how.chain) - 1) for i, q in enumerate(how.chain)]
+        sides_ops.append(ops)
+        staged += _staged(s, how, ops)
+        for i, (q, op) in enumerate(zip(how.chain, ops, strict=True)):
+            specs.append(
+                PipelineStage(
+                    op.config,
+                    len(op.keys),
+                    len(op.values),
+                    L.tagged_layout(q, op)[1],
+                    len(op.results),
+                    None if i == 0 else how.links[i - 1],
+                )
+            )
+        assigner = window_assigner(side.window) if side.window is not None else None
+        runtime_sides.append(RuntimeSide(len(side.columns), assigner, how.window_columns))
+    config = JoinConfig(
+        join.kind.value,
+        plan.equi,
+        (runtime_sides[0], runtime_sides[1]),
+        missing_time_reason=REASON_NULL_EVENT_TIME,
+    )
+    out_schema, layout = L.join_layout(join)
+    specs.append(PipelineStage(config, 0, 0, None, 0, None))  # type: ignore[arg-type]
+    end_watermark = END_MS - delay if end is not None else None
+    processor = JoinProcessor(
+        ProcessorLayout(config, 0, 0, layout, "EventTime", True, end_watermark),  # type: ignore[arg-type]
+        tuple(specs),
+        delay,
+        plan,
+        tuple(name for name, _ in staged),
+    )
+    tagged = (
+        # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
+        # row (the runtime applies lateness)
+        df.select(*[c.alias(n, metadata={}) for n, c in staged], F.lit(0).alias(_GROUP))
+        .groupBy(_GROUP)
+        .transformWithStateInPandas(
+            statefulProcessor=processor,
+            outputStructType=out_schema,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    )
+    result = L.join_results(join, plan.residual, tagged)
+    return StreamingRun(
+        join,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        tagged,
+        result,
+        None,
+        L.counters_of(tagged),
+        "EventTime",
+        source,
+        end is not None,
+        idle_ms,
+        heartbeats,
+        join=(plan, root),
+    )
+
+
+def _staged(side: int, how: JoinInput, ops: list[OperatorPlan]) -> list[tuple[str, Column]]:
+    """The columns side ``side`` reads of each source row, by name."""
+    if not how.chain:
+        return [
+            (_column(side, "c", j), F.col(sql_identifier(name)))
+            for j, name in enumerate(how.source_columns)
+            if name is not None
+        ]
+    first, op = how.chain[0], ops[0]
+    keep: Column | None = None
+    out: list[tuple[str, Column]] = []
+    if first.filter is not None:
+        keep = F.coalesce(F.expr(first.filter.sql), F.lit(False))
+        out.append((_keep(side), keep))
+
+    def value(sql: str) -> Column:
+        # a row the side's WHERE rejects computes nothing (as after a filter)
+        return F.when(keep, F.expr(sql)) if keep is not None else F.expr(sql)
+
+    out += [(_column(side, "k", i), value(k.expr.sql)) for i, k in enumerate(op.keys)]
+    out += [(_column(side, "v", j), value(v.sql)) for j, v in enumerate(op.values)]
+    return out
+
+
+class JoinProcessor(PipelineProcessor):
+    """Both sides' pipelines and the join, for all keys (see the module doc).
+
+    ``stages`` are the left side's view pipeline, the right side's, then the
+    join (a window table side has none): the pipeline host's state, restore
+    and save of every stage, its clocks and its Spark timer serve as they are.
+    """
+
+    def __init__(
+        self,
+        layout: ProcessorLayout,
+        stages: tuple[PipelineStage, ...],
+        delay_ms: int,
+        plan: StreamJoin,
+        columns: tuple[str, ...],
+    ) -> None:
+        super().__init__(layout, stages, delay_ms, True)
+        self.plan = plan
+        #: the staged columns' names, in the order Spark hands them over (by position)
+        self.columns = columns
+        n0 = len(plan.sides[0].chain)
+        #: each side's stages in ``stages``
+        self.ranges = ((0, n0), (n0, n0 + len(plan.sides[1].chain)))
+
+    def _rise(self, ops: list[Any], watermark: int) -> None:
+        join = ops[-1]
+        for s, (lo, hi) in enumerate(self.ranges):
+            if hi > lo:
+                self._to_join(s, join, self._rise_chain(ops, lo, hi, watermark))
+        if watermark == MAX_TIME:
+            join.end_of_input()
+        else:
+            join.advance_watermark(watermark)
+        self._results += join.drain()
+
+    def _rows(self, ops: list[Any], frame: pd.DataFrame, max_ts: int | None) -> int | None:
+        batch, timestamps, valid, max_ts = self._in_time_order(frame, 0, max_ts)
+        names = list(self.columns)
+        join = ops[-1]
+        for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self.ranges, strict=True)):
+            if not how.chain:
+                width = len(how.source_columns)
+                copied = {
+                    j: batch.column(names.index(_column(s, "c", j))).to_pylist()
+                    for j, name in enumerate(how.source_columns)
+                    if name is not None
+                }
+                rows = [
+                    tuple(copied[j][r] if j in copied else None for j in range(width))
+                    for r in range(batch.num_rows)
+                ]
+                ts = [
+                    None if valid is not None and not valid[r] else int(timestamps[r])
+                    for r in range(batch.num_rows)
+                ]
+                join.process_rows(s, [None] * len(rows), ts, rows)
+                continue
+            spec = self.stages[lo]
+            side = batch
+            if _keep(s) in names:
+                mask = batch.column(names.index(_keep(s)))
+                side = batch.filter(mask)
+                keep = mask.to_numpy(zero_copy_only=False)
+                side_ts = timestamps[keep]
+                side_valid = valid[keep] if valid is not None else None
+            else:
+                side_ts, side_valid = timestamps, valid
+            n = side.num_rows
+            if not n:
+                continue
+            keys = key_tuples(
+                [side.column(names.index(_column(s, "k", i))) for i in range(spec.n_keys)], n
+            )
+            columns = tuple(
+                L.runtime_column(side.column(names.index(_column(s, "v", j))))
+                for j in range(spec.n_values)
+            )
+            if side_valid is not None and side_valid.all():
+                side_valid = None
+            wm = np.full(n, ops[lo].watermark, dtype=np.int64)
+            ops[lo].process_batch(RowBatch(keys, side_ts, columns, wm, None, side_valid))
+            self._to_join(s, join, self._down(ops, lo, hi))
+        self._results += join.drain()
+        return max_ts
+
+    def _to_join(self, side: int, join: Any, rows: list[tuple]) -> None:
+        """A view side's emitted ``rows`` as the join's input rows of that side."""
+        if not rows:
+            return
+        lo, hi = self.ranges[side]
+        up = self.stages[hi - 1]
+        batch = up.tagged.rows(rows)
+        n = batch.num_rows
+        columns = [
+            [None] * n if f is None else read_field(batch, f, up.n_keys).to_pylist()
+            for f in self.plan.sides[side].fields
+        ]
+        starts = batch.column(L.WINDOW_START).to_pylist()
+        ends = batch.column(L.WINDOW_END).to_pylist()
+        join.process_rows(
+            side,
+            list(zip(starts, ends, strict=True)),
+            [None] * n,
+            list(zip(*columns, strict=True)) if columns else [()] * n,
+        )
