@@ -57,9 +57,11 @@ Three strategies compute the same columns (tests check they agree):
 A fourth, :data:`STRATEGY_SUMMARY`, numbers nothing: it leaves the
 watermarks to the caller's own tasks (``replay(..., in_task=True)``; the
 batch host's key partitions), which compute them from a compact global
-:class:`TimestampSummary`. It applies when the replay order is event time
-and the watermark is the only clock (no ``arrival_order``, no
-``processing_time`` column, hence no idle rule). In the order ``(ts, input
+summary. It applies when the watermark is the only clock (no
+``processing_time`` column, hence no idle rule) and the replay order is
+event time, or an ``arrival_order`` column of integers or timestamps.
+
+*Event-time order* (:class:`TimestampSummary`). In the order ``(ts, input
 order)`` the rows before a row are every row with a smaller event time and
 the rows with the *same* event time earlier in input order, so
 
@@ -73,13 +75,32 @@ partition, which ranks any id's file) and the replayed rows' event time and
 id, collected as two int64 columns; NumPy then sorts them by (time, file
 rank, id) and keeps the sorted distinct event times and, per time, the id of
 its first row (``monotonically_increasing_id`` is unique across the
-DataFrame, so the id alone names the row). Any task that holds a row, its
-event time and its id computes its watermark with a binary search, in any
-order and any partition. It applies only where every job numbers the rows
-alike (:func:`stable_input_order`); where a file's rows in a partition are
-not one run of ids it falls back to the window strategy. Its ``df`` holds no ``__wql_seq`` and no
-``__wql_wm``: the caller sorts each partition by :attr:`Replay.order`
-(event time, input order) and calls :meth:`TimestampSummary.watermarks`.
+DataFrame, so the id alone names the row).
+
+*Arrival order* (:class:`ArrivalSummary`). In the order ``(arrival, input
+order)`` the maximum event time before a row is a step function that rises
+only at *records*, the rows whose event time exceeds that of every row
+before them (a tie is no record), so
+
+    watermark_before = ts(last record strictly before the row) - delay - 1
+
+(``MIN_TIME`` when there is none; a record sees the previous record's time,
+not its own). The statistics job's id ranges lay the runs (one file's rows
+in one input partition) end to end in input order, which gives every id a
+dense input position; the second job collects the replayed rows' arrival,
+event time and id (three int64 a row), NumPy sorts them by (arrival,
+position) and keeps the records' arrival, position and event time. A row's
+records-before count is one binary search over the records' keys ``(index
+of the arrival among the records' arrivals) * span + position``, after one
+over the records' arrivals (int64 throughout).
+
+Any task that holds a row, its order columns and its id computes its
+watermark with a binary search, in any order and any partition. It applies
+only where every job numbers the rows alike (:func:`stable_input_order`);
+where a file's rows in a partition are not one run of ids it falls back to
+the window strategy. Its ``df`` holds no ``__wql_seq`` and no ``__wql_wm``:
+the caller sorts each partition by :attr:`Replay.order` (event time or
+arrival, then input order) and calls the summary's ``watermarks_of``.
 
 :data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
 caller computes watermarks in its tasks, the spec allows it and the input
@@ -143,8 +164,9 @@ AUTO_WINDOW_MAX_ROWS = 2_000_000
 MAX_BUCKETS = 64
 
 #: ``auto`` uses the summary strategy up to this many replayed rows (their event
-#: times and ids, two int64 a row, are collected to the driver once; the summary,
-#: two int64 a distinct event time, is shipped to every task).
+#: times and ids, two int64 a row, and in arrival order their arrivals too, are
+#: collected to the driver once; the summary, two int64 a distinct event time or
+#: three a record row, is shipped to every task).
 SUMMARY_MAX_ROWS = 4_000_000
 
 #: Up to this many input files a summary replay sorts by the file's rank, not its path.
@@ -195,9 +217,10 @@ class Replay:
     has no event time), ``__wql_wm`` (the watermark before the row) and
     ``__wql_pt`` (processing time in ms, NULL without a processing-time
     column). A summary replay (:attr:`summary` set) has no ``__wql_seq``
-    and no ``__wql_wm``; its rows carry their input order instead
-    (:attr:`order`), and :meth:`TimestampSummary.watermarks` gives each
-    row's watermark. Call :meth:`release` when done with it.
+    and no ``__wql_wm``; its rows carry their replay order instead
+    (:attr:`order`: event time or ``__wql_arrival``, then input order), and
+    the summary's ``watermarks_of`` gives each row's watermark. Call
+    :meth:`release` when done with it.
     """
 
     df: DataFrame
@@ -392,7 +415,7 @@ def replay(
     """Number the rows of ``df`` in replay order and attach each row's clocks.
 
     Runs the statistics job (the summary strategy also collects the rows'
-    event times and ids) and leaves the rest lazy.
+    event times, ids and arrivals) and leaves the rest lazy.
     ``in_task``: the caller can take a summary replay (it sorts its
     partitions by :attr:`Replay.order` and computes the watermarks from
     :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
