@@ -563,6 +563,22 @@ def test_arrival_summary_replay_equals_the_window_replay(
     assert got == expected
 
 
+def test_arrival_summary_late_rows_and_drops(spark):
+    # arrival ties (b@3000 and a@3000 share arrival 1), a row late beyond the allowed
+    # lateness (a@100 after the watermark passed 2999), NULL time and NULL arrival
+    text = source(0, " WITH (arrival_order = 'arr')") + SUMMARY_QUERIES[1]
+    query = compile_source(text, engine="operator").queries[0]
+    items = [("a", 0, 0), ("b", 3000, 1), ("a", 3000, 1), ("a", 100, 2), ("b", None, 3)]
+    rows = [{"k": k, "v": 1.0, "ts": ts(t), "arr": a, "pt": 0} for k, t, a in items]
+    rows.append({"k": "a", "v": 1.0, "ts": ts(200), "arr": None, "pt": 0})
+    got = outcome(run_operator(query, frame(spark, rows), replay_strategy=R.STRATEGY_SUMMARY))
+    expected = outcome(run_operator(query, frame(spark, rows), replay_strategy=R.STRATEGY_WINDOW))
+    assert got == expected
+    counters = got[3]
+    assert counters["late_rows"] == 1
+    assert counters["dropped"] == {R.REASON_NULL_EVENT_TIME: 1, R.REASON_NULL_ARRIVAL_ORDER: 1}
+
+
 def test_a_ties_later_row_sees_its_twins_time(spark):
     # a@500 comes after b@500 in input order: it sees watermark 499, so a's EVERY
     # timer at 250 fires before it (pane of a@0 alone); b@500 sees -1 (0 - 0 - 1)
