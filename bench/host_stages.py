@@ -2,13 +2,16 @@
 
 One command (from the repository root)::
 
-    .venv/bin/python bench/host_stages.py [--rows N] [--repeat R] [--query session|triggered]
-                                          [--output-rows M] [--strategies S1,S2]
+    .venv/bin/python bench/host_stages.py [--rows N] [--repeat R]
+        [--query session|triggered|nexmark-q11|nexmark-q11-early-late]
+        [--output-rows M] [--strategies S1,S2]
 
 Part 1 runs ``bench/spark.py``'s scenario b (``--query session``: SESSION 5 s
 per key, COUNT + SUM) or c (``--query triggered``: + ``TRIGGER COUNT(100)
 EVICT COUNT(10)``) on its generated data (N rows, default 1 000 000, 1 000
-keys) as cumulative stages, each forced with the ``noop`` sink (or a collect),
+keys), or ``bench/nexmark.py``'s q11 (``--query nexmark-q11``) or
+q11_early_late (``--query nexmark-q11-early-late``) on its bids (N events,
+replayed in arrival order), as cumulative stages, each forced with the ``noop`` sink (or a collect),
 taking turns round after round, and prints per stage the median wall time
 and the median CPU seconds of the whole process tree (driver, JVM, Python
 workers; ``bench/nexmark.py``'s ``Sampler``):
@@ -50,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import nexmark  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import spark as spark_bench  # noqa: E402
@@ -63,7 +67,13 @@ from wql.spark import layout as L  # noqa: E402
 from wql.spark import replay as R  # noqa: E402
 from wql.spark.session import default_session  # noqa: E402
 
-QUERIES = {"session": spark_bench.SESSION_Q, "triggered": spark_bench.TRIGGERED_Q}
+QUERIES = {
+    "session": spark_bench.SESSION_Q,
+    "triggered": spark_bench.TRIGGERED_Q,
+    # Nexmark's bids replayed in arrival order (the generator's event number)
+    "nexmark-q11": nexmark.SOURCE + nexmark.WQL["q11"],
+    "nexmark-q11-early-late": nexmark.SOURCE + nexmark.WQL["q11_early_late"],
+}
 
 
 def noop(df: Any) -> None:
@@ -77,11 +87,18 @@ def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"n": [n]})
 
 
-def stages(rows: int, repeat: int, text: str, strategies: list[str]) -> None:
+def stages(rows: int, repeat: int, name: str, strategies: list[str]) -> None:
     spark = default_session("local[*]", "wql-bench-host", {})
+    text = QUERIES[name]
     with tempfile.TemporaryDirectory() as tmp:
-        spark_bench.generate(Path(tmp), rows, 1_000)
-        df = spark.read.parquet(tmp)
+        if name.startswith("nexmark"):
+            nexmark.generate(Path(tmp), rows, 10_000)  # ``rows`` events, ~92 % bids
+            df = spark.read.parquet(str(Path(tmp) / "bid"))
+            source = "bid"
+        else:
+            spark_bench.generate(Path(tmp), rows, 1_000)
+            df = spark.read.parquet(tmp)
+            source = "events"
         compiled = wql.compile(text, engine="operator")
         query = compiled.program.queries[0]
         op = build_operator(query)
@@ -105,7 +122,7 @@ def stages(rows: int, repeat: int, text: str, strategies: list[str]) -> None:
             run.release()
 
         def applied() -> None:
-            results = compiled.apply(spark, events=df)
+            results = compiled.apply(spark, **{source: df})
             noop(results.df)
             results.release()
 
@@ -183,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     output_rows(args.output_rows)
-    stages(args.rows, args.repeat, QUERIES[args.query], args.strategies.split(","))
+    stages(args.rows, args.repeat, args.query, args.strategies.split(","))
     return 0
 
 

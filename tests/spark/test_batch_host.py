@@ -482,11 +482,21 @@ def outcome(run):
 def test_summary_replay_equals_the_window_replay(spark, files, query, delay, partitions, batch):
     # the key partitions compute their rows' watermarks from the event-time summary
     # (wql/spark/replay.py, summary strategy): every outcome as the global window's
+    files = [[(k, v, t, 0) for k, v, t in rows] for rows in files]
+    got, expected = summary_and_window(spark, source(delay) + query, files, partitions, batch)
+    assert got == expected
+
+
+def summary_and_window(spark, text, files, partitions, batch):
+    """The outcomes of ``text``'s query by the summary and the window replay.
+
+    ``files``: one Parquet file per list of ``(k, v, ts ms, arr)`` rows, read as
+    one DataFrame; ``partitions`` key partitions, Arrow batches of ``batch`` rows.
+    """
     import tempfile
 
     import pyarrow.parquet as pq
 
-    text = source(delay) + query
     compiled = compile_source(text, engine="operator").queries[0]
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
@@ -496,10 +506,10 @@ def test_summary_replay_equals_the_window_replay(spark, files, query, delay, par
             for i, rows in enumerate(files):
                 table = pa.table(
                     {
-                        "k": [k for k, _, _ in rows],
-                        "v": [float(v) for _, v, _ in rows],
-                        "ts": pa.array([ts(t) for _, _, t in rows], pa.timestamp("us")),
-                        "arr": pa.array([0] * len(rows), pa.int64()),
+                        "k": [k for k, _, _, _ in rows],
+                        "v": [float(v) for _, v, _, _ in rows],
+                        "ts": pa.array([ts(t) for _, _, t, _ in rows], pa.timestamp("us")),
+                        "arr": pa.array([a for _, _, _, a in rows], pa.int64()),
                         "pt": pa.array([0] * len(rows), pa.int64()),
                     }
                 )
@@ -513,7 +523,60 @@ def test_summary_replay_equals_the_window_replay(spark, files, query, delay, par
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    return got, expected
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    files=st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b", "c"]),
+                st.integers(0, 9),
+                # event times out of arrival order, a few far behind (late), some NULL
+                st.one_of(st.integers(0, 12).map(lambda t: t * 250), st.none()),
+                # few arrival values: ties within and across files, some NULL
+                st.one_of(st.integers(0, 5), st.none()),
+            ),
+            min_size=1,
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    query=st.sampled_from(SUMMARY_QUERIES),
+    delay=st.sampled_from([0, 1]),
+    partitions=st.sampled_from(["1", "3"]),
+    batch=st.sampled_from(["2", "10000"]),
+)
+def test_arrival_summary_replay_equals_the_window_replay(
+    spark, files, query, delay, partitions, batch
+):
+    # in arrival order the tasks compute the watermarks from the records (the rows above
+    # every earlier one): every outcome, late rows and drops included, as the window's
+    text = source(delay, " WITH (arrival_order = 'arr')") + query
+    got, expected = summary_and_window(spark, text, files, partitions, batch)
     assert got == expected
+
+
+def test_arrival_summary_late_rows_and_drops(spark):
+    # arrival ties (b@3000 and a@3000 share arrival 1), a row late beyond the allowed
+    # lateness (a@100 after the watermark passed 2999), NULL time and NULL arrival
+    text = source(0, " WITH (arrival_order = 'arr')") + SUMMARY_QUERIES[1]
+    query = compile_source(text, engine="operator").queries[0]
+    items = [("a", 0, 0), ("b", 3000, 1), ("a", 3000, 1), ("a", 100, 2), ("b", None, 3)]
+    rows = [{"k": k, "v": 1.0, "ts": ts(t), "arr": a, "pt": 0} for k, t, a in items]
+    rows.append({"k": "a", "v": 1.0, "ts": ts(200), "arr": None, "pt": 0})
+    got = outcome(run_operator(query, frame(spark, rows), replay_strategy=R.STRATEGY_SUMMARY))
+    expected = outcome(run_operator(query, frame(spark, rows), replay_strategy=R.STRATEGY_WINDOW))
+    assert got == expected
+    counters = got[3]
+    assert counters["late_rows"] == 1
+    assert counters["dropped"] == {R.REASON_NULL_EVENT_TIME: 1, R.REASON_NULL_ARRIVAL_ORDER: 1}
 
 
 def test_a_ties_later_row_sees_its_twins_time(spark):
@@ -538,6 +601,15 @@ def test_summary_replay_only_where_nothing_needs_positions(spark):
     run = run_operator(plain, frame(spark, rows), tag=True)
     assert run._replay is not None and run._replay.summary is None
     run.release()
+    # arrival order with event time as the only clock: the arrival summary
     ordered = compile_source(source(0, " WITH (arrival_order = 'arr')") + QUERIES[0])
+    run = run_operator(ordered.queries[0], frame(spark, rows))
+    assert run._replay is not None and isinstance(run._replay.summary, R.ArrivalSummary)
+    run.release()
+    # a processing-time clock needs the global clock sequence: no summary
+    clocked = compile_source(
+        source(0, " WITH (arrival_order = 'arr', processing_time = 'pt')")
+        + "SELECT k, COUNT(*) AS n FROM s GROUP BY k, TUMBLE(PROCTIME(), INTERVAL '1' SECOND)"
+    )
     with pytest.raises(ValueError, match="summary replay"):
-        run_operator(ordered.queries[0], frame(spark, rows), replay_strategy=R.STRATEGY_SUMMARY)
+        run_operator(clocked.queries[0], frame(spark, rows), replay_strategy=R.STRATEGY_SUMMARY)

@@ -6,6 +6,7 @@ import datetime as dt
 from contextlib import contextmanager
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -245,3 +246,100 @@ def test_summary_replay_reads_file_order_from_id_runs(spark, tmp_path):
     times = [i % 3 * 1000 for i in range(300)] + [i % 4 * 1000 for i in range(120)]
     expected = {names[i]: w for i, _, w in reference(times, 500)}
     assert mine == expected
+
+
+def window_watermarks(df, spec):
+    """Every replayed row's ``(i, event time, watermark)`` by the window strategy."""
+    replayed = R.replay(df, spec, strategy=R.STRATEGY_WINDOW)
+    try:
+        return sorted((r["i"], r[R.TS], r[R.WM]) for r in replayed.df.collect()), replayed
+    finally:
+        replayed.release()
+
+
+def arrival_summary_watermarks(df, spec):
+    """Every replayed row's ``(i, event time, watermark)`` from the arrival summary."""
+    replayed = R.replay(df, spec, strategy=R.STRATEGY_SUMMARY, in_task=True)
+    assert isinstance(replayed.summary, R.ArrivalSummary) and R.SEQ not in replayed.df.columns
+    got = replayed.df.select("i", R.TS, R.ARRIVAL, R.INPUT_ID).toArrow()
+    wm = replayed.summary.watermarks(
+        got.column(R.ARRIVAL).to_numpy().astype(np.int64), got.column(R.INPUT_ID).to_numpy()
+    )
+    rows = zip(got.column("i").to_pylist(), got.column(R.TS).to_pylist(), wm.tolist(), strict=True)
+    return sorted(rows), replayed
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(-3, 3).map(lambda t: t * 500)),
+            # few arrival values: ties broken by input order
+            st.one_of(st.none(), st.integers(0, 4)),
+        ),
+        max_size=25,
+    ),
+    delay=st.integers(0, 1_500),
+    partitions=st.sampled_from([1, 3]),
+)
+def test_arrival_summary_watermarks_match_the_window_replay(spark, rows, delay, partitions):
+    # the watermark is the maximum event time before the row in (arrival, input order)
+    data = [(i, None if t is None else ts(t), a) for i, (t, a) in enumerate(rows)]
+    df = spark.createDataFrame(
+        spark.sparkContext.parallelize(data, partitions), "i int, ts timestamp, arr bigint"
+    )
+    spec = R.ReplaySpec("ts", delay, arrival_order="arr")
+    got, summary = arrival_summary_watermarks(df, spec)
+    expected, window = window_watermarks(df, spec)
+    assert got == expected
+    assert summary.rows_in == window.rows_in == len(rows)
+    assert summary.dropped_counts == window.dropped_counts
+    assert summary.max_ts == window.max_ts
+
+
+def test_arrival_summary_records_and_ties():
+    # positions are the ids themselves (one run); records: the rows above every earlier row
+    arrival = np.array([0, 0, 1, 1, 1, 2, 3], dtype=np.int64)
+    times = np.array([500, 500, 200, 900, 900, 700, 1000], dtype=np.int64)
+    ids = np.arange(7, dtype=np.int64)
+    narrow = pa.table({R.ARRIVAL: arrival, R.TS: times, R.INPUT_ID: ids})
+    summary, max_ts = R._arrival_summary(narrow, [((0, 6), 0)], 0, (R.ARRIVAL, R.INPUT_ID))
+    assert summary is not None and max_ts == 1000
+    assert summary.times.tolist() == [500, 900, 1000]  # equal times are not records
+    # read in any order: each row sees the maximum before it, a record the previous one's
+    back = np.arange(6, -1, -1)
+    got = summary.watermarks(arrival[back], ids[back])[::-1]
+    assert got.tolist() == [R.MIN_TIME, 499, 499, 499, 899, 899, 899]
+    # a row between the records (arrival 2 is no record's): the last record arrived earlier
+    assert summary.watermarks(np.array([2]), np.array([5])).tolist() == [899]
+
+
+def test_arrival_summary_reads_file_order_from_id_runs(spark, tmp_path):
+    # two files in tiny splits; arrival ties across and within files, times out of order
+    lines_a = [f"a,{i},{i % 5},{(i * 7) % 11 * 100}" for i in range(300)]
+    lines_b = [f"b,{i},{i % 3},{(i * 5) % 13 * 100}" for i in range(120)]
+    schema = "f string, n int, arr int, t long"
+    with tiny_splits(spark, tmp_path, lines_a, lines_b, schema) as df:
+        df = df.withColumn("ts", R.F.timestamp_millis("t")).withColumn(
+            "i", R.F.when(R.F.col("f") == "a", R.F.col("n")).otherwise(R.F.col("n") + 1000)
+        )
+        spec = R.ReplaySpec("ts", 250, arrival_order="arr")
+        got, summary = arrival_summary_watermarks(df, spec)
+        assert summary.summary is not None and summary.summary.order[1] == R.INPUT_RANK
+        expected, _ = window_watermarks(df, spec)
+    assert got == expected
+
+
+def test_arrival_summary_needs_integer_or_timestamp_arrivals(spark):
+    df = spark.createDataFrame([(1, ts(0), 0.5)], "i int, ts timestamp, arr double")
+    spec = R.ReplaySpec("ts", 0, arrival_order="arr")
+    with pytest.raises(ValueError, match="arrival order"):
+        R.replay(df, spec, strategy=R.STRATEGY_SUMMARY, in_task=True)
+    auto = R.replay(df, spec, in_task=True)
+    assert auto.summary is None and R.SEQ in auto.df.columns
+    auto.release()
+    stamped = spark.createDataFrame([(1, ts(0), ts(5))], "i int, ts timestamp, arr timestamp")
+    replayed = R.replay(stamped, spec, in_task=True)
+    assert isinstance(replayed.summary, R.ArrivalSummary)

@@ -224,10 +224,12 @@ def stage(
 
     ``WHERE`` applied; keys as ``__wql_k<i>``, the operator's input values as
     ``__wql_v<i>``, and the replay columns (position, event time, clocks; for a
-    summary replay event time and input order instead of position and watermark).
+    summary replay its order columns (event time or arrival, input order) instead of
+    position and watermark).
     """
     if replayed.summary is not None:
-        return _staged(query, op, replayed.df, *dict.fromkeys([*replayed.order, R.INPUT_ID]), R.PT)
+        replay_cols = dict.fromkeys([*replayed.order, R.TS, R.INPUT_ID, R.PT])
+        return _staged(query, op, replayed.df, *replay_cols)
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
 
 
@@ -378,7 +380,7 @@ def _execute(
     else:
         staged = staged.repartition(1)
     staged = staged.sortWithinPartitions(*task.order)
-    if task.summary is not None:  # sorted by them; the task needs only the row id
+    if task.summary is not None:  # sorted by them; the task needs the row id (and arrival)
         staged = staged.drop(R.INPUT_FILE, R.INPUT_RANK)
     out_schema, layout = L.tagged_layout(query, op)
     if small:
@@ -469,8 +471,8 @@ class _PartitionTask:
     #: a view's rows (``view_input``), gives each the watermark of its step
     clock: GlobalClock | None = None
     view_input: bool = False
-    #: a summary replay's: the rows carry event time and input order, not their watermark
-    summary: R.TimestampSummary | None = None
+    #: a summary replay's: the rows carry their replay order, not their watermark
+    summary: R.ReplaySummary | None = None
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -509,9 +511,7 @@ class _PartitionTask:
                 if placer is not None:
                     placer.add(steps, batch.column(L.RANK).to_numpy(zero_copy_only=False))
             elif self.summary is not None:
-                assert ts is not None  # a summary replay orders by event time
-                ids = batch.column(R.INPUT_ID).to_numpy(zero_copy_only=False)
-                wm = self.summary.watermarks(ts, ids)
+                wm = self.summary.watermarks_of(batch)
             else:
                 wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
                 if placer is not None:

@@ -57,9 +57,11 @@ Three strategies compute the same columns (tests check they agree):
 A fourth, :data:`STRATEGY_SUMMARY`, numbers nothing: it leaves the
 watermarks to the caller's own tasks (``replay(..., in_task=True)``; the
 batch host's key partitions), which compute them from a compact global
-:class:`TimestampSummary`. It applies when the replay order is event time
-and the watermark is the only clock (no ``arrival_order``, no
-``processing_time`` column, hence no idle rule). In the order ``(ts, input
+summary. It applies when the watermark is the only clock (no
+``processing_time`` column, hence no idle rule) and the replay order is
+event time, or an ``arrival_order`` column of integers or timestamps.
+
+*Event-time order* (:class:`TimestampSummary`). In the order ``(ts, input
 order)`` the rows before a row are every row with a smaller event time and
 the rows with the *same* event time earlier in input order, so
 
@@ -73,13 +75,32 @@ partition, which ranks any id's file) and the replayed rows' event time and
 id, collected as two int64 columns; NumPy then sorts them by (time, file
 rank, id) and keeps the sorted distinct event times and, per time, the id of
 its first row (``monotonically_increasing_id`` is unique across the
-DataFrame, so the id alone names the row). Any task that holds a row, its
-event time and its id computes its watermark with a binary search, in any
-order and any partition. It applies only where every job numbers the rows
-alike (:func:`stable_input_order`); where a file's rows in a partition are
-not one run of ids it falls back to the window strategy. Its ``df`` holds no ``__wql_seq`` and no
-``__wql_wm``: the caller sorts each partition by :attr:`Replay.order`
-(event time, input order) and calls :meth:`TimestampSummary.watermarks`.
+DataFrame, so the id alone names the row).
+
+*Arrival order* (:class:`ArrivalSummary`). In the order ``(arrival, input
+order)`` the maximum event time before a row is a step function that rises
+only at *records*, the rows whose event time exceeds that of every row
+before them (a tie is no record), so
+
+    watermark_before = ts(last record strictly before the row) - delay - 1
+
+(``MIN_TIME`` when there is none; a record sees the previous record's time,
+not its own). The statistics job's id ranges lay the runs (one file's rows
+in one input partition) end to end in input order, which gives every id a
+dense input position; the second job collects the replayed rows' arrival,
+event time and id (three int64 a row), NumPy sorts them by (arrival,
+position) and keeps the records' arrival, position and event time. A row's
+records-before count is one binary search over the records' keys ``(index
+of the arrival among the records' arrivals) * span + position``, after one
+over the records' arrivals (int64 throughout).
+
+Any task that holds a row, its order columns and its id computes its
+watermark with a binary search, in any order and any partition. It applies
+only where every job numbers the rows alike (:func:`stable_input_order`);
+where a file's rows in a partition are not one run of ids it falls back to
+the window strategy. Its ``df`` holds no ``__wql_seq`` and no ``__wql_wm``:
+the caller sorts each partition by :attr:`Replay.order` (event time or
+arrival, then input order) and calls the summary's ``watermarks_of``.
 
 :data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
 caller computes watermarks in its tasks, the spec allows it and the input
@@ -120,7 +141,7 @@ PT = "__wql_pt"
 INPUT_FILE = "__wql_file"
 INPUT_ID = "__wql_id"
 INPUT_RANK = "__wql_file_rank"
-_ARRIVAL = "__wql_arrival"
+ARRIVAL = "__wql_arrival"
 _DROP = "__wql_drop"
 _BUCKET = "__wql_bucket"
 _IDLE_WM = "__wql_idle_wm"
@@ -143,8 +164,9 @@ AUTO_WINDOW_MAX_ROWS = 2_000_000
 MAX_BUCKETS = 64
 
 #: ``auto`` uses the summary strategy up to this many replayed rows (their event
-#: times and ids, two int64 a row, are collected to the driver once; the summary,
-#: two int64 a distinct event time, is shipped to every task).
+#: times and ids, two int64 a row, and in arrival order their arrivals too, are
+#: collected to the driver once; the summary, two int64 a distinct event time or
+#: three a record row, is shipped to every task).
 SUMMARY_MAX_ROWS = 4_000_000
 
 #: Up to this many input files a summary replay sorts by the file's rank, not its path.
@@ -195,9 +217,10 @@ class Replay:
     has no event time), ``__wql_wm`` (the watermark before the row) and
     ``__wql_pt`` (processing time in ms, NULL without a processing-time
     column). A summary replay (:attr:`summary` set) has no ``__wql_seq``
-    and no ``__wql_wm``; its rows carry their input order instead
-    (:attr:`order`), and :meth:`TimestampSummary.watermarks` gives each
-    row's watermark. Call :meth:`release` when done with it.
+    and no ``__wql_wm``; its rows carry their replay order instead
+    (:attr:`order`: event time or ``__wql_arrival``, then input order), and
+    the summary's ``watermarks_of`` gives each row's watermark. Call
+    :meth:`release` when done with it.
     """
 
     df: DataFrame
@@ -210,7 +233,7 @@ class Replay:
     max_pt: int | None = None
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
     #: Set by the summary strategy: the rows' watermarks are computed where they are read.
-    summary: TimestampSummary | None = None
+    summary: ReplaySummary | None = None
 
     @property
     def order(self) -> list[str]:
@@ -252,17 +275,85 @@ class TimestampSummary:
         at = np.searchsorted(self.times, ts)
         # the largest distinct time below ts; MIN_TIME for the smallest one
         below = np.where(at > 0, self.times[np.maximum(at - 1, 0)], MIN_TIME)
-        before = np.where(ids == self.first[at], below, ts)
-        # clamp instead of wrapping around: "nothing seen yet" stays MIN_TIME
-        floor = MIN_TIME + self.delay_ms + 1
-        return np.where(before < floor, MIN_TIME, before - np.int64(self.delay_ms) - 1).astype(
-            np.int64
-        )
+        return _minus_delay(np.where(ids == self.first[at], below, ts), self.delay_ms)
+
+    def watermarks_of(self, batch: pa.RecordBatch) -> np.ndarray:
+        """:meth:`watermarks` of a batch of the replay's rows (its event time and id columns)."""
+        ts = batch.column(TS).to_numpy(zero_copy_only=False).astype(np.int64)
+        return self.watermarks(ts, batch.column(INPUT_ID).to_numpy(zero_copy_only=False))
+
+
+@dataclass(frozen=True)
+class ArrivalSummary:
+    """What any task needs to give a row its watermark in arrival replay order.
+
+    In the order ``(arrival, input order)`` the maximum event time of the rows
+    before a row changes only at *records*: rows whose event time exceeds that
+    of every row before them. So a row's watermark is the event time of the
+    last record strictly before it, less the delay (``MIN_TIME`` when none).
+
+    Input order is a dense *position*: the id runs (one file's rows in one input
+    partition) laid end to end by (file rank, first id); ``run_lo`` are the
+    runs' first ids, ascending, and ``run_pos`` their positions, so a row's
+    position is ``run_pos[j] + id - run_lo[j]`` for the last run ``j`` starting
+    at or below its id. ``arrivals`` are the records' distinct arrival values,
+    ascending; ``keys`` each record's ``index of its arrival * span + position``
+    (ascending: replay order) and ``times`` its event time (ascending).
+    """
+
+    arrivals: np.ndarray
+    keys: np.ndarray
+    times: np.ndarray
+    run_lo: np.ndarray
+    run_pos: np.ndarray
+    #: more than the largest position: the multiplier that keeps the keys in order
+    span: int
+    delay_ms: int
+    #: the columns that sort the replay's rows in replay order: arrival, then input order
+    order: tuple[str, ...] = (ARRIVAL, INPUT_FILE, INPUT_ID)
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """The input-order position of each row id."""
+        run = np.searchsorted(self.run_lo, ids, side="right") - 1
+        return self.run_pos[run] + (ids - self.run_lo[run])
+
+    def watermarks(self, arrival: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The watermark before each row of arrival value ``arrival`` and input-order id ``ids``."""
+        if len(self.times) == 0:  # no replayed rows at all
+            return np.full(len(ids), MIN_TIME, dtype=np.int64)
+        below = np.searchsorted(self.arrivals, arrival)
+        same = self.arrivals[np.minimum(below, len(self.arrivals) - 1)] == arrival
+        # with no record of its arrival, the records before a row are those arriving
+        # earlier (key < below * span); with one, also those of its arrival earlier in
+        # input order (a record never counts itself: its key equals the row's)
+        key = below * np.int64(self.span) + np.where(same, self.positions(ids), 0)
+        at = np.searchsorted(self.keys, key)
+        before = np.where(at > 0, self.times[np.maximum(at - 1, 0)], MIN_TIME)
+        return _minus_delay(before, self.delay_ms)
+
+    def watermarks_of(self, batch: pa.RecordBatch) -> np.ndarray:
+        """:meth:`watermarks` of a batch of the replay's rows (its arrival and id columns)."""
+        arrival = batch.column(ARRIVAL).to_numpy(zero_copy_only=False).astype(np.int64)
+        return self.watermarks(arrival, batch.column(INPUT_ID).to_numpy(zero_copy_only=False))
+
+
+#: A summary replay's summary: what its rows' tasks compute their watermarks from.
+ReplaySummary = TimestampSummary | ArrivalSummary
+
+
+def _minus_delay(before: np.ndarray, delay_ms: int) -> np.ndarray:
+    """``before - delay - 1`` per row, clamped: "nothing seen yet" stays ``MIN_TIME``."""
+    floor = MIN_TIME + delay_ms + 1
+    return np.where(before < floor, MIN_TIME, before - np.int64(delay_ms) - 1).astype(np.int64)
 
 
 def summary_applies(spec: ReplaySpec) -> bool:
-    """Whether the summary strategy can replay ``spec``: event-time order, no other clock."""
-    return bool(spec.event_time) and spec.arrival_order is None and spec.processing_time is None
+    """Whether the summary strategy can replay ``spec``: event time is the only clock.
+
+    The replay order is event time or the ``arrival_order`` column (which must
+    also be an integer or a TIMESTAMP: :func:`replay` checks the column).
+    """
+    return bool(spec.event_time) and spec.processing_time is None
 
 
 def stable_input_order(df: DataFrame) -> bool:
@@ -324,7 +415,7 @@ def replay(
     """Number the rows of ``df`` in replay order and attach each row's clocks.
 
     Runs the statistics job (the summary strategy also collects the rows'
-    event times and ids) and leaves the rest lazy.
+    event times, ids and arrivals) and leaves the rest lazy.
     ``in_task``: the caller can take a summary replay (it sorts its
     partitions by :attr:`Replay.order` and computes the watermarks from
     :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
@@ -351,12 +442,12 @@ def replay(
     pt = clock_millis(df, spec.processing_time) if spec.processing_time else F.lit(None)
     staged = staged.withColumn(TS, ts.cast(T.LongType())).withColumn(PT, pt.cast(T.LongType()))
     if spec.arrival_order:
-        staged = staged.withColumn(_ARRIVAL, _arrival_key(df, spec.arrival_order))
+        staged = staged.withColumn(ARRIVAL, _arrival_key(df, spec.arrival_order))
 
     drop_reason = F.lit(None).cast(T.StringType())
     # the first applicable reason wins; checked in reverse so the earlier `when` overrides
     if spec.arrival_order:
-        drop_reason = F.when(F.col(_ARRIVAL).isNull(), REASON_NULL_ARRIVAL_ORDER).otherwise(
+        drop_reason = F.when(F.col(ARRIVAL).isNull(), REASON_NULL_ARRIVAL_ORDER).otherwise(
             drop_reason
         )
     if spec.processing_time:
@@ -366,7 +457,7 @@ def replay(
     staged = staged.withColumn(_DROP, drop_reason)
 
     if spec.arrival_order:
-        order = [_ARRIVAL]
+        order = [ARRIVAL]
     elif spec.event_time:
         order = [TS]
     elif spec.processing_time:
@@ -379,10 +470,14 @@ def replay(
         *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
     prepared = _Staged(staged, source_cols, order, spec, dropped)
-    if strategy == STRATEGY_SUMMARY and not (in_task and summary_applies(spec)):
+    summarisable = summary_applies(spec) and (
+        spec.arrival_order is None or _integral(_field(staged, ARRIVAL).dataType)
+    )
+    if strategy == STRATEGY_SUMMARY and not (in_task and summarisable):
         raise ValueError(
-            "the summary replay needs event-time order without other clocks and a caller "
-            "that computes the watermarks in its tasks (in_task=True)"
+            "the summary replay needs event time as the only clock, an arrival order (if "
+            "any) of integers or timestamps, and a caller that computes the watermarks in "
+            "its tasks (in_task=True)"
         )
     if spec.idle:
         # each row's gap to the previous arrival, in one ordered pass (module docstring)
@@ -395,7 +490,7 @@ def replay(
     if (
         strategy in (STRATEGY_AUTO, STRATEGY_SUMMARY)
         and in_task
-        and summary_applies(spec)
+        and summarisable
         and stable_input_order(df)
     ):
         limit = SUMMARY_MAX_ROWS if strategy == STRATEGY_AUTO else None
@@ -546,7 +641,7 @@ def _replay_partitioned(prepared: _Staged) -> Replay:
     rows_in = offset
     delay = spec.delay_ms
     out_fields = [
-        f for f in ordered.schema.fields if f.name not in (INPUT_FILE, INPUT_ID, _ARRIVAL, _DROP)
+        f for f in ordered.schema.fields if f.name not in (INPUT_FILE, INPUT_ID, ARRIVAL, _DROP)
     ]
     out_schema = T.StructType(
         [
@@ -754,34 +849,45 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     lo = np.array([lo_hi[0] for lo_hi, _ in by_start], dtype=np.int64)
     lo_rank = np.array([r for _, r in by_start], dtype=np.int64)
     kept = staged.filter(F.col(_DROP).isNull())
-    # Job 2: the replayed rows' event times and ids (two longs a row) to the driver,
-    # where NumPy finds each time's first row in input order (file, then id)
-    narrow = kept.select(TS, INPUT_ID).toArrow()
-    ts = narrow.column(TS).to_numpy().astype(np.int64)
-    ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
-    if len(files) > 1:
-        file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
-        order = np.lexsort((ids, file_rank, ts))
-    else:
-        order = np.lexsort((ids, ts))
-    ts, ids = ts[order], ids[order]
-    first = np.ones(len(ts), dtype=bool)
-    first[1:] = ts[1:] != ts[:-1]
     columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
     columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
+    primary = ARRIVAL if spec.arrival_order else TS
+    if spec.arrival_order:
+        columns.append(F.col(ARRIVAL))
     sort: tuple[str, ...]
     if len(files) == 1:
-        sort = (TS, INPUT_ID)
+        sort = (primary, INPUT_ID)
     elif len(files) <= MAX_RANKED_FILES:
         # a small integer instead of the path through the key exchange and sort
         ranks = F.create_map(*[F.lit(x) for f in files for x in (f, rank[f])])
         columns.append(F.element_at(ranks, F.col(INPUT_FILE)).alias(INPUT_RANK))
-        sort = (TS, INPUT_RANK, INPUT_ID)
+        sort = (primary, INPUT_RANK, INPUT_ID)
     else:
         columns.append(F.col(INPUT_FILE))
-        sort = (TS, INPUT_FILE, INPUT_ID)
-    summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, sort)
-    max_ts = int(ts[-1]) if len(ts) else None
+        sort = (primary, INPUT_FILE, INPUT_ID)
+    summary: ReplaySummary | None
+    if spec.arrival_order:
+        # Job 2: the replayed rows' arrival, event time and id (three longs a row)
+        narrow = kept.select(ARRIVAL, TS, INPUT_ID).toArrow()
+        summary, max_ts = _arrival_summary(narrow, by_start, spec.delay_ms, sort)
+        if summary is None:
+            return None
+    else:
+        # Job 2: the replayed rows' event times and ids (two longs a row) to the driver,
+        # where NumPy finds each time's first row in input order (file, then id)
+        narrow = kept.select(TS, INPUT_ID).toArrow()
+        ts = narrow.column(TS).to_numpy().astype(np.int64)
+        ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
+        if len(files) > 1:
+            file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
+            order = np.lexsort((ids, file_rank, ts))
+        else:
+            order = np.lexsort((ids, ts))
+        ts, ids = ts[order], ids[order]
+        first = np.ones(len(ts), dtype=bool)
+        first[1:] = ts[1:] != ts[:-1]
+        summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, sort)
+        max_ts = int(ts[-1]) if len(ts) else None
     return Replay(
         kept.select(*columns),
         prepared.dropped,
@@ -791,6 +897,56 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
         None,
         summary=summary,
     )
+
+
+def _arrival_summary(
+    narrow: pa.Table,
+    runs: list[tuple[tuple[int, int], int]],
+    delay_ms: int,
+    sort: tuple[str, ...],
+) -> tuple[ArrivalSummary | None, int | None]:
+    """The :class:`ArrivalSummary` of the replayed rows ``narrow`` (arrival, event time, id).
+
+    ``runs``: each id run's ``((first id, last id), file rank)``, ascending by
+    first id. Also returns the largest event time. ``None`` when the keys would
+    not fit in int64.
+    """
+    # positions: the runs end to end in input order (file rank, then first id)
+    in_order = sorted(range(len(runs)), key=lambda j: (runs[j][1], runs[j][0][0]))
+    run_pos = np.zeros(len(runs), dtype=np.int64)
+    span = 0
+    for j in in_order:
+        (first, last), _ = runs[j]
+        run_pos[j] = span
+        span += last - first + 1
+    run_lo = np.array([first for (first, _), _ in runs], dtype=np.int64)
+    arrival = narrow.column(ARRIVAL).to_numpy().astype(np.int64)
+    ts = narrow.column(TS).to_numpy().astype(np.int64)
+    ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
+    empty = np.empty(0, dtype=np.int64)
+    # the positions only: a first summary without records, to place the ids
+    placer = ArrivalSummary(empty, empty, empty, run_lo, run_pos, span, delay_ms, sort)
+    pos = placer.positions(ids) if len(ids) else empty
+    order = np.lexsort((pos, arrival))
+    arrival, pos, ts = arrival[order], pos[order], ts[order]
+    # records: the first row and every row above the maximum of the rows before it
+    record = np.ones(len(ts), dtype=bool)
+    if len(ts) > 1:
+        record[1:] = ts[1:] > np.maximum.accumulate(ts)[:-1]
+    arrivals, code = np.unique(arrival[record], return_inverse=True)
+    if len(arrivals) * max(span, 1) >= 2**62:
+        return None, None
+    summary = ArrivalSummary(
+        arrivals,
+        code.astype(np.int64) * np.int64(span) + pos[record],
+        ts[record],
+        run_lo,
+        run_pos,
+        span,
+        delay_ms,
+        sort,
+    )
+    return summary, (int(ts[record][-1]) if len(ts) else None)
 
 
 def shuffle_partitions(spark: Any) -> int:
@@ -816,6 +972,10 @@ def _arrival_key(df: DataFrame, column: str) -> Column:
         "it must be numeric or a TIMESTAMP",
         code=ErrorCode.SCHEMA,
     )
+
+
+def _integral(dtype: T.DataType) -> bool:
+    return isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
 
 def _field(df: DataFrame, name: str) -> T.StructField:
