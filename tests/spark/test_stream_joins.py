@@ -204,6 +204,12 @@ def test_what_the_join_processor_cannot_run_is_refused_at_its_clause():
     # an outer join's ON with a condition that is no equality of two columns
     outer = JOINS["residual"].replace("JOIN low", "LEFT JOIN low")
     refused(outer, "ON h.window_start", "other than equalities")
+    # a view's HAVING (Spark SQL over its rows)
+    having = JOINS["full"].replace(
+        "GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);\nCREATE VIEW low",
+        "GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)\nHAVING COUNT(*) > 1;\nCREATE VIEW low",
+    )
+    refused(having, "HAVING COUNT(*) > 1", "which has HAVING")
     # a view column the join reads that the view computes
     computed = JOINS["full"].replace("SUM(price) AS total", "SUM(price) * 2 AS total")
     refused(computed, "FROM high AS h", "which computes it")

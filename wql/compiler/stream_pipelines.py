@@ -425,6 +425,13 @@ def _join_input(
             side.span,
             "run the join in batch",
         )
+    if view.having is not None:
+        raise _refuse(
+            f"query {join.name!r} joins view {view.name!r}, which has HAVING: on a stream the "
+            f"join processor cannot evaluate it; {_JOIN_SUPPORTED}",
+            view.having.span or side.span,
+            "filter in the join's WHERE instead, or run the join in batch",
+        )
     columns = _copied(view, build_stage(view))
     fields: list[Field | None] = []
     for c, r in zip(side.columns, reads, strict=True):
