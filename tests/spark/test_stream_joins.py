@@ -86,6 +86,20 @@ LEFT JOIN counts AS c
     ON b.auction = c.auction AND b.window_start = c.window_start
     AND b.window_end = c.window_end;
 """,
+    # a window table over a view (windowed by its window_time) joined with a view of it
+    "table_over_view": """
+CREATE VIEW per AS
+SELECT auction, window_time AS wt, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '5' SECOND);
+CREATE VIEW per10 AS
+SELECT auction, window_start, window_end, SUM(num) AS n
+FROM per GROUP BY auction, TUMBLE(wt, INTERVAL '10' SECOND);
+CREATE VIEW table_over_view AS
+SELECT a.auction, a.wt, a.top, b.n, a.window_end
+FROM TABLE(TUMBLE(TABLE per, DESCRIPTOR(wt), INTERVAL '10' SECOND)) AS a
+RIGHT JOIN per10 AS b ON a.window_start = b.window_start AND a.window_end = b.window_end
+    AND a.auction = b.auction;
+""",
     # INNER with an ON condition that is no equality (Spark applies it after the join)
     "residual": HIGH_AND_LOW
     + """

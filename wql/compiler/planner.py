@@ -112,7 +112,8 @@ def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P
 def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
     """``choice`` with how the window join ``q`` runs on a stream (docs/streaming.md)."""
     sides = " and ".join(
-        f"view {s.source.view}" if s.source.view else f"a window table over {s.source.name}"
+        ("a window table over " if s.window is not None else "")
+        + (f"view {s.source.view}" if s.source.view else s.source.name)
         for s in q.sides
     )
     how = P.Reason(

@@ -291,10 +291,13 @@ class JoinInput:
     A view side runs its pipeline ``chain`` (upstream first; ``links`` between
     its stages) and each of its side columns the join reads is a
     :class:`Field` of the view's emitted rows (``fields``; None: not read).
-    A window table side (empty ``chain``) copies source columns
-    (``source_columns``: the source column per side column, None where not read
-    or a window column) and gets its windows' columns filled in
-    (``window_columns``: the positions of window_start, window_end, window_time).
+    A window table side over the source (empty ``chain``) copies source
+    columns (``source_columns``: the source column per side column, None where
+    not read or a window column). A window table side (over the source, or
+    over a view: then ``event_time`` is the emitted field of the view's window
+    bound it is windowed by) gets its windows' columns filled in
+    (``window_columns``: the positions of window_start, window_end,
+    window_time); a view's own rows come with their window.
     """
 
     chain: tuple[P.OperatorStage, ...]
@@ -302,6 +305,7 @@ class JoinInput:
     fields: tuple[Field | None, ...]
     source_columns: tuple[str | None, ...]
     window_columns: tuple[int | None, int | None, int | None]
+    event_time: int | None = None
 
 
 @dataclass(frozen=True)
@@ -404,17 +408,19 @@ def _join_input(
     join: P.WindowJoin, side: P.JoinSide, program: P.Program, used: set[str]
 ) -> JoinInput:
     reads = [n.lower() in used for n in side.internal]
-    if side.source.view is None:
+    positions: list[int | None] = [None, None, None]
+    copies: list[str | None] = []
+    if side.window is not None:
+        # a window table: the function's window columns are filled in per window
         window_names = {n.lower(): k for k, n in enumerate(P.WINDOW_TABLE_COLUMNS)}
-        positions: list[int | None] = [None, None, None]
-        copies: list[str | None] = []
         for c in side.columns:
             k = window_names.get(c.name.lower())
             if k is not None:
                 positions[k] = len(copies)
             copies.append(c.name if k is None else None)
+    window_columns = (positions[0], positions[1], positions[2])
+    if side.source.view is None:
         copies = [c if r else None for c, r in zip(copies, reads, strict=True)]
-        window_columns = (positions[0], positions[1], positions[2])
         return JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
     view = program.view(side.source.view)
     links = view_links(program.pipeline(view))  # refuses a join in the view's pipeline
@@ -433,8 +439,25 @@ def _join_input(
             "filter in the join's WHERE instead, or run the join in batch",
         )
     columns = _copied(view, build_stage(view))
+    event_time = None
+    if side.window is not None:
+        et = side.source.event_time
+        f = columns.get(et.column.lower()) if et is not None else None
+        if f is None or not (f[0][0] == "field" and f[0][1] in _WINDOW_FIELDS.values()):
+            raise _refuse(
+                f"query {join.name!r} windows view {view.name!r} by "
+                f"{et.column if et is not None else 'no column'!r}; on a stream the join "
+                "processor takes a window bound (window_start, window_end, window_time) "
+                "the view selects as it is",
+                side.span,
+                "window the view by its window_time, or run the join in batch",
+            )
+        event_time = f[0][1]
     fields: list[Field | None] = []
-    for c, r in zip(side.columns, reads, strict=True):
+    for i, (c, r) in enumerate(zip(side.columns, reads, strict=True)):
+        if i in positions:
+            fields.append(None)  # a window column of the window table: filled in
+            continue
         target = columns.get(c.name.lower()) if r else None
         if r and target is None:
             raise _refuse(
@@ -450,4 +473,4 @@ def _join_input(
         source, type_ = target
         window = source[0] == "field" and source[1] in _WINDOW_FIELDS.values()
         fields.append(Field(source, "timestamp" if window else "value", type_))
-    return JoinInput(chain, links, tuple(fields), (None,) * len(fields), (None, None, None))
+    return JoinInput(chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time)

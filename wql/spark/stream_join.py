@@ -60,7 +60,13 @@ from wql.runtime.join import JoinSide as RuntimeSide
 from wql.runtime.windows import MAX_TIME
 from wql.spark import layout as L
 from wql.spark.replay import REASON_NULL_EVENT_TIME
-from wql.spark.stream_pipeline import PipelineProcessor, PipelineStage, key_tuples, read_field
+from wql.spark.stream_pipeline import (
+    FIELD_COLUMNS,
+    PipelineProcessor,
+    PipelineStage,
+    key_tuples,
+    read_field,
+)
 from wql.spark.streaming import (
     END_MS,
     ProcessorLayout,
@@ -293,11 +299,13 @@ class JoinProcessor(PipelineProcessor):
             [None] * n if f is None else read_field(batch, f, up.n_keys).to_pylist()
             for f in self.plan.sides[side].fields
         ]
+        values = list(zip(*columns, strict=True)) if columns else [()] * n
+        event_time = self.plan.sides[side].event_time
+        if event_time is not None:
+            # a window table over the view: each row in the windows of its window bound
+            times = batch.column(FIELD_COLUMNS[event_time]).to_pylist()
+            join.process_rows(side, [None] * n, times, values)
+            return
         starts = batch.column(L.WINDOW_START).to_pylist()
         ends = batch.column(L.WINDOW_END).to_pylist()
-        join.process_rows(
-            side,
-            list(zip(starts, ends, strict=True)),
-            [None] * n,
-            list(zip(*columns, strict=True)) if columns else [()] * n,
-        )
+        join.process_rows(side, list(zip(starts, ends, strict=True)), [None] * n, values)

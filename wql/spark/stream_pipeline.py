@@ -95,6 +95,7 @@ from wql.spark.streaming import (
 )
 
 __all__ = [
+    "FIELD_COLUMNS",
     "PipelineProcessor",
     "PipelineStage",
     "key_tuples",
@@ -106,7 +107,7 @@ __all__ = [
 _GROUP = "__wql_pipeline"  # the constant grouping column: one group holds every key
 
 #: The tagged columns of the emitted fields a link reads.
-_FIELD_COLUMNS = {
+FIELD_COLUMNS = {
     EMIT_WINDOW_START: L.WINDOW_START,
     EMIT_WINDOW_END: L.WINDOW_END,
     EMIT_WINDOW_TIME: L.WINDOW_TIME,
@@ -396,7 +397,7 @@ class PipelineProcessor(WindowProcessor):
         timestamps: Any = None
         valid_mask: Any = None
         if link.event_time is not None:
-            ts_arr = batch.column(_FIELD_COLUMNS[link.event_time])
+            ts_arr = batch.column(FIELD_COLUMNS[link.event_time])
             valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
             timestamps = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             valid_mask = valid if not valid.all() else None
@@ -458,7 +459,7 @@ def read_field(batch: pa.RecordBatch, f: Field, n_keys: int) -> pa.Array:
         return batch.column(L.IS_LAST)
     else:
         index = f.source[1]
-        name = _FIELD_COLUMNS.get(index) or L.result_column(index - EMIT_RESULTS)
+        name = FIELD_COLUMNS.get(index) or L.result_column(index - EMIT_RESULTS)
         arr = batch.column(name)
     if f.as_ == "timestamp":
         # a window bound in ms as the TIMESTAMP the view's column holds (naive UTC, us)
