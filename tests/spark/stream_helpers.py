@@ -25,6 +25,13 @@ def stream_cli_argv(spark, query: Path, out: Path, ck: Path, *flags: str) -> lis
 
 BASE = dt.datetime(2024, 1, 1)
 
+#: The bursts' source: ``path`` the folder, ``options`` more WITH options (a leading comma).
+SOURCE = """
+CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH (format = 'json', path = '{path}'{options});
+"""
+
 # bursts: (seconds, [(auction, price), ...]); one row per auction per burst
 BURSTS = [
     (0, [("a", 5), ("b", 7), ("c", 1)]),

@@ -20,6 +20,7 @@ import wql
 from tests.spark.examples_helpers import EXAMPLES, expected_outputs, rows_as_text
 from tests.spark.stream_helpers import (
     BURSTS,
+    SOURCE,
     batch_query,
     files,
     stream_cli_argv,
@@ -31,11 +32,6 @@ from wql.spark.stream_sinks import read_output
 
 pytestmark = pytest.mark.spark
 
-SOURCE = """
-CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP,
-    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
-WITH (format = 'json', path = '{path}'{options});
-"""
 
 MAX_PRICES = """
 CREATE VIEW max_prices AS

@@ -21,6 +21,7 @@ import pytest
 
 import wql
 from tests.spark.stream_helpers import (
+    SOURCE,
     batch_query,
     files,
     stream_cli_argv,
@@ -31,11 +32,6 @@ from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
 
-SOURCE = """
-CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP,
-    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
-WITH (format = 'json', path = '{path}'{options});
-"""
 
 PER_AUCTION = """
 CREATE VIEW per_auction AS

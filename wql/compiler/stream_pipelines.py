@@ -202,8 +202,8 @@ def _link(
     et = down.source.event_time
     event_time = None
     if et is not None:
-        f = columns.get(et.column.lower())
-        if f is None or not (f[0][0] == "field" and f[0][1] in _WINDOW_FIELDS.values()):
+        event_time = _window_bound(columns, et.column)
+        if event_time is None:
             raise _refuse(
                 f"query {down.name!r} takes its event time from {et.column!r} of view "
                 f"{up.name!r}; on a stream the processor takes a window bound "
@@ -211,8 +211,16 @@ def _link(
                 et.span or span,
                 "select window_time as the view's event time, or run the pipeline in batch",
             )
-        event_time = f[0][1]
     return Link(keys, values, event_time)
+
+
+def _window_bound(columns: dict[str, tuple[Source, WqlType]], column: str) -> int | None:
+    """The emitted field of the window bound (start, end, time) that the view's column
+    ``column`` copies; None when it copies anything else, or is computed."""
+    target = columns.get(column.lower())
+    if target is None or target[0][0] != "field" or target[0][1] not in _WINDOW_FIELDS.values():
+        return None
+    return int(target[0][1])
 
 
 def _copied(up: P.Query, up_op: OperatorPlan) -> dict[str, tuple[Source, WqlType]]:
@@ -423,8 +431,9 @@ def _join_input(
         copies = [c if r else None for c, r in zip(copies, reads, strict=True)]
         return JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
     view = program.view(side.source.view)
-    links = view_links(program.pipeline(view))  # refuses a join in the view's pipeline
-    chain = tuple(s for s in program.pipeline(view) if not isinstance(s, P.WindowJoin))
+    pipeline = program.pipeline(view)
+    links = view_links(pipeline)  # refuses a join in the view's pipeline
+    chain = tuple(s for s in pipeline if not isinstance(s, P.WindowJoin))
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
@@ -442,8 +451,8 @@ def _join_input(
     event_time = None
     if side.window is not None:
         et = side.source.event_time
-        f = columns.get(et.column.lower()) if et is not None else None
-        if f is None or not (f[0][0] == "field" and f[0][1] in _WINDOW_FIELDS.values()):
+        event_time = _window_bound(columns, et.column) if et is not None else None
+        if event_time is None:
             raise _refuse(
                 f"query {join.name!r} windows view {view.name!r} by "
                 f"{et.column if et is not None else 'no column'!r}; on a stream the join "
@@ -452,7 +461,6 @@ def _join_input(
                 side.span,
                 "window the view by its window_time, or run the join in batch",
             )
-        event_time = f[0][1]
     fields: list[Field | None] = []
     for i, (c, r) in enumerate(zip(side.columns, reads, strict=True)):
         if i in positions:

@@ -243,21 +243,18 @@ class JoinProcessor(PipelineProcessor):
         join = ops[-1]
         for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self.ranges, strict=True)):
             if not how.chain:
-                width = len(how.source_columns)
-                copied = {
-                    j: batch.column(names.index(_column(s, "c", j))).to_pylist()
+                n = batch.num_rows
+                copied = [
+                    [None] * n
+                    if name is None
+                    else batch.column(names.index(_column(s, "c", j))).to_pylist()
                     for j, name in enumerate(how.source_columns)
-                    if name is not None
-                }
-                rows = [
-                    tuple(copied[j][r] if j in copied else None for j in range(width))
-                    for r in range(batch.num_rows)
                 ]
-                ts = [
-                    None if valid is not None and not valid[r] else int(timestamps[r])
-                    for r in range(batch.num_rows)
-                ]
-                join.process_rows(s, [None] * len(rows), ts, rows)
+                rows = list(zip(*copied, strict=True)) if copied else [()] * n
+                ts = timestamps.tolist()
+                if valid is not None:
+                    ts = [t if ok else None for t, ok in zip(ts, valid.tolist(), strict=True)]
+                join.process_rows(s, [None] * n, ts, rows)
                 continue
             spec = self.stages[lo]
             side = batch
