@@ -45,7 +45,6 @@ from wql.runtime.config import (
 )
 from wql.runtime.evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor
 from wql.runtime.merging import MergingWindowSet
-from wql.runtime.operator import WindowOperator
 from wql.runtime.snapshot import SnapshotError
 from wql.runtime.triggers import (
     AllTrigger,
@@ -67,6 +66,7 @@ from wql.runtime.triggers import (
     TriggerContext,
     TriggerResult,
 )
+from wql.runtime.window_operator import WindowOperator
 from wql.runtime.windows import GLOBAL_WINDOW, MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow
 
 __all__ = [

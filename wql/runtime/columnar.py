@@ -59,7 +59,7 @@ from wql.runtime.vectorized.prepare import prepare
 from wql.runtime.windows import MAX_TIME, TimeWindow
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 Key = Hashable
 #: Aggregates whose slice partials give any window exactly (over int64 columns).

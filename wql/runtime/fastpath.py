@@ -55,8 +55,8 @@ from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import MAX_TIME, TimeWindow, Window, make_window
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
     from wql.runtime.state import KeyState
+    from wql.runtime.window_operator import WindowOperator
 
 Key = Hashable
 _BEYOND = 2**64  # above every cleanup time

@@ -5,7 +5,7 @@ accumulator updates per row for a HOP of size 60 × slide). Flink SQL's
 slicing window operator instead keeps one accumulator per *slice* -- the
 time unit every window of the query is made of: ``gcd(size, slide)`` for
 HOP, the step for CUMULATE -- and merges a window's slices when it fires.
-:class:`Slicer` does that for :class:`~wql.runtime.operator.WindowOperator`
+:class:`Slicer` does that for :class:`~wql.runtime.window_operator.WindowOperator`
 while keeping every observable of the per-window path:
 
 - **the same timers, panes and window bookkeeping.** A window that has
@@ -56,8 +56,8 @@ from wql.runtime.triggers import EventTimeTrigger
 from wql.runtime.windows import MAX_TIME
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import Key, WindowOperator
     from wql.runtime.state import KeyState
+    from wql.runtime.window_operator import Key, WindowOperator
 
 #: ``contents`` value of a window whose accumulator lives in its slices.
 OPEN = True

@@ -483,7 +483,7 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch
-        from wql.runtime.operators import make_operator
+        from wql.runtime.operator_factory import make_operator
 
         op = make_operator(self.config, slicing=self.slicing)
         events = ClockCursor(self.clock_events) if self.clock_events is not None else None

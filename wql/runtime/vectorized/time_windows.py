@@ -27,7 +27,7 @@ from wql.runtime.vectorized.prepare import FLOAT_EXACT, INT_EXACT, MAX_PAIRS, Pr
 from wql.runtime.windows import TimeWindow
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 
 @dataclass

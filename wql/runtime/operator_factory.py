@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from wql.runtime.join import JoinConfig, WindowJoinOperator
-from wql.runtime.operator import WindowOperator
 from wql.runtime.rank import RankConfig, WindowRankOperator
+from wql.runtime.window_operator import WindowOperator
 
 __all__ = ["make_operator"]
 
