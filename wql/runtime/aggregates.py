@@ -14,8 +14,8 @@ its result type. Everything else reads it:
 - the vectorized path (``wql.runtime.vectorized``) computes each kind's
   ``partial`` with NumPy and folds it into accumulators with the same
   ``merge`` code (:func:`merge_lines`, :func:`result_expression`);
-- slicing (``wql.runtime.slicing``) merges slices with ``Aggregator.merge_all``
-  and stays exact only where ``exact_merge`` says so;
+- the HOP/CUMULATE slices (``wql.runtime.columnar``) combine per-slice partials
+  and stay exact only where ``exact_merge`` says so;
 - the compiler types a call from ``output`` (``wql.compiler.expressions
   .aggregate_type``), the native lowering asks ``rounds`` whether Spark's
   order of addition could change the result (``wql.compiler.planner

@@ -25,8 +25,8 @@ watermark is a part of its own, added after the windows due at its
 watermark have fired (it joins only the later ones, exactly the windows
 still open; if none is open, the loop's late-row rule applies). Windows
 are exact over slices because the aggregates merge exactly: counts, and
-integer SUM / AVG / MIN / MAX (the slicing exactness policy,
-docs/runtime.md "Slicing").
+integer SUM / AVG / MIN / MAX (the exactness policy,
+docs/runtime.md "Slices: HOP / CUMULATE").
 
 Where it applies (the operator's default path, :meth:`ColumnarWindows.applies`):
 an event-time HOP (size >= slide) or CUMULATE with the default trigger, no

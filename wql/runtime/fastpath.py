@@ -24,9 +24,7 @@ makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
   rows it follows for its "in no firing" counter);
 - ``wql.runtime.columnar.ColumnarWindows`` (HOP/CUMULATE at lateness 0, on
   top of :class:`WindowPath`): every key's (key, slice) partials as arrays,
-  for batches;
-- ``wql.runtime.slicing.Slicer`` (opt-in): HOP/CUMULATE with one
-  accumulator per (key, slice), on top of :class:`WindowPath`.
+  for batches.
 
 A path works through the operator's fast-path interface (the last section
 of ``WindowOperator``: key state, timers, emit, arrival numbers, drops) and

@@ -18,10 +18,10 @@ from wql.runtime.window_operator import WindowOperator
 __all__ = ["make_operator"]
 
 
-def make_operator(config: Any, *, slicing: bool = False) -> Any:
-    """A fresh operator for ``config`` (``slicing``: HOP/CUMULATE slices, aggregates only)."""
+def make_operator(config: Any) -> Any:
+    """A fresh operator for ``config``."""
     if isinstance(config, RankConfig):
         return WindowRankOperator(config)
     if isinstance(config, JoinConfig):
         return WindowJoinOperator(config)
-    return WindowOperator(config, slicing=slicing)
+    return WindowOperator(config)

@@ -65,7 +65,6 @@ from wql.runtime.config import (
 )
 from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
-from wql.runtime.slicing import Slicer, can_slice
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
 from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
@@ -169,13 +168,13 @@ class WindowOperator:
     ``EvictingWindowOperator``: every row goes through the assigner's
     ``assign_windows`` and the trigger's ``on_element`` / ``on_merge`` /
     ``on_event_time``. ``fast=True`` (the default) installs a faster per-row
-    path where one applies (``wql.runtime.fastpath``, ``wql.runtime.slicing``)
+    path where one applies (``wql.runtime.fastpath``, ``wql.runtime.columnar``)
     and lets ``process_batch`` try the NumPy path (``wql.runtime.vectorized``);
     each of them equals ``fast=False`` in everything observable. They work
     through the section "the fast paths' interface" at the end of the class.
     """
 
-    def __init__(self, config: OperatorConfig, fast: bool = True, slicing: bool = False) -> None:
+    def __init__(self, config: OperatorConfig, fast: bool = True) -> None:
         self.config = config
         assigner = config.assigner
         self._assign = assigner.assign_windows
@@ -225,14 +224,14 @@ class WindowOperator:
         self._merge_ks: KeyState | None = None
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
-        #: ``fast=False``: the plain port only (no fast per-row path, no slicing,
+        #: ``fast=False``: the plain port only (no fast per-row path, no slices,
         #: no vectorized batches); every fast path must equal it.
         self._fast = fast
         self._path: RowPath | None = None
         self._watch: Any = None
         self._on_timer = self.on_timer
         if fast:
-            self.use_path(_fast_path(self, slicing))
+            self.use_path(_fast_path(self))
 
     # ------------------------------------------------------------------ input
 
@@ -848,12 +847,10 @@ class WindowOperator:
         return ks.to_data()
 
     @classmethod
-    def restore(
-        cls, config: OperatorConfig, data: bytes, fast: bool = True, slicing: bool = False
-    ) -> WindowOperator:
+    def restore(cls, config: OperatorConfig, data: bytes, fast: bool = True) -> WindowOperator:
         """An operator equal to the one ``snapshot()`` was taken from."""
         payload = _snap.loads(data)
-        op = cls(config, fast, slicing)
+        op = cls(config, fast)
         if not isinstance(payload, dict) or payload.get("kind") != "operator":
             raise _snap.SnapshotError("not a whole-operator snapshot")
         if payload["config"] != op._config_fingerprint():
@@ -960,7 +957,7 @@ class WindowOperator:
         return pending, counts
 
     # ------------------------------------------------- the fast paths' interface
-    # wql.runtime.fastpath, wql.runtime.slicing and wql.runtime.vectorized work
+    # wql.runtime.fastpath, wql.runtime.columnar and wql.runtime.vectorized work
     # through these methods and the objects they hand out (KeyState, TimerService,
     # Aggregator); they read ``config``, ``watermark``, ``processing_time`` and
     # ``aggregator`` and never assign a field of the operator.
@@ -1100,7 +1097,7 @@ def _firing_guarantee(config: OperatorConfig) -> str | None:
     return "rows"
 
 
-def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
+def _fast_path(op: WindowOperator) -> RowPath | None:
     """The fastest per-row path for ``op``'s configuration (None: the plain methods)."""
     config = op.config
     if config.changelog:
@@ -1114,9 +1111,6 @@ def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
     if not WindowPath.applies(config):
         return None
     path = WindowPath(op)
-    # HOP / CUMULATE: one accumulator per (key, slice) (opt-in, wql.runtime.slicing)
-    if slicing and can_slice(config):
-        return Slicer(op, path)
     if config.extended_rows:
         return path  # the columnar arrays emit their firings without the marks
     # HOP / CUMULATE at lateness 0: (key, slice) columns for batches (wql.runtime.columnar)
