@@ -4,9 +4,12 @@ Every module of ``wql/runtime`` is read with ``ast`` and every import
 statement counts -- also those under ``TYPE_CHECKING`` and inside
 functions, because a cycle through a type-only or deferred import is the
 same knot in the layering. An import names the module it loads
-(``from wql.runtime import snapshot`` names ``wql.runtime.snapshot``); the
-parent packages Python initialises on the way are not edges (a package's
-``__init__`` importing its own submodules is how packages work).
+(``from wql.runtime import snapshot`` names ``wql.runtime.snapshot``), and
+so do the packages Python initialises on the way there from outside them
+(``wql.runtime.vectorized`` for ``wql.runtime.columnar`` importing
+``wql.runtime.vectorized.kernels``); a package's modules importing each
+other inside it are not edges to the package (its ``__init__`` is already
+running).
 
 ``wql.runtime.window_operator`` is the core: the plain Flink port and the
 interface its fast paths (``fastpath``, ``columnar``, ``vectorized``) work
@@ -47,8 +50,19 @@ def module_graph(package_dir: Path, package: str) -> dict[str, set[str]]:
                 for alias in node.names:
                     child = f"{base}.{alias.name}"
                     edges.add(child if child in modules else base)
+        # the packages initialised on the way to each target, from outside them
+        edges |= {p for e in edges for p in _parents(e) if not _inside(name, p)}
         graph[name] = {e for e in edges if e in modules and e != name}
     return graph
+
+
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -132,11 +146,17 @@ def test_the_walk_finds_a_cycle_and_resolves_relative_imports(tmp_path: Path) ->
     (pkg / "c.py").write_text("from pkg.a import x\n")
     graph = module_graph(pkg, "pkg")
     assert graph["pkg"] == {"pkg.a"}
-    assert graph["pkg.a"] == {"pkg.sub.b"}
+    assert graph["pkg.a"] == {"pkg.sub", "pkg.sub.b"}  # importing pkg.sub.b runs pkg.sub first
     assert graph["pkg.sub"] == {"pkg.sub.b"}
-    assert find_cycle(graph) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
+    assert find_cycle(graph) == ["pkg.a", "pkg.sub", "pkg.sub.b", "pkg.c", "pkg.a"]
     (pkg / "c.py").write_text("x = 1\n")
     assert find_cycle(module_graph(pkg, "pkg")) is None
+    # a cycle only through a package's __init__: pkg.d imports pkg.sub.b, whose package
+    # pkg.sub imports pkg.d
+    (pkg / "sub" / "__init__.py").write_text("from . import b\nimport pkg.d\n")
+    (pkg / "d.py").write_text("from pkg.sub.b import f\n")
+    cycle = find_cycle(module_graph(pkg, "pkg"))
+    assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"pkg.d", "pkg.sub"}
 
 
 def test_an_operator_takes_its_fast_paths_whatever_module_was_imported() -> None:

@@ -95,14 +95,14 @@ def test_slices_keep_one_partial_per_key_and_slice() -> None:
     op = WindowOperator(config)
     assert op.process_batch(_batch([(t, t) for t in range(100)]))
     assert isinstance(op._path, ColumnarWindows)
-    assert len(op._path.enc) == 100
+    assert len(op._path.table.enc) == 100
     assert op.open_windows() == 159  # windows [t - 59, t + 1) for t in -59..99
     op.advance_watermark(59)
     out = op.drain()
     # window [0, 60) holds rows 0..59: 59 * 60 / 2 = 1770
     assert out[-1][1:4] == (0, 60, 59) and out[-1][-1] == 1770
     # slices whose every window has fired are freed: slice 0 ended with [0, 60)
-    assert len(op._path.enc) == 99
+    assert len(op._path.table.enc) == 99
 
 
 def test_float_values_hand_the_slices_to_the_per_window_path_exactly() -> None:
