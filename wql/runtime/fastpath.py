@@ -2,7 +2,9 @@
 
 ``WindowOperator`` is the readable port of Flink's operator: every row goes
 through the assigner and the trigger objects. This module holds what only
-makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
+makes rows cheaper, chosen once per operator by
+``wql.runtime.operator_factory.choose_path`` (which ``WindowOperator.__init__``
+calls through the ``FastPaths`` installed in it; the core imports no path):
 
 - :class:`WindowPath` (non-merging windows): TUMBLE, HOP with a size that is
   a multiple of the slide, and CUMULATE windows are assigned inline (a row
@@ -28,7 +30,8 @@ makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
 
 A path works through the operator's fast-path interface (the last section
 of ``WindowOperator``: key state, timers, emit, arrival numbers, drops) and
-never assigns the operator's fields. ``WindowOperator(config, fast=False)``
+never assigns the operator's fields (:class:`RowPath` is the
+``window_operator.FastPath`` the operator calls). ``WindowOperator(config, fast=False)``
 runs none of them; ``tests/runtime/test_plain_path.py`` demands that every
 path equals it on output, late rows, counters and snapshots.
 """
