@@ -33,7 +33,7 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 
 from wql.compiler import compile_source  # noqa: E402
 from wql.compiler.backends.operator import build_operator  # noqa: E402
-from wql.runtime.operator import WindowOperator  # noqa: E402
+from wql.runtime.window_operator import WindowOperator  # noqa: E402
 from wql.spark.layout import sum_counters  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
     END_MS,
