@@ -895,12 +895,15 @@ class Reason:
 @dataclass(frozen=True)
 class EngineChoice:
     """``engine`` is 'native' or 'operator'; ``forced`` when the user chose it;
-    ``streaming`` when it was chosen for a streaming source (planner.py)."""
+    ``streaming`` when it was chosen for a streaming source (planner.py);
+    ``stream``: how an operator stage runs on a stream (its :data:`StreamPlan`,
+    computed once by the planner and read by the stream hosts)."""
 
     engine: str
     reasons: tuple[Reason, ...] = ()
     forced: bool = False
     streaming: bool = False
+    stream: StreamPlan | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.engine not in ("native", "operator"):
@@ -1334,6 +1337,101 @@ class WindowJoin:
 Stage = Query | WindowRank | WindowJoin
 #: A stage one operator runs (per key partition, over one input).
 OperatorStage = Query | WindowRank
+
+
+# ---------------------------------------------------------------------------
+# How an operator stage runs on a stream (compiler/stream_plan.py builds it)
+
+#: What a link field reads of an upstream row: ``("key", i)`` (the ``i``-th key),
+#: ``("field", index)`` (an emitted field: a window bound, pane index or timing, an
+#: aggregate), ``("first",)`` (pane_index = 0) or ``("last",)`` (the extended is_last).
+FieldSource = tuple
+
+
+@dataclass(frozen=True)
+class LinkField:
+    """One input of a reader, read off the view's emitted row.
+
+    ``source`` (see :data:`FieldSource`); ``as_``: ``"value"`` (the value, in
+    ``type``), ``"timestamp"`` (a window bound in ms, as a TIMESTAMP) or
+    ``"millis"`` (a window bound in ms, as BIGINT: ``UNIX_MILLIS``).
+    """
+
+    source: FieldSource
+    as_: str
+    type: WqlType
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a view's emitted rows become its reader's input rows (key, event time, values)."""
+
+    keys: tuple[LinkField, ...]
+    values: tuple[LinkField, ...]
+    #: the reader's event time: the emitted field of a window bound (ms), or None
+    event_time: int | None
+
+
+@dataclass(frozen=True)
+class StreamChain:
+    """A query (or window rank) on a stream, with its pipeline in one processor.
+
+    ``upstream``: the views it reads, upstream first (empty: it reads the
+    source); ``links[i]`` carries ``upstream[i]``'s rows to the next stage
+    (the last one to the query itself).
+    """
+
+    upstream: tuple[OperatorStage, ...] = ()
+    links: tuple[Link, ...] = ()
+
+
+@dataclass(frozen=True)
+class JoinInput:
+    """How one side of a window join reaches the join in the stream processor.
+
+    A view side runs its pipeline ``chain`` (upstream first; ``links`` between
+    its stages) and each of its side columns the join reads is a
+    :class:`LinkField` of the view's emitted rows (``fields``; None: not read).
+    A window table side over the source (empty ``chain``) copies source
+    columns (``source_columns``: the source column per side column, None where
+    not read or a window column). A window table side (over the source, or
+    over a view: then ``event_time`` is the emitted field of the view's window
+    bound it is windowed by) gets its windows' columns filled in
+    (``window_columns``: the positions of window_start, window_end,
+    window_time); a view's own rows come with their window.
+    """
+
+    chain: tuple[OperatorStage, ...]
+    links: tuple[Link, ...]
+    fields: tuple[LinkField | None, ...]
+    source_columns: tuple[str | None, ...]
+    window_columns: tuple[int | None, int | None, int | None]
+    event_time: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamJoin:
+    """A window join as the stream processor runs it.
+
+    ``sides``: how each side reaches the join; ``equi``: ``(left position,
+    right position)`` per equality of ON between a column of each side that
+    the processor matches on (the window bounds among them); ``residual``:
+    ON's other conjuncts (an INNER join only), which Spark applies to the
+    joined rows with WHERE and SELECT.
+    """
+
+    sides: tuple[JoinInput, JoinInput]
+    equi: tuple[tuple[int, int], ...]
+    residual: tuple[str, ...]
+
+
+#: How an operator stage runs on a stream.
+StreamPlan = StreamChain | StreamJoin
+
+
+def engine_of(q: Stage) -> str:
+    """The engine the planner chose for ``q`` (``'operator'`` before it planned it)."""
+    return q.engine.engine if q.engine is not None else "operator"
 
 
 def inputs_of(q: Stage) -> tuple[SourceRef, ...]:

@@ -27,7 +27,7 @@ from collections.abc import Collection
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
-from wql.compiler.stream_pipelines import check_stream_pipeline, stream_join
+from wql.compiler.stream_plan import stream_plan
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
@@ -62,20 +62,13 @@ def choose_engines(
         try:
             stream = is_stream(program.root_source(q), streaming)
             views = [s for s in P.inputs_of(q) if s.view is not None]
-            joined = isinstance(q, P.WindowJoin) and stream
-            if joined:
-                # positioned refusal of what the join processor cannot run
-                stream_join(q, program)  # type: ignore[arg-type]
-            chain = program.pipeline(q) if views and stream and not joined else ()
-            if chain:
-                # positioned refusal of what one stream processor cannot run
-                check_stream_pipeline(chain)
+            # how it runs on a stream, once: a positioned refusal of what one stream
+            # processor cannot run, else the plan the stream host runs
+            how = stream_plan(q, program) if stream else None
             upstream = planned.get(views[0].view.lower()) if views and views[0].view else None
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
-            if chain:
-                choice = _in_stream_pipeline(choice, chain)
-            elif joined:
-                choice = _in_stream_join(choice, q)  # type: ignore[arg-type]
+            if how is not None and choice.engine == "operator":
+                choice = _on_stream(choice, q, how)
             planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
             queries.append(q)
         except WqlError as e:
@@ -92,6 +85,17 @@ def is_stream(source: P.SourceRef, streaming: Streaming) -> bool:
     if isinstance(streaming, bool):
         return streaming
     return source.name.lower() in {name.lower() for name in streaming}
+
+
+def _on_stream(choice: P.EngineChoice, q: P.Stage, how: P.StreamPlan) -> P.EngineChoice:
+    """``choice`` carrying how ``q`` runs on a stream, and saying it where it is more than
+    one stage (docs/streaming.md)."""
+    choice = dataclasses.replace(choice, stream=how)
+    if isinstance(how, P.StreamJoin):
+        return _in_stream_join(choice, q)  # type: ignore[arg-type]
+    if how.upstream:
+        return _in_stream_pipeline(choice, (*how.upstream, q))
+    return choice
 
 
 def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P.EngineChoice:

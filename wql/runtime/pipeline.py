@@ -46,28 +46,71 @@ rise, and the tag says which global rise fired each row (docs/runtime.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from wql.runtime.config import FIRED_BY_EVENT_TIMER, FIRED_BY_ROW
+from wql.runtime.config import (
+    EMIT_KEY,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_START,
+    FIRED_BY_EVENT_TIMER,
+    FIRED_BY_ROW,
+)
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
 __all__ = [
     "CLASS_ROW",
     "CLASS_TIMER",
+    "TIMER_ORDER_FIELDS",
     "GlobalClock",
     "rise_step",
     "row_step",
+    "spark_ascending",
+    "timer_order",
 ]
 
 #: Within a step: rows fired by rows come before rows fired by timers.
 CLASS_ROW = 0
 CLASS_TIMER = 1
 
+#: THE order of the rows timers fired at one step, after the timer's time: these
+#: emitted fields (the key's values one by one), each ascending as Spark's
+#: ``asc_nulls_first`` orders it (NULL first, NaN after every number:
+#: :func:`spark_ascending`). The batch host ranks a step's rows by the matching
+#: columns in Spark (``wql.spark.layout.placed_results``); the stream processors
+#: sort a rise's rows by :func:`timer_order`: one rule, two forms.
+TIMER_ORDER_FIELDS = (EMIT_KEY, EMIT_WINDOW_END, EMIT_WINDOW_START)
+
 IntArray = npt.NDArray[np.int64]
+
+
+def spark_ascending(v: Any) -> tuple:
+    """A sort key of one value in Spark's ascending order: NULL first, NaN last."""
+    if v is None:
+        return (0,)
+    if isinstance(v, float) and v != v:
+        return (1, 1)
+    return (1, 0, v)
+
+
+def timer_order(tag: int) -> Callable[[tuple], tuple]:
+    """The sort key of the emitted rows timers fired at one rise (whose
+    ``FIRED_FIELDS`` start at ``tag``): the timer's time, then
+    :data:`TIMER_ORDER_FIELDS` (a stable sort keeps emission order for ties)."""
+    when = tag + 1  # FIRED_FIELDS: (fired by, time, row)
+
+    def order(row: tuple) -> tuple:
+        fields = []
+        for f in TIMER_ORDER_FIELDS:
+            v = row[f]
+            fields.append(tuple(map(spark_ascending, v)) if f == EMIT_KEY else spark_ascending(v))
+        return (row[when], *fields)
+
+    return order
 
 
 def rise_step(position: int) -> int:

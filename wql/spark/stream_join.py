@@ -5,7 +5,7 @@ Spark's stream-stream join: that emits matches as rows arrive and drops
 rows behind its watermark without counting them, where Flink's
 ``WindowJoinOperator`` joins each window once, when the watermark passes
 its end, and counts its late rows. Nor can it follow two chained Spark
-stateful operators, for the reason of :mod:`wql.spark.stream_pipeline`:
+stateful operators, for the reason of :mod:`wql.spark.stream_chain`:
 the rows a side's view fires *at* a rise must reach the join before that
 rise. So, as the pipeline host does, one processor holds everything::
 
@@ -32,7 +32,7 @@ streaming host maps it):
    last source row, then the end (every window joins).
 
 The processor matches rows on ON's equalities of one column of each side
-(:class:`~wql.compiler.stream_pipelines.StreamJoin`); Spark applies the rest
+(:class:`~wql.compiler.plan.StreamJoin`); Spark applies the rest
 of ON (INNER joins only: the planner refuses others), WHERE and SELECT to
 the joined rows after it. The counters are the join's (both sides' rows
 in, late rows dropped), as in batch; each view's own counters and late rows
@@ -42,6 +42,7 @@ whole state restored and saved every call, as for a pipeline.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,16 +53,15 @@ from pyspark.sql import functions as F
 from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage, window_assigner
-from wql.compiler.stream_pipelines import JoinInput, StreamJoin
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import RowBatch
 from wql.runtime.join import JoinConfig
 from wql.runtime.join import JoinSide as RuntimeSide
+from wql.runtime.watermarks import bounded_watermark, watermark_lag
 from wql.runtime.windows import MAX_TIME
 from wql.spark import layout as L
 from wql.spark.replay import REASON_NULL_EVENT_TIME
-from wql.spark.stream_pipeline import (
-    FIELD_COLUMNS,
+from wql.spark.stream_chain import (
     PipelineProcessor,
     PipelineStage,
     key_tuples,
@@ -70,11 +70,11 @@ from wql.spark.stream_pipeline import (
 from wql.spark.streaming import (
     END_MS,
     ProcessorLayout,
-    StreamingRun,
+    StreamRun,
     watermarked,
 )
 
-__all__ = ["JoinProcessor", "run_stream_join"]
+__all__ = ["JoinProcessor", "StreamJoinRun", "run_stream_join"]
 
 _GROUP = "__wql_join"  # the constant grouping column: one group holds every key
 _TS = "__wql_ts"
@@ -90,14 +90,30 @@ def _keep(side: int) -> str:
     return f"__wql_s{side}_keep"
 
 
+@dataclass(kw_only=True)
+class StreamJoinRun(StreamRun):
+    """A window join on a stream: the join and both sides' pipelines in one processor,
+    run as ``plan`` (the planner's) says over its root source ``root``."""
+
+    join: P.WindowJoin
+    plan: P.StreamJoin
+    root: P.SourceRef
+
+    def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+        return L.join_results(self.join, self.plan.residual, tagged), None
+
+    def with_end(self, end: DataFrame) -> StreamRun:
+        return run_stream_join(self.join, self.plan, self.root, self.source, end=end)
+
+
 def run_stream_join(
     join: P.WindowJoin,
-    plan: StreamJoin,
+    plan: P.StreamJoin,
     root: P.SourceRef,
     source: DataFrame,
     *,
     end: DataFrame | None = None,
-) -> StreamingRun:
+) -> StreamJoinRun:
     """The window join ``join`` (run as ``plan`` says) over the streaming ``source`` of its
     root source ``root``, as one stateful processor (see the module doc); ``end`` as for
     :func:`wql.spark.streaming.run_streaming`."""
@@ -108,8 +124,8 @@ def run_stream_join(
             join.span,
             code=ErrorCode.UNSUPPORTED,
         )
-    delay = et.delay_ms + 1  # Spark's watermark is then WQL's (streaming module doc)
-    df, idle_ms, heartbeats = watermarked(root, source, end, delay)
+    # Spark's watermark is then WQL's (streaming module doc)
+    df, idle_ms, heartbeats = watermarked(root, source, end, watermark_lag(et.delay_ms))
     sides_ops: list[list[OperatorPlan]] = []
     staged: list[tuple[str, Column]] = [
         (_TS, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
@@ -141,11 +157,11 @@ def run_stream_join(
     )
     out_schema, layout = L.join_layout(join)
     specs.append(PipelineStage(config, 0, 0, None, 0, None))  # type: ignore[arg-type]
-    end_watermark = END_MS - delay if end is not None else None
+    end_watermark = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
     processor = JoinProcessor(
         ProcessorLayout(config, 0, 0, layout, "EventTime", True, end_watermark),  # type: ignore[arg-type]
         tuple(specs),
-        delay,
+        et.delay_ms,
         plan,
         tuple(name for name, _ in staged),
     )
@@ -161,24 +177,23 @@ def run_stream_join(
             timeMode="EventTime",
         )
     )
-    result = L.join_results(join, plan.residual, tagged)
-    return StreamingRun(
-        join,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        tagged,
-        result,
-        None,
-        L.counters_of(tagged),
-        "EventTime",
-        source,
-        end is not None,
-        idle_ms,
-        heartbeats,
-        join=(plan, root),
+    return StreamJoinRun(
+        join=join,
+        plan=plan,
+        root=root,
+        tagged=tagged,
+        result=L.join_results(join, plan.residual, tagged),
+        late=None,
+        counters=L.counters_of(tagged),
+        time_mode="EventTime",
+        source=source,
+        drainable=end is not None,
+        idle_ms=idle_ms,
+        heartbeats=heartbeats,
     )
 
 
-def _staged(side: int, how: JoinInput, ops: list[OperatorPlan]) -> list[tuple[str, Column]]:
+def _staged(side: int, how: P.JoinInput, ops: list[OperatorPlan]) -> list[tuple[str, Column]]:
     """The columns side ``side`` reads of each source row, by name."""
     if not how.chain:
         return [
@@ -215,7 +230,7 @@ class JoinProcessor(PipelineProcessor):
         layout: ProcessorLayout,
         stages: tuple[PipelineStage, ...],
         delay_ms: int,
-        plan: StreamJoin,
+        plan: P.StreamJoin,
         columns: tuple[str, ...],
     ) -> None:
         super().__init__(layout, stages, delay_ms, True)
@@ -300,7 +315,7 @@ class JoinProcessor(PipelineProcessor):
         event_time = self.plan.sides[side].event_time
         if event_time is not None:
             # a window table over the view: each row in the windows of its window bound
-            times = batch.column(FIELD_COLUMNS[event_time]).to_pylist()
+            times = batch.column(L.FIELD_COLUMNS[event_time]).to_pylist()
             join.process_rows(side, [None] * n, times, values)
             return
         starts = batch.column(L.WINDOW_START).to_pylist()

@@ -18,7 +18,7 @@ micro-batch's watermark (:meth:`WindowProcessor._clocks`, the same mapping
 of Spark's watermark to WQL's):
 
 1. **The rise.** Stage 1 advances to ``W``; the rows it fires become stage
-   2's input rows (:class:`~wql.compiler.stream_pipelines.Link`), which
+   2's input rows (:class:`~wql.compiler.plan.Link`), which
    stage 2 processes at its old watermark; then stage 2 advances to ``W``,
    and so on down the chain. Rows fired at one rise reach the next stage in
    the batch pipeline's order (docs/architecture.md, "Contract:
@@ -68,81 +68,61 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import build_stage
-from wql.compiler.stream_pipelines import Field, Link, view_links
 from wql.runtime.config import (
-    EMIT_KEY,
-    EMIT_PANE_INDEX,
-    EMIT_PANE_TIMING,
     EMIT_RESULTS,
-    EMIT_WINDOW_END,
-    EMIT_WINDOW_START,
-    EMIT_WINDOW_TIME,
     RowBatch,
 )
+from wql.runtime.pipeline import timer_order
+from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
 from wql.spark.streaming import (
-    END_MS,
     ProcessorLayout,
-    StreamingRun,
+    StreamQueryRun,
+    StreamRun,
     WindowProcessor,
     _microseconds,
     _moved,
+    end_watermark,
     processor_layout,
     run_streaming,
-    spark_watermark_delay_ms,
     stream_input,
 )
 
 __all__ = [
-    "FIELD_COLUMNS",
     "PipelineProcessor",
     "PipelineStage",
+    "StreamChainRun",
     "key_tuples",
     "read_field",
-    "run_stream",
-    "run_stream_pipeline",
+    "run_stream_chain",
 ]
 
 _GROUP = "__wql_pipeline"  # the constant grouping column: one group holds every key
 
-#: The tagged columns of the emitted fields a link reads.
-FIELD_COLUMNS = {
-    EMIT_WINDOW_START: L.WINDOW_START,
-    EMIT_WINDOW_END: L.WINDOW_END,
-    EMIT_WINDOW_TIME: L.WINDOW_TIME,
-    EMIT_PANE_INDEX: L.PANE_INDEX,
-    EMIT_PANE_TIMING: L.PANE_TIMING,
-}
 
-
-def run_stream(
-    stages: tuple[P.OperatorStage, ...], source: DataFrame, *, end: DataFrame | None = None
-) -> StreamingRun:
-    """The streaming run of the chain ``stages`` (upstream first, the query last) over
-    ``source``: :func:`run_streaming` for one stage, :func:`run_stream_pipeline` for more."""
-    if len(stages) == 1:
-        return run_streaming(stages[0], source, end=end)
-    return run_stream_pipeline(stages, source, end=end)
-
-
-def run_stream_pipeline(
-    stages: tuple[P.OperatorStage, ...], source: DataFrame, *, end: DataFrame | None = None
-) -> StreamingRun:
-    """Build the pipeline ``stages`` (upstream first, at least two) over the streaming
-    ``source`` as one stateful processor (see the module doc); ``end`` as for
-    :func:`run_streaming`. The run's result and late output are the last stage's."""
-    links = view_links(stages)
+def run_stream_chain(
+    query: P.OperatorStage,
+    chain: P.StreamChain,
+    source: DataFrame,
+    *,
+    end: DataFrame | None = None,
+) -> StreamQueryRun:
+    """The streaming run of ``query`` over the views of its ``chain`` (the planner's) and
+    the streaming ``source``: :func:`run_streaming` for a query over its source, else the
+    whole pipeline as one stateful processor (see the module doc); ``end`` as for
+    :func:`run_streaming`. The run's result and late output are ``query``'s."""
+    if not chain.upstream:
+        return run_streaming(query, source, end=end)
+    stages = (*chain.upstream, query)
     ops = [build_stage(s, tag_firings=i < len(stages) - 1) for i, s in enumerate(stages)]
-    first, last = stages[0], stages[-1]
-    drainable = end is not None
+    first = stages[0]
     staged, _, _, drainable, idle_ms, heartbeats = stream_input(
         first, ops[0], source, end, event_time_mode=True
     )
     mode = "EventTime"
-    delay = spark_watermark_delay_ms(first)
-    end_watermark = END_MS - delay if drainable else None
-    layout = processor_layout(last, ops[-1], mode, end_watermark=end_watermark)
+    end_wm = end_watermark(first) if drainable else None
+    layout = processor_layout(query, ops[-1], mode, end_watermark=end_wm)
     specs = tuple(
         PipelineStage(
             op.config,
@@ -150,13 +130,14 @@ def run_stream_pipeline(
             len(op.values),
             L.tagged_layout(s, op)[1],
             len(op.results),
-            None if i == 0 else links[i - 1],
+            None if i == 0 else chain.links[i - 1],
         )
         for i, (s, op) in enumerate(zip(stages, ops, strict=True))
     )
     has_event_time = first.source.event_time is not None
-    processor = PipelineProcessor(layout, specs, delay, has_event_time)
-    out_schema, _ = L.tagged_layout(last, ops[-1])
+    et = first.source.event_time
+    processor = PipelineProcessor(layout, specs, et.delay_ms if et else 0, has_event_time)
+    out_schema, _ = L.tagged_layout(query, ops[-1])
     tagged = (
         staged.withColumn(_GROUP, F.lit(0))
         .groupBy(_GROUP)
@@ -167,23 +148,33 @@ def run_stream_pipeline(
             timeMode=mode,
         )
     )
-    result = L.results(last, ops[-1], tagged)
-    late = L.late_rows(ops[-1], tagged) if last.late_output is not None else None
-    counters = L.counters_of(tagged)
-    return StreamingRun(
-        last,
-        ops[-1],
-        tagged,
-        result,
-        late,
-        counters,
-        mode,
-        source,
-        drainable,
-        idle_ms,
-        heartbeats,
-        stages=stages,
+    result = L.results(query, ops[-1], tagged)
+    late = L.late_rows(ops[-1], tagged) if query.late_output is not None else None
+    return StreamChainRun(
+        query=query,
+        operator=ops[-1],
+        chain=chain,
+        tagged=tagged,
+        result=result,
+        late=late,
+        counters=L.counters_of(tagged),
+        time_mode=mode,
+        source=source,
+        drainable=drainable,
+        idle_ms=idle_ms,
+        heartbeats=heartbeats,
     )
+
+
+@dataclass(kw_only=True)
+class StreamChainRun(StreamQueryRun):
+    """A query over views on a stream: its pipeline in one processor (``chain``), whose
+    output is the query's (read as a single query's)."""
+
+    chain: P.StreamChain
+
+    def with_end(self, end: DataFrame) -> StreamRun:
+        return run_stream_chain(self.query, self.chain, self.source, end=end)
 
 
 @dataclass(frozen=True)
@@ -197,7 +188,7 @@ class PipelineStage:
     tagged: L.TaggedLayout
     n_results: int
     #: how the previous stage's rows become this stage's input (None: the first stage)
-    link: Link | None
+    link: P.Link | None
 
 
 class PipelineProcessor(WindowProcessor):
@@ -218,7 +209,7 @@ class PipelineProcessor(WindowProcessor):
     ) -> None:
         super().__init__(layout)
         self.stages = stages
-        #: ``withWatermark``'s delay: the final watermark is ``max event time - delay``
+        #: the source's watermark delay: the final rise is to ``bounded_watermark(max_ts)``
         self.delay_ms = delay_ms
         self.has_event_time = has_event_time
 
@@ -250,7 +241,7 @@ class PipelineProcessor(WindowProcessor):
             after_end = 0 if frame is None else len(frame)
             if max_ts is not None:
                 # batch replay's final rise (the watermark after the last row), then the end
-                self._rise(ops, max(MIN_TIME, max_ts - self.delay_ms))
+                self._rise(ops, bounded_watermark(max_ts, self.delay_ms))
             self._rise(ops, MAX_TIME)
         else:
             self._rise(ops, wm)
@@ -263,16 +254,10 @@ class PipelineProcessor(WindowProcessor):
         from wql.runtime.operator import WindowOperator
         from wql.runtime.operators import make_operator
 
-        saved = self.state.get()
-        self._had_state = saved is not None
-        self._spark_timers = set()
-        self._pending_rows = 0
+        saved = self.state.load()
         if saved is None:
             return [make_operator(s.config) for s in self.stages], None
-        blob, _, _, spark_timers, pending = saved
-        self._spark_timers = {int(t) for t in spark_timers or ()}
-        self._pending_rows = int(pending or 0)
-        payload = snap.loads(bytes(blob))
+        payload = snap.loads(saved[0])
         ops = []
         for spec, data in zip(self.stages, payload["stages"], strict=True):
             if isinstance(data, bytes):
@@ -318,7 +303,8 @@ class PipelineProcessor(WindowProcessor):
                 op.advance_watermark(watermark)
             fired = op.drain()
             if i < hi - 1:
-                fired.sort(key=self._timer_order(i))
+                # the pipeline's one order of a rise's rows (FIRED_FIELDS follow the results)
+                fired.sort(key=timer_order(EMIT_RESULTS + self.stages[i].n_results))
             rows = fed + fired
             self._collect(i, ops, op)
         return rows
@@ -397,26 +383,12 @@ class PipelineProcessor(WindowProcessor):
         timestamps: Any = None
         valid_mask: Any = None
         if link.event_time is not None:
-            ts_arr = batch.column(FIELD_COLUMNS[link.event_time])
+            ts_arr = batch.column(L.FIELD_COLUMNS[link.event_time])
             valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
             timestamps = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             valid_mask = valid if not valid.all() else None
         wm = np.full(n, op.watermark, dtype=np.int64)
         op.process_batch(RowBatch(keys, timestamps, columns, wm, None, valid_mask))
-
-    def _timer_order(self, i: int) -> Any:
-        """The batch pipeline's order of the rows a rise fired (docs/architecture.md)."""
-        tag = EMIT_RESULTS + self.stages[i].n_results  # FIRED_FIELDS follow the results
-
-        def order(row: tuple) -> tuple:
-            return (
-                row[tag + 1],
-                tuple(_spark_order(v) for v in row[EMIT_KEY]),
-                _spark_order(row[EMIT_WINDOW_END]),
-                _spark_order(row[EMIT_WINDOW_START]),
-            )
-
-        return order
 
     def _finish_pipeline(
         self, ops: list[Any], max_ts: int | None, wm: int, before: dict, after_end: int
@@ -426,30 +398,22 @@ class PipelineProcessor(WindowProcessor):
         keep = not ended and any(op.active_keys() for op in ops)
         # one Spark timer: the earliest runtime timer of any stage wakes the whole pipeline
         spark_timers = self._sync_timers([min(due)] if due else [], wm, keep)
-        counters = _moved(before, ops[-1].counters.as_dict(), after_end, self._pending_rows)
-        pending = 0
         results, late = self._results, self._late
-        if counters is not None and keep and not (results or late or counters["dropped"]):
-            # only rows taken in: they wait in the state for a call with output
-            pending, counters = counters["rows_in"], None
-        if keep:
-            self.state.update(
-                (
-                    self._snapshot(ops, max_ts),
-                    ops[0].watermark,
-                    MIN_TIME,
-                    sorted(spark_timers),
-                    pending,
-                )
-            )
-        elif self._had_state:
-            self.state.clear()
+        counters = self.state.save(
+            _moved(before, ops[-1].counters.as_dict(), after_end, self.state.pending_rows),
+            keep=keep,
+            output=bool(results or late),
+            snapshot=lambda: self._snapshot(ops, max_ts),
+            watermark=ops[0].watermark,
+            processing_time=MIN_TIME,
+            spark_timers=spark_timers,
+        )
         if results or late or counters:
             yield self.layout.tagged.rows(results, late, counters).to_pandas()
 
 
-def read_field(batch: pa.RecordBatch, f: Field, n_keys: int) -> pa.Array:
-    """One input column of a reader from the view's tagged rows (see :class:`Field`)."""
+def read_field(batch: pa.RecordBatch, f: P.LinkField, n_keys: int) -> pa.Array:
+    """One input column of a reader from the view's tagged rows (``f``: what it reads)."""
     kind = f.source[0]
     if kind == "key":
         arr = batch.column(L.key_columns(n_keys)[f.source[1]])
@@ -459,7 +423,7 @@ def read_field(batch: pa.RecordBatch, f: Field, n_keys: int) -> pa.Array:
         return batch.column(L.IS_LAST)
     else:
         index = f.source[1]
-        name = FIELD_COLUMNS.get(index) or L.result_column(index - EMIT_RESULTS)
+        name = L.FIELD_COLUMNS.get(index) or L.result_column(index - EMIT_RESULTS)
         arr = batch.column(name)
     if f.as_ == "timestamp":
         # a window bound in ms as the TIMESTAMP the view's column holds (naive UTC, us)
@@ -473,12 +437,3 @@ def key_tuples(arrays: list[pa.Array], n: int) -> list[tuple]:
     if not arrays:
         return [()] * n
     return list(zip(*(a.to_pylist() for a in arrays), strict=True))
-
-
-def _spark_order(v: Any) -> tuple:
-    """A sort key of one value in Spark's ascending order: NULL first, NaN last."""
-    if v is None:
-        return (0,)
-    if isinstance(v, float) and v != v:
-        return (1, 1)
-    return (1, 0, v)
