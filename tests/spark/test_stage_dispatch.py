@@ -42,3 +42,12 @@ def test_every_stage_kind_has_a_stream_plan():
 def test_only_window_aggregates_draw_a_timeline():
     drawn = {k for k, host in stages.HOSTS.items() if host.no_timeline is None}
     assert drawn == {P.Query}
+
+
+def test_every_operator_stage_kind_has_an_operator_plan_and_a_projection():
+    from wql.compiler.backends import operator
+    from wql.spark import layout
+
+    kinds = set(typing.get_args(P.OperatorStage))
+    assert set(operator._BUILDERS) == kinds
+    assert set(layout._PROJECTIONS) == kinds

@@ -1044,6 +1044,11 @@ class Query:
         return post_aggregation_schema(self)
 
     @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        """What the stage reads: its source or view (a join: both sides')."""
+        return (self.source,)
+
+    @property
     def output_schema(self) -> tuple[Column, ...]:
         """The result's columns (name, WQL type), in SELECT order; ``op`` first with
         EMIT CHANGELOG."""
@@ -1237,6 +1242,11 @@ class WindowRank:
         )
 
     @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        """What the stage reads: its source or view (a join: both sides')."""
+        return (self.source,)
+
+    @property
     def output_schema(self) -> tuple[Column, ...]:
         return tuple(Column(c.name, c.type, c.span) for c in self.output)
 
@@ -1327,6 +1337,11 @@ class WindowJoin:
             for side in self.sides
             for n, c in zip(side.internal, side.columns, strict=True)
         )
+
+    @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        """What the stage reads: its source or view (a join: both sides')."""
+        return (self.left.source, self.right.source)
 
     @property
     def output_schema(self) -> tuple[Column, ...]:
@@ -1436,9 +1451,7 @@ def engine_of(q: Stage) -> str:
 
 def inputs_of(q: Stage) -> tuple[SourceRef, ...]:
     """What a stage reads: its source or view, or both sides' (a join)."""
-    if isinstance(q, WindowJoin):
-        return (q.left.source, q.right.source)
-    return (q.source,)
+    return q.inputs
 
 
 @dataclass(frozen=True)

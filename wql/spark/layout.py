@@ -350,12 +350,16 @@ def placed_results(query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame) 
 def _project(
     query: P.OperatorStage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
 ) -> DataFrame:
-    """``R`` rows -> the plan's output; ``keep``: columns carried through, after the output.
+    """``R`` rows -> the plan's output; ``keep``: columns carried through, after the output
+    (:data:`_PROJECTIONS`: a window aggregate's or a window rank's)."""
+    return _PROJECTIONS[type(query)](query, op, rows, keep)
 
-    A window rank's rows go through :func:`_project_rank` instead.
-    """
-    if isinstance(query, P.WindowRank):
-        return _project_rank(query, op, rows, keep)
+
+def _project_aggregate(
+    query: P.Query, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
+) -> DataFrame:
+    """A window aggregate's ``R`` rows -> its post-aggregation relation -> HAVING ->
+    SELECT."""
     marks = []
     if query.reads("is_first"):
         marks.append((F.col(PANE_INDEX) == 0).alias("is_first"))
@@ -402,6 +406,10 @@ def _project_rank(
     if rank.condition is not None:
         ranked = ranked.where(F.expr(rank.condition.sql))
     return ranked.select(*_projection(rank.output), *keep)
+
+
+#: The projection of each kind of operator stage's rows.
+_PROJECTIONS: dict[type, Any] = {P.Query: _project_aggregate, P.WindowRank: _project_rank}
 
 
 def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:

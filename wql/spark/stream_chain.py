@@ -10,11 +10,11 @@ fired while processing a row go downstream right after that row). Here every
 stage's operator lives in one Python process, which orders them itself::
 
     source -> withWatermark -> WHERE -> stage 1's keys and values   (as run_streaming)
-           -> groupBy(constant).transformWithStateInPandas(PipelineProcessor)
+           -> groupBy(constant).transformWithStateInPandas(AllKeysProcessor: ChainBody)
            -> ONE tagged stream of the LAST stage (R, L, C) -> result and late DataFrames
 
 Per call (a micro-batch's rows, or a Spark timer), with ``W`` the
-micro-batch's watermark (:meth:`WindowProcessor._clocks`, the same mapping
+micro-batch's watermark (:func:`~wql.spark.streaming.call_clocks`, the same mapping
 of Spark's watermark to WQL's):
 
 1. **The rise.** Stage 1 advances to ``W``; the rows it fires become stage
@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -63,36 +63,40 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
     TimerValues,
 )
 
 from wql.compiler import plan as P
-from wql.compiler.backends.operator import build_stage
+from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.runtime.config import (
     EMIT_RESULTS,
     RowBatch,
 )
-from wql.runtime.pipeline import timer_order
+from wql.runtime.pipeline import OperatorChain
 from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
 from wql.spark.streaming import (
-    ProcessorLayout,
+    ProcessorState,
     StreamQueryRun,
     StreamRun,
-    WindowProcessor,
     _microseconds,
     _moved,
+    call_clocks,
     end_watermark,
-    processor_layout,
     run_streaming,
     stream_input,
 )
 
 __all__ = [
-    "PipelineProcessor",
+    "AllKeysProcessor",
+    "ChainBody",
     "PipelineStage",
     "StreamChainRun",
+    "chain_body",
+    "feed",
     "key_tuples",
     "read_field",
     "run_stream_chain",
@@ -114,30 +118,19 @@ def run_stream_chain(
     :func:`run_streaming`. The run's result and late output are ``query``'s."""
     if not chain.upstream:
         return run_streaming(query, source, end=end)
-    stages = (*chain.upstream, query)
-    ops = [build_stage(s, tag_firings=i < len(stages) - 1) for i, s in enumerate(stages)]
-    first = stages[0]
+    ops, body = chain_body((*chain.upstream, query), chain.links)
+    first = chain.upstream[0]
     staged, _, _, drainable, idle_ms, heartbeats = stream_input(
         first, ops[0], source, end, event_time_mode=True
     )
     mode = "EventTime"
     end_wm = end_watermark(first) if drainable else None
-    layout = processor_layout(query, ops[-1], mode, end_watermark=end_wm)
-    specs = tuple(
-        PipelineStage(
-            op.config,
-            len(op.keys),
-            len(op.values),
-            L.tagged_layout(s, op)[1],
-            len(op.results),
-            None if i == 0 else chain.links[i - 1],
-        )
-        for i, (s, op) in enumerate(zip(stages, ops, strict=True))
-    )
-    has_event_time = first.source.event_time is not None
     et = first.source.event_time
-    processor = PipelineProcessor(layout, specs, et.delay_ms if et else 0, has_event_time)
-    out_schema, _ = L.tagged_layout(query, ops[-1])
+    out_schema, output = L.tagged_layout(query, ops[-1])
+    configs = tuple(op.config for op in ops)
+    processor = AllKeysProcessor(
+        output, end_wm, configs, body, et.delay_ms if et else 0, et is not None
+    )
     tagged = (
         staged.withColumn(_GROUP, F.lit(0))
         .groupBy(_GROUP)
@@ -148,22 +141,38 @@ def run_stream_chain(
             timeMode=mode,
         )
     )
-    result = L.results(query, ops[-1], tagged)
-    late = L.late_rows(ops[-1], tagged) if query.late_output is not None else None
-    return StreamChainRun(
-        query=query,
-        operator=ops[-1],
+    return StreamChainRun.of(
+        query,
+        ops[-1],
+        tagged,
         chain=chain,
-        tagged=tagged,
-        result=result,
-        late=late,
-        counters=L.counters_of(tagged),
         time_mode=mode,
         source=source,
         drainable=drainable,
         idle_ms=idle_ms,
         heartbeats=heartbeats,
     )
+
+
+def chain_body(
+    stages: tuple[P.OperatorStage, ...], links: tuple[P.Link, ...]
+) -> tuple[list[OperatorPlan], ChainBody]:
+    """The operator plans of a chain's ``stages`` (upstream first; each but the last tags
+    its firings for the next) and the :class:`ChainBody` that runs them, ``links[i]``
+    feeding stage ``i + 1``."""
+    ops = [build_stage(s, tag_firings=i < len(stages) - 1) for i, s in enumerate(stages)]
+    specs = tuple(
+        PipelineStage(
+            op.config,
+            len(op.keys),
+            len(op.values),
+            L.tagged_layout(s, op)[1],
+            len(op.results),
+            None if i == 0 else links[i - 1],
+        )
+        for i, (s, op) in enumerate(zip(stages, ops, strict=True))
+    )
+    return ops, ChainBody(specs)
 
 
 @dataclass(kw_only=True)
@@ -191,27 +200,58 @@ class PipelineStage:
     link: P.Link | None
 
 
-class PipelineProcessor(WindowProcessor):
-    """Every stage of a pipeline for all keys, in Flink's chain order (see the module doc).
+class ProcessorBody(Protocol):
+    """What an :class:`AllKeysProcessor` runs: its operators' work at a rise and on a
+    micro-batch's rows, each returning the output's result and late rows."""
 
-    It reuses :class:`~wql.spark.streaming.WindowProcessor`'s ``init`` (its
-    one ``ValueState``, here the whole pipeline's), clocks (Spark's watermark
-    as WQL's, the end of input) and Spark timer bookkeeping; its ``layout``
-    is the last stage's, whose rows it emits.
+    @property
+    def ts_index(self) -> int:
+        """The staged event-time column of a micro-batch's rows."""
+        ...
+
+    def rise(self, ops: list[Any], watermark: int) -> tuple[list[tuple], list[tuple]]: ...
+
+    def rows(
+        self, ops: list[Any], batch: pa.RecordBatch, timestamps: Any, valid: Any
+    ) -> tuple[list[tuple], list[tuple]]: ...
+
+
+class AllKeysProcessor(StatefulProcessor):
+    """Several operators for all keys in one Spark group, in Flink's chain order: a
+    pipeline's stages (:class:`ChainBody`) or a window join with both sides'
+    pipelines (:class:`wql.spark.stream_join.JoinBody`); see the module doc.
+
+    It owns what every such processor does per call: Spark's watermark as
+    WQL's (:func:`~wql.spark.streaming.call_clocks`), the operators restored
+    from and saved to one ``ValueState``
+    (:class:`~wql.spark.streaming.ProcessorState`: the pending-rows rule, one
+    Spark timer at the earliest runtime timer), the final rise of a drained
+    stream, the counters of the last operator and the output rows; the body
+    says what a rise and a micro-batch's rows do to the operators.
+    ``configs``: every operator's runtime configuration, the body's order
+    (the last one's counters are the output's); ``output``: the output
+    layout (its ``rows(results, late, counters)``).
     """
 
     def __init__(
         self,
-        layout: ProcessorLayout,
-        stages: tuple[PipelineStage, ...],
+        output: L.TaggedLayout | L.JoinLayout,
+        end_watermark: int | None,
+        configs: tuple[Any, ...],
+        body: ProcessorBody,
         delay_ms: int,
         has_event_time: bool,
     ) -> None:
-        super().__init__(layout)
-        self.stages = stages
+        self.output = output
+        self.end_watermark = end_watermark
+        self.configs = configs
+        self.body = body
         #: the source's watermark delay: the final rise is to ``bounded_watermark(max_ts)``
         self.delay_ms = delay_ms
         self.has_event_time = has_event_time
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = ProcessorState(handle, self.end_watermark)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -227,44 +267,46 @@ class PipelineProcessor(WindowProcessor):
     ) -> Iterator[pd.DataFrame]:
         yield from self._call(timerValues, None)
 
-    # -- one call ---------------------------------------------------------------
-
     def _call(self, tv: TimerValues, frame: pd.DataFrame | None) -> Iterator[pd.DataFrame]:
-        wm, _ = self._clocks(tv)
-        ops, max_ts = self._restore_pipeline()
-        last = ops[-1]
-        before = last.counters.as_dict()
-        self._results: list[tuple] = []
-        self._late: list[tuple] = []
+        wm, _, _ = call_clocks(tv, "EventTime", self.end_watermark)
+        ops, max_ts = self._restore()
+        before = ops[-1].counters.as_dict()
+        results: list[tuple] = []
+        late: list[tuple] = []
         after_end = 0
+        rises = [wm]
         if wm == MAX_TIME:
             after_end = 0 if frame is None else len(frame)
-            if max_ts is not None:
-                # batch replay's final rise (the watermark after the last row), then the end
-                self._rise(ops, bounded_watermark(max_ts, self.delay_ms))
-            self._rise(ops, MAX_TIME)
-        else:
-            self._rise(ops, wm)
-            if frame is not None:
-                max_ts = self._rows(ops, frame, max_ts)
-        yield from self._finish_pipeline(ops, max_ts, wm, before, after_end)
+            # batch replay's final rise (the watermark after the last row), then the end
+            final = [] if max_ts is None else [bounded_watermark(max_ts, self.delay_ms)]
+            rises = [*final, MAX_TIME]
+        for watermark in rises:
+            out = self.body.rise(ops, watermark)
+            results += out[0]
+            late += out[1]
+        if frame is not None and wm != MAX_TIME:
+            batch, timestamps, valid, max_ts = self._in_time_order(frame, max_ts)
+            out = self.body.rows(ops, batch, timestamps, valid)
+            results += out[0]
+            late += out[1]
+        yield from self._finish(ops, max_ts, wm, before, after_end, results, late)
 
-    def _restore_pipeline(self) -> tuple[list[Any], int | None]:
+    def _restore(self) -> tuple[list[Any], int | None]:
         from wql.runtime import snapshot as snap
         from wql.runtime.operator import WindowOperator
         from wql.runtime.operators import make_operator
 
         saved = self.state.load()
         if saved is None:
-            return [make_operator(s.config) for s in self.stages], None
+            return [make_operator(c) for c in self.configs], None
         payload = snap.loads(saved[0])
         ops = []
-        for spec, data in zip(self.stages, payload["stages"], strict=True):
+        for config, data in zip(self.configs, payload["stages"], strict=True):
             if isinstance(data, bytes):
-                ops.append(WindowOperator.restore(spec.config, data))
+                ops.append(WindowOperator.restore(config, data))
                 continue
-            # a window rank keeps per-key snapshots (it has no whole-operator one)
-            op = make_operator(spec.config)
+            # a window rank (or join) keeps per-key snapshots (it has no whole-operator one)
+            op = make_operator(config)
             op.watermark = data["watermark"]
             for k, b in data["keys"]:
                 op.restore_key(k, b)
@@ -284,73 +326,20 @@ class PipelineProcessor(WindowProcessor):
                 stages.append({"watermark": op.watermark, "keys": keys})
         return snap.dumps({"stages": stages, "max_ts": max_ts})
 
-    def _rise(self, ops: list[Any], watermark: int) -> None:
-        self._results += self._rise_chain(ops, 0, len(ops), watermark)
-
-    def _rise_chain(self, ops: list[Any], lo: int, hi: int, watermark: int) -> list[tuple]:
-        """Stage by stage of the chain ``ops[lo:hi]``: process the rows the stage before
-        fired at this rise, then rise. Returns the rows the chain's last stage emitted."""
-        rows: list[tuple] = []
-        for i in range(lo, hi):
-            op = ops[i]
-            fed: list[tuple] = []
-            if i > lo and rows:
-                self._feed(i, op, rows)
-                fed = op.drain()
-            if watermark == MAX_TIME:
-                op.end_of_input()
-            else:
-                op.advance_watermark(watermark)
-            fired = op.drain()
-            if i < hi - 1:
-                # the pipeline's one order of a rise's rows (FIRED_FIELDS follow the results)
-                fired.sort(key=timer_order(EMIT_RESULTS + self.stages[i].n_results))
-            rows = fed + fired
-            self._collect(i, ops, op)
-        return rows
-
-    def _rows(self, ops: list[Any], frame: pd.DataFrame, max_ts: int | None) -> int | None:
-        """The micro-batch's rows through every stage, in emission order."""
-        spec = self.stages[0]
-        batch, timestamps, valid_mask, max_ts = self._in_time_order(
-            frame, spec.n_keys + spec.n_values, max_ts
-        )
-        n = batch.num_rows
-        keys = key_tuples([batch.column(i) for i in range(spec.n_keys)], n)
-        columns = tuple(
-            L.runtime_column(batch.column(spec.n_keys + j)) for j in range(spec.n_values)
-        )
-        wm = np.full(n, ops[0].watermark, dtype=np.int64)
-        ops[0].process_batch(RowBatch(keys, timestamps, columns, wm, None, valid_mask))
-        self._results += self._down(ops, 0, len(ops))
-        return max_ts
-
-    def _down(self, ops: list[Any], lo: int, hi: int) -> list[tuple]:
-        """Stage ``lo`` took rows: what it emitted through ``ops[lo + 1:hi]``, in emission
-        order. Returns the rows the chain's last stage emitted."""
-        rows = ops[lo].drain()
-        self._collect(lo, ops, ops[lo])
-        for i in range(lo + 1, hi):
-            if rows:
-                self._feed(i, ops[i], rows)
-            rows = ops[i].drain()
-            self._collect(i, ops, ops[i])
-        return rows
-
     def _in_time_order(
-        self, frame: pd.DataFrame, ts_index: int, max_ts: int | None
+        self, frame: pd.DataFrame, max_ts: int | None
     ) -> tuple[pa.RecordBatch, Any, Any, int | None]:
         """The micro-batch's rows as Arrow (timestamps in microseconds) in event-time order
-        (stable: ties keep Spark's order), their event times (``ts_index``: the column) and
-        validity mask (None: all valid; both None without event time), and the largest
-        event time seen."""
+        (stable: ties keep Spark's order), their event times (the body's ``ts_index``
+        column) and validity mask (None: all valid; both None without event time), and
+        the largest event time seen."""
         raw = pa.RecordBatch.from_pandas(frame, preserve_index=False)
         batch = pa.RecordBatch.from_arrays(
             [_microseconds(c) for c in raw.columns], names=raw.schema.names
         )
         if not self.has_event_time:
             return batch, None, None, max_ts
-        ts_arr = batch.column(ts_index)
+        ts_arr = batch.column(self.body.ts_index)
         valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
         ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
@@ -361,44 +350,21 @@ class PipelineProcessor(WindowProcessor):
             max_ts = top if max_ts is None else max(max_ts, top)
         return batch, ts, (valid if not valid.all() else None), max_ts
 
-    def _collect(self, i: int, ops: list[Any], op: Any) -> None:
-        """The last stage's late rows are output; an upstream's are its own query's."""
-        late = op.drain_late()
-        if i == len(ops) - 1:
-            self._late += late
-
-    def _feed(self, i: int, op: Any, rows: list[tuple]) -> None:
-        """Stage ``i - 1``'s emitted ``rows`` as stage ``i``'s input, at its watermark.
-
-        The rows go through the tagged stream's Arrow columns, the values the
-        batch pipeline's reader gets from Spark (docs/architecture.md).
-        """
-        up, spec = self.stages[i - 1], self.stages[i]
-        link = spec.link
-        assert link is not None
-        batch = up.tagged.rows(rows)
-        n = batch.num_rows
-        keys = key_tuples([read_field(batch, f, up.n_keys) for f in link.keys], n)
-        columns = tuple(L.runtime_column(read_field(batch, f, up.n_keys)) for f in link.values)
-        timestamps: Any = None
-        valid_mask: Any = None
-        if link.event_time is not None:
-            ts_arr = batch.column(L.FIELD_COLUMNS[link.event_time])
-            valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
-            timestamps = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            valid_mask = valid if not valid.all() else None
-        wm = np.full(n, op.watermark, dtype=np.int64)
-        op.process_batch(RowBatch(keys, timestamps, columns, wm, None, valid_mask))
-
-    def _finish_pipeline(
-        self, ops: list[Any], max_ts: int | None, wm: int, before: dict, after_end: int
+    def _finish(
+        self,
+        ops: list[Any],
+        max_ts: int | None,
+        wm: int,
+        before: dict,
+        after_end: int,
+        results: list[tuple],
+        late: list[tuple],
     ) -> Iterator[pd.DataFrame]:
         ended = wm == MAX_TIME
         due = [t for op in ops for k in op.active_keys() for t in op.timers(k)[0]]
         keep = not ended and any(op.active_keys() for op in ops)
         # one Spark timer: the earliest runtime timer of any stage wakes the whole pipeline
-        spark_timers = self._sync_timers([min(due)] if due else [], wm, keep)
-        results, late = self._results, self._late
+        spark_timers = self.state.sync_timers([min(due)] if due else [], wm, keep)
         counters = self.state.save(
             _moved(before, ops[-1].counters.as_dict(), after_end, self.state.pending_rows),
             keep=keep,
@@ -409,7 +375,74 @@ class PipelineProcessor(WindowProcessor):
             spark_timers=spark_timers,
         )
         if results or late or counters:
-            yield self.layout.tagged.rows(results, late, counters).to_pandas()
+            yield self.output.rows(results, late, counters).to_pandas()
+
+
+@dataclass(frozen=True)
+class ChainBody:
+    """A pipeline's stages in an :class:`AllKeysProcessor` (pickled to the workers):
+    the micro-batch's rows go to the first stage, each stage's rows to the next
+    (:class:`~wql.runtime.pipeline.OperatorChain`); the last stage's rows and late
+    rows are the output."""
+
+    stages: tuple[PipelineStage, ...]
+
+    @property
+    def ts_index(self) -> int:
+        """The staged event-time column: after the first stage's keys and values."""
+        return self.stages[0].n_keys + self.stages[0].n_values
+
+    def chain(self, ops: list[Any], *, keep_late: bool = True) -> OperatorChain:
+        """The chain of ``ops`` (this body's stages'), each stage fed its view's rows."""
+        return OperatorChain(
+            ops,
+            lambda i, rows: feed(self.stages[i - 1], self.stages[i], ops[i], rows),
+            [EMIT_RESULTS + s.n_results for s in self.stages],
+            keep_late=keep_late,
+        )
+
+    def rise(self, ops: list[Any], watermark: int) -> tuple[list[tuple], list[tuple]]:
+        chain = self.chain(ops)
+        return chain.rise(watermark), chain.late
+
+    def rows(
+        self, ops: list[Any], batch: pa.RecordBatch, timestamps: Any, valid: Any
+    ) -> tuple[list[tuple], list[tuple]]:
+        """The micro-batch's rows through every stage, in emission order."""
+        spec = self.stages[0]
+        n = batch.num_rows
+        keys = key_tuples([batch.column(i) for i in range(spec.n_keys)], n)
+        columns = tuple(
+            L.runtime_column(batch.column(spec.n_keys + j)) for j in range(spec.n_values)
+        )
+        wm = np.full(n, ops[0].watermark, dtype=np.int64)
+        ops[0].process_batch(RowBatch(keys, timestamps, columns, wm, None, valid))
+        chain = self.chain(ops)
+        return chain.pass_down(), chain.late
+
+
+def feed(up: PipelineStage, spec: PipelineStage, op: Any, rows: list[tuple]) -> None:
+    """The rows the stage ``up`` emitted as the next stage's input (``spec``, its
+    operator ``op``), at its watermark.
+
+    The rows go through the tagged stream's Arrow columns, the values the
+    batch pipeline's reader gets from Spark (docs/architecture.md).
+    """
+    link = spec.link
+    assert link is not None
+    batch = up.tagged.rows(rows)
+    n = batch.num_rows
+    keys = key_tuples([read_field(batch, f, up.n_keys) for f in link.keys], n)
+    columns = tuple(L.runtime_column(read_field(batch, f, up.n_keys)) for f in link.values)
+    timestamps: Any = None
+    valid_mask: Any = None
+    if link.event_time is not None:
+        ts_arr = batch.column(L.FIELD_COLUMNS[link.event_time])
+        valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
+        timestamps = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        valid_mask = valid if not valid.all() else None
+    wm = np.full(n, op.watermark, dtype=np.int64)
+    op.process_batch(RowBatch(keys, timestamps, columns, wm, None, valid_mask))
 
 
 def read_field(batch: pa.RecordBatch, f: P.LinkField, n_keys: int) -> pa.Array:

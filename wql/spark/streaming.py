@@ -72,7 +72,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,7 @@ __all__ = [
     "StreamQueryRun",
     "StreamRun",
     "WindowProcessor",
+    "call_clocks",
     "end_watermark",
     "processor_layout",
     "run_streaming",
@@ -239,6 +240,21 @@ class StreamQueryRun(StreamRun):
     query: P.OperatorStage
     operator: OperatorPlan
 
+    @classmethod
+    def of(cls, query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame, **fields: Any) -> Self:
+        """The run of the processor output ``tagged`` of ``query`` (``op``: its operator
+        plan), with its splits; ``fields``: the other fields."""
+        late = L.late_rows(op, tagged) if query.late_output is not None else None
+        return cls(
+            query=query,
+            operator=op,
+            tagged=tagged,
+            result=L.results(query, op, tagged),
+            late=late,
+            counters=L.counters_of(tagged),
+            **fields,
+        )
+
     def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
         late = L.late_rows(self.operator, tagged) if self.query.late_output is not None else None
         return L.results(self.query, self.operator, tagged), late
@@ -271,15 +287,10 @@ def run_streaming(
         outputMode="Append",
         timeMode=mode,
     )
-    result = L.results(query, op, tagged)
-    late = L.late_rows(op, tagged) if query.late_output is not None else None
-    return StreamQueryRun(
-        query=query,
-        operator=op,
-        tagged=tagged,
-        result=result,
-        late=late,
-        counters=L.counters_of(tagged),
+    return StreamQueryRun.of(
+        query,
+        op,
+        tagged,
         time_mode=mode,
         source=source,
         drainable=drainable,
@@ -450,8 +461,11 @@ class ProcessorState:
     call with output (a counters row alone would cost an output frame).
     """
 
-    def __init__(self, handle: StatefulProcessorHandle) -> None:
+    def __init__(self, handle: StatefulProcessorHandle, end_watermark: int | None) -> None:
+        self.handle = handle
         self.value = handle.getValueState("wql_key", STATE_SCHEMA)
+        #: the Spark timer that wakes a state with no runtime timer at the end of input
+        self.end_timer = None if end_watermark is None else end_watermark - 1
         #: the call found a saved state (so an ended one must clear it)
         self.found = False
         #: the Spark timers registered for the state (no listTimers() round trip)
@@ -499,6 +513,59 @@ class ProcessorState:
             self.value.clear()
         return counters
 
+    def sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
+        """Spark timers at the distinct times the state's runtime timers become due.
+
+        Spark fires a timer whose time is strictly below the batch's clock;
+        ``due`` are the clock readings at which the key's runtime timers fire
+        (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
+        one); a timer due at ``T`` needs the clock to reach ``T``, and one
+        at or below the current clock waits for the next rise: Spark time
+        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
+        firing them in this batch and deletes them after), a stale one at
+        ``now`` only wakes the key once; later stale ones are deleted.
+        A drainable stream's timers stop at the end timer (which the end of
+        input passes), and a key that keeps state without any timer gets the
+        end timer, so that the end of input reaches it. At the end of input
+        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
+        timers from ``now`` on (kept in its state).
+        """
+        if now == MAX_TIME:
+            return set()
+        wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
+        end = self.end_timer
+        if end is not None:
+            wanted = {min(t, end) for t in wanted}
+            if keep and not wanted:
+                wanted = {end}
+        existing = {t for t in self.spark_timers if t >= now}
+        for t in existing - wanted:
+            if t > now:
+                self.handle.deleteTimer(t)
+        for t in wanted - existing:
+            self.handle.registerTimer(t)
+        return wanted | (existing & {now})
+
+
+def call_clocks(tv: TimerValues, mode: str, end_watermark: int | None) -> tuple[int, int, int]:
+    """A call's clocks in the runtime's terms: ``(watermark, processing time, Spark's
+    watermark)``; ``MAX_TIME``: the end of input (``end_watermark``: Spark's watermark
+    once the end marker is read). A clock the time ``mode`` does not keep is ``MIN_TIME``
+    (Spark's watermark ``-1`` then)."""
+    wm = MIN_TIME
+    pt = MIN_TIME
+    spark_wm = -1
+    if mode == "EventTime":
+        spark_wm = int(tv.getCurrentWatermarkInMs())
+        if end_watermark is not None and spark_wm >= end_watermark:
+            wm = MAX_TIME
+        else:
+            # Spark's watermark starts at 0 and cannot go below it: 0 = none yet
+            wm = spark_wm if spark_wm > 0 else MIN_TIME
+    elif mode == "ProcessingTime":
+        pt = int(tv.getCurrentProcessingTimeInMs())
+    return wm, pt, spark_wm
+
 
 class WindowProcessor(StatefulProcessor):
     """Flink's WindowOperator for one key at a time, its state in Spark's state store.
@@ -526,12 +593,9 @@ class WindowProcessor(StatefulProcessor):
         from wql.runtime.operators import make_operator
 
         self.handle = handle
-        self.state = ProcessorState(handle)
+        self.state = ProcessorState(handle, self.layout.end_watermark)
         self._make = make_operator
         self.op = make_operator(self.layout.config)
-        end = self.layout.end_watermark
-        #: the Spark timer that wakes a key with state and no runtime timer at the end
-        self._end_timer = None if end is None else end - 1
         #: output of this task's keys not yet handed to Spark (see _emit)
         self._buffer: list[pa.RecordBatch] = []
         self._buffered_rows = 0
@@ -584,20 +648,9 @@ class WindowProcessor(StatefulProcessor):
 
     def _clocks(self, tv: TimerValues) -> tuple[int, int]:
         """The batch's clocks in the runtime's terms (``MAX_TIME``: the end of input)."""
-        mode = self.layout.mode
-        wm = MIN_TIME
-        pt = MIN_TIME
-        if mode == "EventTime":
-            spark_wm = int(tv.getCurrentWatermarkInMs())
+        wm, pt, spark_wm = call_clocks(tv, self.layout.mode, self.layout.end_watermark)
+        if self.layout.mode == "EventTime":
             self._spark_clock = spark_wm
-            end = self.layout.end_watermark
-            if end is not None and spark_wm >= end:
-                wm = MAX_TIME
-            else:
-                # Spark's watermark starts at 0 and cannot go below it: 0 = none yet
-                wm = spark_wm if spark_wm > 0 else MIN_TIME
-        elif mode == "ProcessingTime":
-            pt = int(tv.getCurrentProcessingTimeInMs())
         return wm, pt
 
     def _begin(self, wm: int) -> dict[str, Any]:
@@ -686,12 +739,12 @@ class WindowProcessor(StatefulProcessor):
         event_timers, processing_timers = op.timers(k)
         keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
         if self.layout.mode == "EventTime":
-            spark_timers = self._sync_timers(event_timers, wm, keep)
+            spark_timers = self.state.sync_timers(event_timers, wm, keep)
         elif self.layout.mode == "ProcessingTime":
             # a processing-time timer at T is due once the clock passes T (reads T + 1:
             # Flink's 1 ms delay, WindowOperator.advance_processing_time)
             due = [t + 1 for t in processing_timers]
-            spark_timers = self._sync_timers(due, pt, keep)
+            spark_timers = self.state.sync_timers(due, pt, keep)
         else:
             spark_timers = set()
         counters = self.state.save(
@@ -743,39 +796,6 @@ class WindowProcessor(StatefulProcessor):
             batch = pa.concat_batches(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
             self._buffer, self._buffered_rows = [], 0
             yield _pandas(batch)
-
-    def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
-        """Spark timers at the distinct times the key's runtime timers become due.
-
-        Spark fires a timer whose time is strictly below the batch's clock;
-        ``due`` are the clock readings at which the key's runtime timers fire
-        (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
-        one); a timer due at ``T`` needs the clock to reach ``T``, and one
-        at or below the current clock waits for the next rise: Spark time
-        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
-        firing them in this batch and deletes them after), a stale one at
-        ``now`` only wakes the key once; later stale ones are deleted.
-        A drainable stream's timers stop at the end timer (which the end of
-        input passes), and a key that keeps state without any timer gets the
-        end timer, so that the end of input reaches it. At the end of input
-        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
-        timers from ``now`` on (kept in its state).
-        """
-        if now == MAX_TIME:
-            return set()
-        wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
-        end = self._end_timer
-        if end is not None:
-            wanted = {min(t, end) for t in wanted}
-            if keep and not wanted:
-                wanted = {end}
-        existing = {t for t in self.state.spark_timers if t >= now}
-        for t in existing - wanted:
-            if t > now:
-                self.handle.deleteTimer(t)
-        for t in wanted - existing:
-            self.handle.registerTimer(t)
-        return wanted | (existing & {now})
 
 
 def _moved(

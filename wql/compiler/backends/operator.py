@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
@@ -232,9 +233,13 @@ def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPla
 
 def build_stage(stage: P.OperatorStage, *, tag_firings: bool = False) -> OperatorPlan:
     """:func:`build_operator` or :func:`build_rank`, by the stage's kind."""
-    if isinstance(stage, P.WindowRank):
-        return build_rank(stage, tag_firings=tag_firings)
-    return build_operator(stage, tag_firings=tag_firings)
+    build: Any = _BUILDERS[type(stage)]
+    plan: OperatorPlan = build(stage, tag_firings=tag_firings)
+    return plan
+
+
+#: The operator plan of each kind of operator stage.
+_BUILDERS = {P.Query: build_operator, P.WindowRank: build_rank}
 
 
 # --------------------------------------------------------------------------- windows
