@@ -93,6 +93,25 @@ class Expr:
     columns: tuple[str, ...] = ()
     span: Span | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def column_ref(self) -> str | None:
+        """The column of :attr:`columns` this expression is, as it is, else None."""
+        s = self.sql.strip()
+        return next((c for c in self.columns if s in _spellings(c)), None)
+
+    @property
+    def millis_ref(self) -> str | None:
+        """The column of :attr:`columns` this expression is ``UNIX_MILLIS`` of, else None."""
+        s = self.sql.strip()
+        return next(
+            (c for c in self.columns if s in {f"UNIX_MILLIS({n})" for n in _spellings(c)}), None
+        )
+
+
+def _spellings(column: str) -> tuple[str, str]:
+    """How generated Spark SQL spells a reference to ``column``: bare or back-quoted."""
+    return column, "`" + column.replace("`", "``") + "`"
+
 
 # ---------------------------------------------------------------------------
 # Sources

@@ -37,13 +37,11 @@ Spark's is not worth the reach.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
-from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, Span, WqlUnsupportedError
@@ -63,8 +61,6 @@ _WINDOW_FIELDS = {
     "window_end": EMIT_WINDOW_END,
     "window_time": EMIT_WINDOW_TIME,
 }
-_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UNIX_MILLIS = re.compile(r"^UNIX_MILLIS\((.*)\)$", re.IGNORECASE)
 _SUPPORTED = (
     "on a stream a pipeline runs in one stateful processor, which copies a view's "
     "columns as they are: the view has no HAVING and selects its keys, window "
@@ -150,14 +146,9 @@ def _link(
     columns = _copied(up, up_op)
     span = down.source.span
 
-    def field(sql: str, columns_read: tuple[str, ...], what: str) -> P.LinkField:
-        ref = _column_ref(sql, columns_read)
-        millis = False
-        if ref is None:
-            m = _UNIX_MILLIS.match(sql)
-            inner = m.group(1) if m else None
-            ref = _column_ref(inner, columns_read) if inner is not None else None
-            millis = True
+    def field(ref: str | None, millis: bool, sql: str, what: str) -> P.LinkField:
+        # ``ref``: the view column the reader's input is (or, ``millis``, UNIX_MILLIS of),
+        # from the binder's column references
         target = columns.get(ref.lower()) if ref is not None else None
         if target is None:
             raise _refuse(
@@ -173,12 +164,15 @@ def _link(
                 span,
                 "run the pipeline in batch",
             )
-        return P.LinkField(
-            source, "millis" if millis else "timestamp" if window else "value", type_
-        )
+        as_ = "millis" if millis else "timestamp" if window else "value"
+        return P.LinkField(source, as_, type_)
 
-    keys = tuple(field(k.expr.sql, k.expr.columns, "the key") for k in op.keys)
-    values = tuple(field(v.sql, (), "the input") for v in op.values)
+    def key(e: P.Expr) -> P.LinkField:
+        ref = e.column_ref
+        return field(ref or e.millis_ref, ref is None, e.sql, "the key")
+
+    keys = tuple(key(k.expr) for k in op.keys)
+    values = tuple(field(v.column, v.millis, v.sql, "the input") for v in op.values)
     et = down.source.event_time
     event_time = None
     if et is not None:
@@ -209,7 +203,7 @@ def _copied(up: P.Query, up_op: OperatorPlan) -> dict[str, tuple[P.FieldSource, 
     relation = _relation(up, up_op)
     columns = {}
     for c in up.output:
-        ref = _column_ref(c.expr.sql, c.expr.columns)
+        ref = c.expr.column_ref
         target = relation.get(ref.lower()) if ref is not None else None
         if target is not None and (c.type.is_unknown or c.type == target[1]):
             columns[c.name.lower()] = target
@@ -232,21 +226,6 @@ def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[P.FieldSource, W
     for i, (a, t) in enumerate(zip(up.aggregates, op.results, strict=True)):
         rel[a.name.lower()] = (("field", EMIT_RESULTS + i), t)
     return rel
-
-
-def _column_ref(sql: str, columns: tuple[str, ...]) -> str | None:
-    """The column ``sql`` is a plain reference to, else None."""
-    s = sql.strip()
-    if not columns:
-        # a value's SQL names no columns: a bare or back-quoted identifier only
-        if _BARE.match(s):
-            return s
-        quoted = s[1:-1].replace("``", "`") if len(s) > 1 and s[0] == s[-1] == "`" else None
-        return quoted if quoted is not None and sql_identifier(quoted) == s else None
-    for name in columns:
-        if s in (name, sql_identifier(name)):
-            return name
-    return None
 
 
 def _refuse(message: str, span: Span | None, hint: str) -> WqlUnsupportedError:
