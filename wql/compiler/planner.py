@@ -22,7 +22,8 @@ chooses the operator engine and says why.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
@@ -143,12 +144,7 @@ def choose_engine(
     ``upstream`` is the (planned) view ``q`` reads, when it reads one.
     """
     caps = caps if caps is not None else native_capabilities(streaming)
-    if isinstance(q, P.WindowRank):
-        blockers = rank_blockers(q, caps, upstream)
-    elif isinstance(q, P.WindowJoin):
-        blockers = join_blockers(q, caps)
-    else:
-        blockers = native_blockers(q, caps, upstream)
+    blockers = _BLOCKERS[type(q)](q, caps, upstream)
     where = " on a stream" if caps.streaming else ""
     if engine == "operator":
         return P.EngineChoice(
@@ -174,25 +170,35 @@ def choose_engine(
 
 
 def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
-    if isinstance(q, P.WindowJoin):
-        return (
-            P.Reason(
-                "window join of final window rows (views of window aggregates, window tables "
-                "replayed in event-time order): no row is late for it, so Spark's join of the "
-                "two sides' windows gives identical rows",
-                q.span,
-            ),
-        )
-    if isinstance(q, P.WindowRank):
-        what = f"view {q.source.view}" if q.window is None else "a window table"
-        return (
-            P.Reason(
-                f"window {'deduplication' if q.keep is not P.RankKeep.TOP else 'Top-N'} over "
-                f"{what}: no row is late for it, and Spark's row_number over each window, "
-                "equal rows in the order they arrive, gives identical rows",
-                q.span,
-            ),
-        )
+    """Why ``q`` runs natively (:data:`_NATIVE_REASONS`, by its kind)."""
+    reasons: tuple[P.Reason, ...] = _NATIVE_REASONS[type(q)](q)
+    return reasons
+
+
+def _native_join(q: P.WindowJoin) -> tuple[P.Reason, ...]:
+    return (
+        P.Reason(
+            "window join of final window rows (views of window aggregates, window tables "
+            "replayed in event-time order): no row is late for it, so Spark's join of the "
+            "two sides' windows gives identical rows",
+            q.span,
+        ),
+    )
+
+
+def _native_rank(q: P.WindowRank) -> tuple[P.Reason, ...]:
+    what = f"view {q.source.view}" if q.window is None else "a window table"
+    return (
+        P.Reason(
+            f"window {'deduplication' if q.keep is not P.RankKeep.TOP else 'Top-N'} over "
+            f"{what}: no row is late for it, and Spark's row_number over each window, "
+            "equal rows in the order they arrive, gives identical rows",
+            q.span,
+        ),
+    )
+
+
+def _native_aggregate(q: P.Query) -> tuple[P.Reason, ...]:
     reasons = [
         P.Reason(
             f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
@@ -207,6 +213,15 @@ def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
             P.Reason("EMIT's accumulation mode changes no row: each window fires once", q.span)
         )
     return tuple(reasons)
+
+
+#: Per kind of stage: why it runs natively, and what keeps it from it
+#: (``(stage, capabilities, upstream view)``; tests/compiler/test_dispatch.py checks both).
+_NATIVE_REASONS: dict[type, Callable[[Any], tuple[P.Reason, ...]]] = {
+    P.Query: _native_aggregate,
+    P.WindowRank: _native_rank,
+    P.WindowJoin: _native_join,
+}
 
 
 def native_blockers(
@@ -377,3 +392,10 @@ def float_sum(a: P.Aggregate) -> bool:
 def _default_like(q: P.Query) -> bool:
     """An explicit trigger that is exactly the window's default WATERMARK trigger."""
     return isinstance(q.trigger, P.WatermarkTrigger) and q.window.domain is P.TimeDomain.EVENT
+
+
+_BLOCKERS: dict[type, Callable[[Any, Capabilities, P.Stage | None], list[P.Reason]]] = {
+    P.Query: native_blockers,
+    P.WindowRank: rank_blockers,
+    P.WindowJoin: lambda q, caps, upstream: join_blockers(q, caps),
+}
