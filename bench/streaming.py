@@ -367,11 +367,11 @@ def main() -> int:
         if args.warmup:
             # both queries once, unmeasured: the JVM's JIT and Spark's Python workers
             # are warm for both measured runs, not only for the second
-            run_stream(compiled.apply(spark, s=source).queries[0]._run.tagged, work / "w_wql")
+            run_stream(compiled.apply(spark, s=source).queries[0].run.tagged, work / "w_wql")
             run_stream(native, work / "w_native")
 
         cpu, started = tree_cpu(), time.perf_counter()
-        run = compiled.apply(spark, s=source).queries[0]._run
+        run = compiled.apply(spark, s=source).queries[0].run
         wql_progress = run_stream(run.tagged, work / "ck_wql")
         wql_total = time.perf_counter() - started
         wql_cpu = tree_cpu() - cpu

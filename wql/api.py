@@ -40,13 +40,16 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from wql.compiler import compile_source, parse_source
 from wql.compiler import plan as P
 from wql.compiler.planner import ENGINES
 from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedError
 from wql.grammar import ast
+
+if TYPE_CHECKING:
+    from wql.spark.stages import StageRunner
 
 __all__ = ["Compiled", "QueryResult", "Results", "compile", "compile_file"]
 
@@ -174,7 +177,7 @@ class Compiled:
     @property
     def engine(self) -> dict[str, str]:
         """The engine of each query (``'native'`` or ``'operator'``)."""
-        return {q.name: _engine_of(q) for q in self.program.queries}
+        return {q.name: P.engine_of(q) for q in self.program.queries}
 
     def explain(self) -> str:
         """What ``wql explain`` prints: the plan of every query and why its engine."""
@@ -191,7 +194,7 @@ class Compiled:
 
             return spark_sql_script(self.program, self.filename)
         q = self._query(query)
-        if _engine_of(q) != "native":
+        if P.engine_of(q) != "native":
             reasons = "; ".join(r.text for r in (q.engine.reasons if q.engine else ()))
             raise WqlUnsupportedError(
                 f"query {q.name!r} runs on the operator engine and has no Spark SQL form"
@@ -213,12 +216,14 @@ class Compiled:
         DataFrame is planned for a stream (:func:`wql.compiler.planner.choose_engines`)
         and its outputs are streaming DataFrames.
         """
+        from wql.spark.stages import StageRunner
+
         if spark is None:
             spark = _session()
         program = self._bound(dataframes)
         sources: dict[str, Any] = {}
         results: dict[str, QueryResult] = {}
-        pipelines = _Pipelines(program)
+        runner: StageRunner | None = None
         try:
             for q in self._selected(program):
                 root = program.root_source(q)
@@ -234,18 +239,19 @@ class Compiled:
                     sources[key] = owner._source_df(spark, owned, root.name, dataframes)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
-            pipelines.program = program
+            runner = StageRunner(program)
             for q in self._selected(program):
                 df = sources[program.root_source(q).name.lower()]
                 started = time.perf_counter()
-                results[q.name] = _run(q, df, pipelines, self.text, self.filename)
+                results[q.name] = _run(q, df, runner, self.text, self.filename)
                 results[q.name].seconds = time.perf_counter() - started
         except WqlError as e:
             for r in results.values():
                 r.release()
-            pipelines.release()
+            if runner is not None:
+                runner.release()
             raise e.with_source(self.text, self.filename) from None
-        return Results(results, pipelines)
+        return Results(results, runner)
 
     def timeline(
         self,
@@ -267,6 +273,7 @@ class Compiled:
         :meth:`apply`). Needs the ``viz`` extra (matplotlib). Returns the
         :class:`wql.spark.timeline.Timeline` that was drawn.
         """
+        from wql.spark.stages import HOSTS
         from wql.spark.timeline import draw
 
         if spark is None:
@@ -282,15 +289,17 @@ class Compiled:
             q = program.queries[0]
         else:
             q = self._selected_one(program, query)
-        if not isinstance(q, P.Query):
+        kind = HOSTS[type(q)].no_timeline
+        if kind is not None:
             raise WqlUnsupportedError(
-                f"query {q.name!r} is a window Top-N: a timeline draws a windowed aggregate's "
+                f"query {q.name!r} is {kind}: a timeline draws a windowed aggregate's "
                 "windows and firings",
                 q.span,
                 code=ErrorCode.UNSUPPORTED,
             )
+        aggregate = cast(P.Query, q)  # the only kind whose host draws timelines
         try:
-            df = self._source_df(spark, program, q.source.name, dataframes)
+            df = self._source_df(spark, program, aggregate.source.name, dataframes)
             if df.isStreaming:
                 raise WqlUnsupportedError(
                     "a timeline replays a batch source; pass a static DataFrame",
@@ -298,7 +307,7 @@ class Compiled:
                 )
             if keys is not None and not isinstance(keys, list | tuple):
                 keys = [keys]
-            return draw(q, df, path, keys=keys, top=top)
+            return draw(aggregate, df, path, keys=keys, top=top)
         except WqlError as e:
             raise e.with_source(self.text, self.filename) from None
 
@@ -415,12 +424,8 @@ class Compiled:
         return conform(decl, given)
 
 
-def _engine_of(q: P.Stage) -> str:
-    return q.engine.engine if q.engine is not None else "operator"
-
-
 #: Counters of a streaming result: unknown until a streaming query runs (see
-#: ``StreamingQuery.lastProgress`` and :attr:`wql.spark.streaming.StreamingRun.counters`).
+#: ``StreamingQuery.lastProgress`` and :attr:`wql.spark.streaming.StreamRun.counters`).
 _STREAMING_COUNTERS: dict[str, Any] = {
     "rows_in": None,
     "rows_out": None,
@@ -430,135 +435,28 @@ _STREAMING_COUNTERS: dict[str, Any] = {
 }
 
 
-class _Pipelines:
-    """The runs of one :meth:`Compiled.apply` that queries over views read.
-
-    A query over a native view reads the view's native DataFrame; one over
-    any view on the operator engine reads the view's *placed* operator run
-    (its rows in the pipeline's global sequence), made once: the view's own
-    run when it runs on the operator engine and another query of the file
-    reads it, else a run made here for the readers only (released with the
-    results).
-    """
-
-    def __init__(self, program: P.Program) -> None:
-        self.program = program
-        self.native: dict[str, Any] = {}
-        self.placed: dict[str, Any] = {}
-        self.hidden: list[Any] = []
-
-    def reads(self, q: P.Stage) -> bool:
-        """Whether another query of the program reads ``q``."""
-        return bool(self.program.readers(q))
-
-    def native_input(self, q: P.Stage, source: Any) -> Any:
-        """The DataFrame the native query ``q`` reads: its source, or its view's native result
-        (a join: its sides' pair)."""
-        if isinstance(q, P.WindowJoin):
-            return tuple(self.side_input(s, source) for s in q.sides)
-        if q.source.view is None:
-            return source
-        return self.native_df(self.program.view(q.source.view), source)
-
-    def side_input(self, side: P.JoinSide, source: Any) -> Any:
-        """What a join side reads: the root source, or its view's result (either engine:
-        a view's rows are final, never late for the join)."""
-        if side.source.view is None:
-            return source
-        view = self.program.view(side.source.view)
-        if _engine_of(view) == "native":
-            return self.native_df(view, source)
-        return self.operator_run(view, source).result
-
-    def native_df(self, q: P.Stage, source: Any) -> Any:
-        from wql.compiler.backends.native import build_native, build_native_join
-
-        key = q.name.lower()
-        if key not in self.native:
-            if isinstance(q, P.WindowJoin):
-                left, right = self.native_input(q, source)
-                self.native[key] = build_native_join(q, left, right)
-            else:
-                self.native[key] = build_native(q, self.native_input(q, source))
-        return self.native[key]
-
-    def operator_run(self, q: P.Stage, source: Any, *, hidden: bool = False) -> Any:
-        """``q``'s operator run over its source or its view (placed when it is read)."""
-        from wql.spark.batch import run_operator, run_view_stage
-
-        key = q.name.lower()
-        if key in self.placed:
-            return self.placed[key]
-        if isinstance(q, P.WindowJoin):
-            from wql.spark.joins import run_window_join
-
-            left, right = (self.side_input(s, source) for s in q.sides)
-            joined = run_window_join(q, left, right)
-            self.placed[key] = joined
-            return joined
-        tag = hidden or self.reads(q)
-        run: Any
-        if q.source.view is None:
-            run = run_operator(q, source, tag=tag)
-        else:
-            upstream = self.operator_run(self.program.view(q.source.view), source, hidden=True)
-            run = run_view_stage(q, upstream, tag=tag)
-        if tag:
-            self.placed[key] = run
-            if hidden:
-                self.hidden.append(run)
-        return run
-
-    def release(self) -> None:
-        for run in self.hidden:
-            run.release()
-        self.hidden.clear()
-
-
-def _run(
-    q: P.Stage, df: Any, pipelines: _Pipelines, text: str, filename: str | None
-) -> QueryResult:
+def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | None) -> QueryResult:
     """``q`` over its source DataFrame ``df`` (the root of its pipeline) on its engine.
 
-    The hosts return what ran (:class:`wql.spark.batch.OperatorRun`,
-    :class:`wql.spark.streaming.StreamingRun`, a native DataFrame); the
-    result value is built here only. A stream over an idle source gets
+    The hosts return what ran (:mod:`wql.spark.stages`: one run class per kind);
+    the result value is built here only. A stream over an idle source gets
     :class:`_NeedsIdleMonitor` outputs (``text``/``filename``: for its error).
     """
-    engine = _engine_of(q)
+    engine = P.engine_of(q)
     streaming = bool(df.isStreaming)
     counters = dict(_STREAMING_COUNTERS) if streaming else None
+    run = runner.run(q, df)
     if engine == "native":
-        source = pipelines.native_input(q, df)
-        out = pipelines.native_df(q, df)
         return QueryResult(
-            plan=q, engine=engine, df=out, late=None, source=source, _counters=counters
+            plan=q, engine=engine, df=run.result, late=None, source=run.input, _counters=counters
         )
-    if streaming:
-        from wql.spark.stream_pipeline import run_stream
-
-        run: Any
-        if isinstance(q, P.WindowJoin):
-            # the join and both sides' pipelines in one processor (the planner checked it)
-            from wql.compiler.stream_pipelines import stream_join
-            from wql.spark.stream_join import run_stream_join
-
-            program = pipelines.program
-            run = run_stream_join(q, stream_join(q, program), program.root_sources(q)[0], df)
-        else:
-            # a query over a view: its whole pipeline in one processor (the planner checked it)
-            chain = pipelines.program.pipeline(q)
-            run = run_stream(chain, df)  # type: ignore[arg-type]
-        dropped = None
-    else:
-        run = pipelines.operator_run(q, df)
+    dropped = None
+    if not streaming:
         counters, dropped = run.counters, run.dropped
-        if run in pipelines.hidden:
-            # its own result now: released with it (not twice)
-            pipelines.hidden.remove(run)
+        runner.claim(run)  # its own result now: released with it (not twice)
     result, late = run.result, run.late
     if streaming and run.idle_ms is not None and not run.heartbeats:
-        root = pipelines.program.root_sources(q)[0]
+        root = runner.program.root_sources(q)[0]
         error = _idle_monitor_error(q.name, root.event_time, q.span)
         result = _NeedsIdleMonitor(error.with_source(text, filename))
         late = result if late is not None else None
@@ -570,7 +468,7 @@ def _run(
         source=df,
         _counters=counters,
         _dropped=dropped,
-        _run=run,
+        run=run,
     )
 
 
@@ -675,7 +573,8 @@ class QueryResult:
     source: Any = field(repr=False)
     _counters: dict[str, Any] | None = field(default=None, repr=False)
     _dropped: Any = field(default=None, repr=False)
-    _run: Any = field(default=None, repr=False)
+    #: what ran (a run of :mod:`wql.spark.stages`; None: a native stage)
+    run: Any = field(default=None, repr=False)
     seconds: float = 0.0
 
     @property
@@ -716,16 +615,16 @@ class QueryResult:
 
     def release(self) -> None:
         """Free what the operator engine cached for this query."""
-        if self._run is not None:
-            self._run.release()
+        if self.run is not None:
+            self.run.release()
 
 
 class Results(Mapping[str, Any]):
     """Every output of a run: query names and late-output names -> DataFrames."""
 
-    def __init__(self, queries: Mapping[str, QueryResult], pipelines: Any = None) -> None:
+    def __init__(self, queries: Mapping[str, QueryResult], runner: Any = None) -> None:
         self._queries = dict(queries)
-        self._pipelines = pipelines
+        self._runner = runner
         self._outputs: dict[str, Any] = {}
         for r in self._queries.values():
             self._outputs[r.name] = r.df
@@ -784,5 +683,5 @@ class Results(Mapping[str, Any]):
         """Free every cache the run holds (the DataFrames are then recomputed when used)."""
         for r in self._queries.values():
             r.release()
-        if self._pipelines is not None:
-            self._pipelines.release()
+        if self._runner is not None:
+            self._runner.release()

@@ -106,3 +106,12 @@ def test_the_ast_unions_hold_every_class_of_their_family():
     assert subclasses(ast.WindowSpec) == set(typing.get_args(ast.Window))
     assert subclasses(ast.TriggerSpec) == set(typing.get_args(ast.Trigger))
     assert subclasses(ast.EvictorSpec) == set(typing.get_args(ast.Evictor))
+
+
+def test_every_stage_kind_is_planned_and_explained():
+    from wql.compiler import planner
+
+    kinds = set(typing.get_args(P.Stage))
+    assert set(planner._BLOCKERS) == kinds
+    assert set(planner._NATIVE_REASONS) == kinds
+    assert set(explain.STAGES) == kinds

@@ -17,6 +17,7 @@ planner's reasons and the binder's messages use.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from wql.compiler import plan as P
@@ -68,10 +69,12 @@ def dataflow(program: P.Program) -> str:
 
 
 def explain_query(q: P.Stage, program: P.Program | None = None) -> str:
-    if isinstance(q, P.WindowRank):
-        return explain_rank(q, program)
-    if isinstance(q, P.WindowJoin):
-        return explain_join(q, program)
+    """What ``wql explain`` prints of one stage (:data:`STAGES`, by its kind)."""
+    text: str = STAGES[type(q)](q, program)
+    return text
+
+
+def explain_aggregate(q: P.Query, program: P.Program | None = None) -> str:
     lines = _header(q)
     add = lines.append
 
@@ -569,3 +572,11 @@ def _(e: P.DeltaEvictor) -> NodeText:
 
 #: The node printers by plan node family (tests/compiler/test_dispatch.py).
 DISPATCH = {"window": window_text, "trigger": trigger_text, "evictor": evictor_text}
+
+
+#: The printer of each kind of stage (tests/compiler/test_dispatch.py checks every kind).
+STAGES: dict[type, Callable[..., str]] = {
+    P.Query: explain_aggregate,
+    P.WindowRank: explain_rank,
+    P.WindowJoin: explain_join,
+}

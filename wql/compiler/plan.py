@@ -93,6 +93,25 @@ class Expr:
     columns: tuple[str, ...] = ()
     span: Span | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def column_ref(self) -> str | None:
+        """The column of :attr:`columns` this expression is, as it is, else None."""
+        s = self.sql.strip()
+        return next((c for c in self.columns if s in _spellings(c)), None)
+
+    @property
+    def millis_ref(self) -> str | None:
+        """The column of :attr:`columns` this expression is ``UNIX_MILLIS`` of, else None."""
+        s = self.sql.strip()
+        return next(
+            (c for c in self.columns if s in {f"UNIX_MILLIS({n})" for n in _spellings(c)}), None
+        )
+
+
+def _spellings(column: str) -> tuple[str, str]:
+    """How generated Spark SQL spells a reference to ``column``: bare or back-quoted."""
+    return column, "`" + column.replace("`", "``") + "`"
+
 
 # ---------------------------------------------------------------------------
 # Sources
@@ -895,12 +914,15 @@ class Reason:
 @dataclass(frozen=True)
 class EngineChoice:
     """``engine`` is 'native' or 'operator'; ``forced`` when the user chose it;
-    ``streaming`` when it was chosen for a streaming source (planner.py)."""
+    ``streaming`` when it was chosen for a streaming source (planner.py);
+    ``stream``: how an operator stage runs on a stream (its :data:`StreamPlan`,
+    computed once by the planner and read by the stream hosts)."""
 
     engine: str
     reasons: tuple[Reason, ...] = ()
     forced: bool = False
     streaming: bool = False
+    stream: StreamPlan | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.engine not in ("native", "operator"):
@@ -1039,6 +1061,11 @@ class Query:
     @property
     def post_aggregation_schema(self) -> tuple[Column, ...]:
         return post_aggregation_schema(self)
+
+    @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        """What the stage reads: its source or view (a join: both sides')."""
+        return (self.source,)
 
     @property
     def output_schema(self) -> tuple[Column, ...]:
@@ -1234,6 +1261,11 @@ class WindowRank:
         )
 
     @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        """What the stage reads: its source or view (a join: both sides')."""
+        return (self.source,)
+
+    @property
     def output_schema(self) -> tuple[Column, ...]:
         return tuple(Column(c.name, c.type, c.span) for c in self.output)
 
@@ -1326,6 +1358,11 @@ class WindowJoin:
         )
 
     @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        """What the stage reads: its source or view (a join: both sides')."""
+        return (self.left.source, self.right.source)
+
+    @property
     def output_schema(self) -> tuple[Column, ...]:
         return tuple(Column(c.name, c.type, c.span) for c in self.output)
 
@@ -1336,11 +1373,104 @@ Stage = Query | WindowRank | WindowJoin
 OperatorStage = Query | WindowRank
 
 
+# ---------------------------------------------------------------------------
+# How an operator stage runs on a stream (compiler/stream_plan.py builds it)
+
+#: What a link field reads of an upstream row: ``("key", i)`` (the ``i``-th key),
+#: ``("field", index)`` (an emitted field: a window bound, pane index or timing, an
+#: aggregate), ``("first",)`` (pane_index = 0) or ``("last",)`` (the extended is_last).
+FieldSource = tuple
+
+
+@dataclass(frozen=True)
+class LinkField:
+    """One input of a reader, read off the view's emitted row.
+
+    ``source`` (see :data:`FieldSource`); ``as_``: ``"value"`` (the value, in
+    ``type``), ``"timestamp"`` (a window bound in ms, as a TIMESTAMP) or
+    ``"millis"`` (a window bound in ms, as BIGINT: ``UNIX_MILLIS``).
+    """
+
+    source: FieldSource
+    as_: str
+    type: WqlType
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a view's emitted rows become its reader's input rows (key, event time, values)."""
+
+    keys: tuple[LinkField, ...]
+    values: tuple[LinkField, ...]
+    #: the reader's event time: the emitted field of a window bound (ms), or None
+    event_time: int | None
+
+
+@dataclass(frozen=True)
+class StreamChain:
+    """A query (or window rank) on a stream, with its pipeline in one processor.
+
+    ``upstream``: the views it reads, upstream first (empty: it reads the
+    source); ``links[i]`` carries ``upstream[i]``'s rows to the next stage
+    (the last one to the query itself).
+    """
+
+    upstream: tuple[OperatorStage, ...] = ()
+    links: tuple[Link, ...] = ()
+
+
+@dataclass(frozen=True)
+class JoinInput:
+    """How one side of a window join reaches the join in the stream processor.
+
+    A view side runs its pipeline ``chain`` (upstream first; ``links`` between
+    its stages) and each of its side columns the join reads is a
+    :class:`LinkField` of the view's emitted rows (``fields``; None: not read).
+    A window table side over the source (empty ``chain``) copies source
+    columns (``source_columns``: the source column per side column, None where
+    not read or a window column). A window table side (over the source, or
+    over a view: then ``event_time`` is the emitted field of the view's window
+    bound it is windowed by) gets its windows' columns filled in
+    (``window_columns``: the positions of window_start, window_end,
+    window_time); a view's own rows come with their window.
+    """
+
+    chain: tuple[OperatorStage, ...]
+    links: tuple[Link, ...]
+    fields: tuple[LinkField | None, ...]
+    source_columns: tuple[str | None, ...]
+    window_columns: tuple[int | None, int | None, int | None]
+    event_time: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamJoin:
+    """A window join as the stream processor runs it.
+
+    ``sides``: how each side reaches the join; ``equi``: ``(left position,
+    right position)`` per equality of ON between a column of each side that
+    the processor matches on (the window bounds among them); ``residual``:
+    ON's other conjuncts (an INNER join only), which Spark applies to the
+    joined rows with WHERE and SELECT.
+    """
+
+    sides: tuple[JoinInput, JoinInput]
+    equi: tuple[tuple[int, int], ...]
+    residual: tuple[str, ...]
+
+
+#: How an operator stage runs on a stream.
+StreamPlan = StreamChain | StreamJoin
+
+
+def engine_of(q: Stage) -> str:
+    """The engine the planner chose for ``q`` (``'operator'`` before it planned it)."""
+    return q.engine.engine if q.engine is not None else "operator"
+
+
 def inputs_of(q: Stage) -> tuple[SourceRef, ...]:
     """What a stage reads: its source or view, or both sides' (a join)."""
-    if isinstance(q, WindowJoin):
-        return (q.left.source, q.right.source)
-    return (q.source,)
+    return q.inputs
 
 
 @dataclass(frozen=True)

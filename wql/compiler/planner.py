@@ -22,12 +22,13 @@ chooses the operator engine and says why.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
-from wql.compiler.stream_pipelines import check_stream_pipeline, stream_join
+from wql.compiler.stream_plan import stream_plan
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
@@ -62,20 +63,13 @@ def choose_engines(
         try:
             stream = is_stream(program.root_source(q), streaming)
             views = [s for s in P.inputs_of(q) if s.view is not None]
-            joined = isinstance(q, P.WindowJoin) and stream
-            if joined:
-                # positioned refusal of what the join processor cannot run
-                stream_join(q, program)  # type: ignore[arg-type]
-            chain = program.pipeline(q) if views and stream and not joined else ()
-            if chain:
-                # positioned refusal of what one stream processor cannot run
-                check_stream_pipeline(chain)
+            # how it runs on a stream, once: a positioned refusal of what one stream
+            # processor cannot run, else the plan the stream host runs
+            how = stream_plan(q, program) if stream else None
             upstream = planned.get(views[0].view.lower()) if views and views[0].view else None
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
-            if chain:
-                choice = _in_stream_pipeline(choice, chain)
-            elif joined:
-                choice = _in_stream_join(choice, q)  # type: ignore[arg-type]
+            if how is not None and choice.engine == "operator":
+                choice = _on_stream(choice, q, how)
             planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
             queries.append(q)
         except WqlError as e:
@@ -92,6 +86,17 @@ def is_stream(source: P.SourceRef, streaming: Streaming) -> bool:
     if isinstance(streaming, bool):
         return streaming
     return source.name.lower() in {name.lower() for name in streaming}
+
+
+def _on_stream(choice: P.EngineChoice, q: P.Stage, how: P.StreamPlan) -> P.EngineChoice:
+    """``choice`` carrying how ``q`` runs on a stream, and saying it where it is more than
+    one stage (docs/streaming.md)."""
+    choice = dataclasses.replace(choice, stream=how)
+    if isinstance(how, P.StreamJoin):
+        return _in_stream_join(choice, q)  # type: ignore[arg-type]
+    if how.upstream:
+        return _in_stream_pipeline(choice, (*how.upstream, q))
+    return choice
 
 
 def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P.EngineChoice:
@@ -139,12 +144,7 @@ def choose_engine(
     ``upstream`` is the (planned) view ``q`` reads, when it reads one.
     """
     caps = caps if caps is not None else native_capabilities(streaming)
-    if isinstance(q, P.WindowRank):
-        blockers = rank_blockers(q, caps, upstream)
-    elif isinstance(q, P.WindowJoin):
-        blockers = join_blockers(q, caps)
-    else:
-        blockers = native_blockers(q, caps, upstream)
+    blockers = _BLOCKERS[type(q)](q, caps, upstream)
     where = " on a stream" if caps.streaming else ""
     if engine == "operator":
         return P.EngineChoice(
@@ -170,25 +170,35 @@ def choose_engine(
 
 
 def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
-    if isinstance(q, P.WindowJoin):
-        return (
-            P.Reason(
-                "window join of final window rows (views of window aggregates, window tables "
-                "replayed in event-time order): no row is late for it, so Spark's join of the "
-                "two sides' windows gives identical rows",
-                q.span,
-            ),
-        )
-    if isinstance(q, P.WindowRank):
-        what = f"view {q.source.view}" if q.window is None else "a window table"
-        return (
-            P.Reason(
-                f"window {'deduplication' if q.keep is not P.RankKeep.TOP else 'Top-N'} over "
-                f"{what}: no row is late for it, and Spark's row_number over each window, "
-                "equal rows in the order they arrive, gives identical rows",
-                q.span,
-            ),
-        )
+    """Why ``q`` runs natively (:data:`_NATIVE_REASONS`, by its kind)."""
+    reasons: tuple[P.Reason, ...] = _NATIVE_REASONS[type(q)](q)
+    return reasons
+
+
+def _native_join(q: P.WindowJoin) -> tuple[P.Reason, ...]:
+    return (
+        P.Reason(
+            "window join of final window rows (views of window aggregates, window tables "
+            "replayed in event-time order): no row is late for it, so Spark's join of the "
+            "two sides' windows gives identical rows",
+            q.span,
+        ),
+    )
+
+
+def _native_rank(q: P.WindowRank) -> tuple[P.Reason, ...]:
+    what = f"view {q.source.view}" if q.window is None else "a window table"
+    return (
+        P.Reason(
+            f"window {'deduplication' if q.keep is not P.RankKeep.TOP else 'Top-N'} over "
+            f"{what}: no row is late for it, and Spark's row_number over each window, "
+            "equal rows in the order they arrive, gives identical rows",
+            q.span,
+        ),
+    )
+
+
+def _native_aggregate(q: P.Query) -> tuple[P.Reason, ...]:
     reasons = [
         P.Reason(
             f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
@@ -203,6 +213,15 @@ def _native_reasons(q: P.Stage) -> tuple[P.Reason, ...]:
             P.Reason("EMIT's accumulation mode changes no row: each window fires once", q.span)
         )
     return tuple(reasons)
+
+
+#: Per kind of stage: why it runs natively, and what keeps it from it
+#: (``(stage, capabilities, upstream view)``; tests/compiler/test_dispatch.py checks both).
+_NATIVE_REASONS: dict[type, Callable[[Any], tuple[P.Reason, ...]]] = {
+    P.Query: _native_aggregate,
+    P.WindowRank: _native_rank,
+    P.WindowJoin: _native_join,
+}
 
 
 def native_blockers(
@@ -373,3 +392,10 @@ def float_sum(a: P.Aggregate) -> bool:
 def _default_like(q: P.Query) -> bool:
     """An explicit trigger that is exactly the window's default WATERMARK trigger."""
     return isinstance(q.trigger, P.WatermarkTrigger) and q.window.domain is P.TimeDomain.EVENT
+
+
+_BLOCKERS: dict[type, Callable[[Any, Capabilities, P.Stage | None], list[P.Reason]]] = {
+    P.Query: native_blockers,
+    P.WindowRank: rank_blockers,
+    P.WindowJoin: lambda q, caps, upstream: join_blockers(q, caps),
+}

@@ -46,28 +46,71 @@ rise, and the tag says which global rise fired each row (docs/runtime.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from wql.runtime.config import FIRED_BY_EVENT_TIMER, FIRED_BY_ROW
+from wql.runtime.config import (
+    EMIT_KEY,
+    EMIT_WINDOW_END,
+    EMIT_WINDOW_START,
+    FIRED_BY_EVENT_TIMER,
+    FIRED_BY_ROW,
+)
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
 __all__ = [
     "CLASS_ROW",
     "CLASS_TIMER",
+    "TIMER_ORDER_FIELDS",
     "GlobalClock",
     "rise_step",
     "row_step",
+    "spark_ascending",
+    "timer_order",
 ]
 
 #: Within a step: rows fired by rows come before rows fired by timers.
 CLASS_ROW = 0
 CLASS_TIMER = 1
 
+#: THE order of the rows timers fired at one step, after the timer's time: these
+#: emitted fields (the key's values one by one), each ascending as Spark's
+#: ``asc_nulls_first`` orders it (NULL first, NaN after every number:
+#: :func:`spark_ascending`). The batch host ranks a step's rows by the matching
+#: columns in Spark (``wql.spark.layout.placed_results``); the stream processors
+#: sort a rise's rows by :func:`timer_order`: one rule, two forms.
+TIMER_ORDER_FIELDS = (EMIT_KEY, EMIT_WINDOW_END, EMIT_WINDOW_START)
+
 IntArray = npt.NDArray[np.int64]
+
+
+def spark_ascending(v: Any) -> tuple:
+    """A sort key of one value in Spark's ascending order: NULL first, NaN last."""
+    if v is None:
+        return (0,)
+    if isinstance(v, float) and v != v:
+        return (1, 1)
+    return (1, 0, v)
+
+
+def timer_order(tag: int) -> Callable[[tuple], tuple]:
+    """The sort key of the emitted rows timers fired at one rise (whose
+    ``FIRED_FIELDS`` start at ``tag``): the timer's time, then
+    :data:`TIMER_ORDER_FIELDS` (a stable sort keeps emission order for ties)."""
+    when = tag + 1  # FIRED_FIELDS: (fired by, time, row)
+
+    def order(row: tuple) -> tuple:
+        fields = []
+        for f in TIMER_ORDER_FIELDS:
+            v = row[f]
+            fields.append(tuple(map(spark_ascending, v)) if f == EMIT_KEY else spark_ascending(v))
+        return (row[when], *fields)
+
+    return order
 
 
 def rise_step(position: int) -> int:
@@ -170,3 +213,73 @@ class GlobalClock:
             assert fired_time is not None
             return self.first_rise(fired_time)
         return self.rise_after(input_step)
+
+
+class OperatorChain:
+    """Operators chained in one process, in Flink's chain order (the stream processors').
+
+    ``ops`` run upstream first; ``feed(i, rows)`` hands the rows ``ops[i - 1]``
+    emitted to ``ops[i]`` as its input rows, at its watermark (the host knows
+    how a view's row becomes its reader's input); ``tags[i]``: where
+    ``FIRED_FIELDS`` start in ``ops[i]``'s rows (the upstream operators tag
+    their firings). :attr:`late` collects the last operator's late rows when
+    ``keep_late`` (an upstream operator's are its own query's).
+
+    At a rise each operator first processes the rows the one before fired at
+    it, then rises, and its fired rows go on in :func:`timer_order` (after the
+    rows fired by those rows): Flink's ``processWatermark`` forwards a
+    watermark only after the rows its timers fired. Rows taken in reach every
+    later operator in emission order (:meth:`pass_down`).
+    """
+
+    def __init__(
+        self,
+        ops: Sequence[Any],
+        feed: Callable[[int, list[tuple]], None],
+        tags: Sequence[int],
+        *,
+        keep_late: bool,
+    ) -> None:
+        self.ops = ops
+        self.feed = feed
+        self.tags = tags
+        self.keep_late = keep_late
+        self.late: list[tuple] = []
+
+    def rise(self, watermark: int) -> list[tuple]:
+        """Every operator to ``watermark`` (``MAX_TIME``: the end of input), stage by
+        stage. Returns the rows the last operator emitted."""
+        rows: list[tuple] = []
+        last = len(self.ops) - 1
+        for i, op in enumerate(self.ops):
+            fed: list[tuple] = []
+            if i and rows:
+                self.feed(i, rows)
+                fed = op.drain()
+            if watermark == MAX_TIME:
+                op.end_of_input()
+            else:
+                op.advance_watermark(watermark)
+            fired = op.drain()
+            if i < last:
+                fired.sort(key=timer_order(self.tags[i]))
+            rows = fed + fired
+            self._drain_late(i, op)
+        return rows
+
+    def pass_down(self) -> list[tuple]:
+        """The first operator took rows: what it emitted, through every later operator, in
+        emission order. Returns the rows the last operator emitted."""
+        rows = self.ops[0].drain()
+        self._drain_late(0, self.ops[0])
+        for i in range(1, len(self.ops)):
+            if rows:
+                self.feed(i, rows)
+            rows = self.ops[i].drain()
+            self._drain_late(i, self.ops[i])
+        return rows
+
+    def _drain_late(self, i: int, op: Any) -> None:
+        late = op.drain_late()
+        if self.keep_late and i == len(self.ops) - 1:
+            self.late += late

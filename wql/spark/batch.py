@@ -64,6 +64,7 @@ from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import EMIT_RESULTS, FIRED_BY_ROW
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
+from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
 from wql.spark import replay as R
@@ -424,7 +425,7 @@ def _dropped_schema(query: P.OperatorStage) -> ST.StructType:
 def final_clocks(replayed: R.Replay, spec: R.ReplaySpec) -> tuple[int, int]:
     """The watermark and processing time after the last replayed row (global)."""
     max_ts = replayed.max_ts
-    wm = MIN_TIME if max_ts is None else max(MIN_TIME, max_ts - spec.delay_ms - 1)
+    wm = MIN_TIME if max_ts is None else bounded_watermark(max_ts, spec.delay_ms)
     pt = MIN_TIME if replayed.max_pt is None else replayed.max_pt
     return wm, pt
 
@@ -521,22 +522,17 @@ class _PartitionTask:
                 rows = list(zip(*columns, strict=True)) if columns else [()] * len(keys)
                 row_keys = keys.tolist() if hasattr(keys, "tolist") else keys
                 for i in range(len(row_keys)):
-                    events.advance_before(op, int(seqs[i]))
-                    op.advance_watermark(int(wm[i]))
-                    if pt is not None:
-                        op.advance_processing_time(int(pt[i]))
+                    row_pt = None if pt is None else int(pt[i])
+                    clocks_before_row(op, events, int(seqs[i]), int(wm[i]), row_pt)
                     op.process_element(row_keys[i], None if ts is None else int(ts[i]), rows[i])
             yield from self._emit(op, placer)
-        if events is not None:
-            events.advance_before(op, MAX_TIME)
         # the clocks after the last row of the whole replay (other keys' rows included)
-        op.advance_watermark(self.final_watermark)
+        final_pt = None
         if self.processing:
             final_pt = (
                 time.time_ns() // 1_000_000 if self.wall_clock else self.final_processing_time
             )
-            op.advance_processing_time(final_pt)
-        op.end_of_input()
+        end_of_replay(op, events, self.final_watermark, final_pt)
         yield from self._emit(op, placer)
         yield self.layout.rows(counters=op.counters.as_dict())
 
@@ -613,6 +609,33 @@ class _Placer:
             L.PLACE_ORDER2: pa.array(o2, pa.int64()),
             L.PLACE_EMITTED: pa.array(emit, pa.int64()),
         }
+
+
+def clocks_before_row(
+    op: Any, events: ClockCursor | None, seq: int, watermark: int, processing_time: int | None
+) -> None:
+    """Bring ``op``'s clocks to those the replay's row ``seq`` sees: the clock changes of
+    other keys' rows before it (``events``: a query that mixes clocks), then the row's
+    watermark and processing time (None: the query has no processing clock)."""
+    if events is not None:
+        events.advance_before(op, seq)
+    op.advance_watermark(watermark)
+    if processing_time is not None:
+        op.advance_processing_time(processing_time)
+
+
+def end_of_replay(
+    op: Any, events: ClockCursor | None, watermark: int, processing_time: int | None
+) -> None:
+    """The end of a key partition's replay: the clocks after the last row of the whole
+    replay (every other key's clock change, the final watermark and processing time),
+    then the end of input."""
+    if events is not None:
+        events.advance_before(op, MAX_TIME)
+    op.advance_watermark(watermark)
+    if processing_time is not None:
+        op.advance_processing_time(processing_time)
+    op.end_of_input()
 
 
 class ClockCursor:

@@ -71,10 +71,12 @@ from wql.runtime.config import (
     LATE_TIMESTAMP,
     LATE_VALUES,
 )
+from wql.runtime.pipeline import TIMER_ORDER_FIELDS
 
 __all__ = [
     "COUNTERS",
     "COUNTS",
+    "FIELD_COLUMNS",
     "JoinLayout",
     "KIND",
     "LATE_ROW",
@@ -126,6 +128,14 @@ PLACE_CLASS, PLACE_ORDER1, PLACE_ORDER2, PLACE_EMITTED = (
     "__wql_emit",
 )
 PLACE_COLUMNS = (STEP, PLACE_CLASS, PLACE_ORDER1, PLACE_ORDER2, PLACE_EMITTED)
+#: The tagged column of each emitted field that is neither a key nor a result.
+FIELD_COLUMNS = {
+    EMIT_WINDOW_START: WINDOW_START,
+    EMIT_WINDOW_END: WINDOW_END,
+    EMIT_WINDOW_TIME: WINDOW_TIME,
+    EMIT_PANE_INDEX: PANE_INDEX,
+    EMIT_PANE_TIMING: PANE_TIMING,
+}
 
 
 def key_columns(n: int) -> list[str]:
@@ -323,13 +333,13 @@ def placed_results(query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame) 
     from pyspark.sql import Window
 
     fired = tagged.where(F.col(KIND) == RESULT)
+    # the pipeline's one order of a step's rows (wql.runtime.pipeline.TIMER_ORDER_FIELDS)
+    columns = {EMIT_KEY: key_columns(len(op.keys)), **{f: [c] for f, c in FIELD_COLUMNS.items()}}
     order = [
         PLACE_CLASS,
         PLACE_ORDER1,
         PLACE_ORDER2,
-        *key_columns(len(op.keys)),
-        WINDOW_END,
-        WINDOW_START,
+        *[c for f in TIMER_ORDER_FIELDS for c in columns[f]],
         PLACE_EMITTED,
     ]
     w = Window.partitionBy(STEP).orderBy(*[F.col(c).asc_nulls_first() for c in order])
@@ -340,12 +350,16 @@ def placed_results(query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame) 
 def _project(
     query: P.OperatorStage, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
 ) -> DataFrame:
-    """``R`` rows -> the plan's output; ``keep``: columns carried through, after the output.
+    """``R`` rows -> the plan's output; ``keep``: columns carried through, after the output
+    (:data:`_PROJECTIONS`: a window aggregate's or a window rank's)."""
+    return _PROJECTIONS[type(query)](query, op, rows, keep)
 
-    A window rank's rows go through :func:`_project_rank` instead.
-    """
-    if isinstance(query, P.WindowRank):
-        return _project_rank(query, op, rows, keep)
+
+def _project_aggregate(
+    query: P.Query, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...] = ()
+) -> DataFrame:
+    """A window aggregate's ``R`` rows -> its post-aggregation relation -> HAVING ->
+    SELECT."""
     marks = []
     if query.reads("is_first"):
         marks.append((F.col(PANE_INDEX) == 0).alias("is_first"))
@@ -392,6 +406,10 @@ def _project_rank(
     if rank.condition is not None:
         ranked = ranked.where(F.expr(rank.condition.sql))
     return ranked.select(*_projection(rank.output), *keep)
+
+
+#: The projection of each kind of operator stage's rows.
+_PROJECTIONS: dict[type, Any] = {P.Query: _project_aggregate, P.WindowRank: _project_rank}
 
 
 def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:

@@ -130,6 +130,7 @@ from pyspark.sql import types as T
 
 from wql.compiler.backends.escaping import sql_identifier
 from wql.errors import ErrorCode, WqlSemanticError, WqlUnsupportedError
+from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MIN_TIME
 
 #: Columns the replay adds; source columns may not use the prefix.
@@ -342,9 +343,13 @@ ReplaySummary = TimestampSummary | ArrivalSummary
 
 
 def _minus_delay(before: np.ndarray, delay_ms: int) -> np.ndarray:
-    """``before - delay - 1`` per row, clamped: "nothing seen yet" stays ``MIN_TIME``."""
-    floor = MIN_TIME + delay_ms + 1
-    return np.where(before < floor, MIN_TIME, before - np.int64(delay_ms) - 1).astype(np.int64)
+    """The watermark after ``before`` per row (:func:`bounded_watermark`)."""
+    return np.asarray(bounded_watermark(before, delay_ms, np.where), dtype=np.int64)
+
+
+def _spark_where(cond: Column, yes: int, no: Column) -> Column:
+    """``numpy.where`` for Spark columns (what :func:`bounded_watermark` chooses with)."""
+    return F.when(cond, F.lit(yes)).otherwise(no)
 
 
 def summary_applies(spec: ReplaySpec) -> bool:
@@ -528,10 +533,7 @@ def watermarks_before(ts: np.ndarray, carry: int, delay_ms: int) -> tuple[np.nda
     before = np.empty(n, dtype=np.int64)
     before[0] = carry
     np.maximum(running[:-1], carry, out=before[1:])
-    # clamp instead of wrapping around: "nothing seen yet" stays MIN_TIME
-    floor = MIN_TIME + delay_ms + 1
-    wm = np.where(before < floor, MIN_TIME, before - np.int64(delay_ms) - 1)
-    return wm.astype(np.int64), int(max(carry, running[-1]))
+    return _minus_delay(before, delay_ms), int(max(carry, running[-1]))
 
 
 def running_clock(pt: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
@@ -745,8 +747,7 @@ def _replay_bucketed(prepared: _Staged) -> Replay:
     before = F.greatest(
         by_bucket(carry_ts), F.max(TS).over(w.rowsBetween(Window.unboundedPreceding, -1))
     )
-    floor = MIN_TIME + spec.delay_ms + 1
-    wm = F.when(before < F.lit(floor), F.lit(MIN_TIME)).otherwise(before - F.lit(spec.delay_ms + 1))
+    wm = bounded_watermark(before, spec.delay_ms, _spark_where)
     if spec.processing_time:
         pt = F.greatest(
             by_bucket(carry_pt), F.max(PT).over(w.rowsBetween(Window.unboundedPreceding, 0))
@@ -781,17 +782,17 @@ def _replay_window(prepared: _Staged) -> Replay:
     w = Window.orderBy(*[F.col(c).asc_nulls_first() for c in order])
     earlier = w.rowsBetween(Window.unboundedPreceding, -1)
     before = F.max(TS).over(earlier)
-    floor = MIN_TIME + spec.delay_ms + 1
-    wm = F.when(before.isNull() | (before < F.lit(floor)), F.lit(MIN_TIME)).otherwise(
-        before - F.lit(spec.delay_ms + 1)
-    )
+    # nothing before the first row: MIN_TIME, which stays MIN_TIME
+    wm = bounded_watermark(F.coalesce(before, F.lit(MIN_TIME)), spec.delay_ms, _spark_where)
     if spec.idle:
         # after an idle spell (a gap of at least idle_ms to the previous arrival) the
         # watermark advanced with processing time: max ts before + gap - delay - 1;
         # a running maximum of that, since the watermark never goes back
         clock = F.max(PT).over(w.rowsBetween(Window.unboundedPreceding, 0))
         gap = clock - F.max(PT).over(earlier)
-        idle = F.when(gap >= F.lit(spec.idle_ms), before + gap - F.lit(spec.delay_ms + 1))
+        idle = F.when(
+            gap >= F.lit(spec.idle_ms), bounded_watermark(before + gap, spec.delay_ms, _spark_where)
+        )
         kept = kept.withColumn(_IDLE_WM, F.greatest(wm, idle))
         wm = F.max(_IDLE_WM).over(w.rowsBetween(Window.unboundedPreceding, 0))
     cols = [F.col(sql_identifier(c)) for c in source_cols]

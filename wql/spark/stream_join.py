@@ -5,14 +5,14 @@ Spark's stream-stream join: that emits matches as rows arrive and drops
 rows behind its watermark without counting them, where Flink's
 ``WindowJoinOperator`` joins each window once, when the watermark passes
 its end, and counts its late rows. Nor can it follow two chained Spark
-stateful operators, for the reason of :mod:`wql.spark.stream_pipeline`:
+stateful operators, for the reason of :mod:`wql.spark.stream_chain`:
 the rows a side's view fires *at* a rise must reach the join before that
 rise. So, as the pipeline host does, one processor holds everything::
 
     source -> withWatermark -> per side: its WHERE (a flag), keys and values
                                (a view's first stage) or the columns it copies
                                (a window table)
-           -> groupBy(constant).transformWithStateInPandas(JoinProcessor)
+           -> groupBy(constant).transformWithStateInPandas(AllKeysProcessor: JoinBody)
            -> ONE tagged stream: the joined relation (R) and counters (C)
            -> ON's other conjuncts, WHERE, SELECT in Spark
 
@@ -20,7 +20,7 @@ Per call, with ``W`` the micro-batch's watermark (WQL's, as every
 streaming host maps it):
 
 1. **The rise.** Each view side's pipeline rises to ``W`` stage by stage
-   (:meth:`PipelineProcessor._rise_chain`); the rows its view fires go to
+   (:class:`~wql.runtime.pipeline.OperatorChain`); the rows its view fires go to
    the join; then the join rises to ``W``: every window whose end - 1 it
    reaches joins its two buffers once (:class:`~wql.runtime.join.WindowJoinOperator`).
 2. **The rows.** The micro-batch's rows in event-time order: a view side's
@@ -32,7 +32,7 @@ streaming host maps it):
    last source row, then the end (every window joins).
 
 The processor matches rows on ON's equalities of one column of each side
-(:class:`~wql.compiler.stream_pipelines.StreamJoin`); Spark applies the rest
+(:class:`~wql.compiler.plan.StreamJoin`); Spark applies the rest
 of ON (INNER joins only: the planner refuses others), WHERE and SELECT to
 the joined rows after it. The counters are the join's (both sides' rows
 in, late rows dropped), as in batch; each view's own counters and late rows
@@ -42,39 +42,35 @@ whole state restored and saved every call, as for a pipeline.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
-from wql.compiler.backends.operator import OperatorPlan, build_stage, window_assigner
-from wql.compiler.stream_pipelines import JoinInput, StreamJoin
+from wql.compiler.backends.operator import OperatorPlan, window_assigner
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import RowBatch
 from wql.runtime.join import JoinConfig
 from wql.runtime.join import JoinSide as RuntimeSide
+from wql.runtime.watermarks import bounded_watermark, watermark_lag
 from wql.runtime.windows import MAX_TIME
 from wql.spark import layout as L
 from wql.spark.replay import REASON_NULL_EVENT_TIME
-from wql.spark.stream_pipeline import (
-    FIELD_COLUMNS,
-    PipelineProcessor,
-    PipelineStage,
+from wql.spark.stream_chain import (
+    AllKeysProcessor,
+    ChainBody,
+    chain_body,
     key_tuples,
     read_field,
 )
-from wql.spark.streaming import (
-    END_MS,
-    ProcessorLayout,
-    StreamingRun,
-    watermarked,
-)
+from wql.spark.streaming import END_MS, StreamRun, watermarked
 
-__all__ = ["JoinProcessor", "run_stream_join"]
+__all__ = ["JoinBody", "StreamJoinRun", "run_stream_join"]
 
 _GROUP = "__wql_join"  # the constant grouping column: one group holds every key
 _TS = "__wql_ts"
@@ -90,14 +86,30 @@ def _keep(side: int) -> str:
     return f"__wql_s{side}_keep"
 
 
+@dataclass(kw_only=True)
+class StreamJoinRun(StreamRun):
+    """A window join on a stream: the join and both sides' pipelines in one processor,
+    run as ``plan`` (the planner's) says over its root source ``root``."""
+
+    join: P.WindowJoin
+    plan: P.StreamJoin
+    root: P.SourceRef
+
+    def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+        return L.join_results(self.join, self.plan.residual, tagged), None
+
+    def with_end(self, end: DataFrame) -> StreamRun:
+        return run_stream_join(self.join, self.plan, self.root, self.source, end=end)
+
+
 def run_stream_join(
     join: P.WindowJoin,
-    plan: StreamJoin,
+    plan: P.StreamJoin,
     root: P.SourceRef,
     source: DataFrame,
     *,
     end: DataFrame | None = None,
-) -> StreamingRun:
+) -> StreamJoinRun:
     """The window join ``join`` (run as ``plan`` says) over the streaming ``source`` of its
     root source ``root``, as one stateful processor (see the module doc); ``end`` as for
     :func:`wql.spark.streaming.run_streaming`."""
@@ -108,29 +120,19 @@ def run_stream_join(
             join.span,
             code=ErrorCode.UNSUPPORTED,
         )
-    delay = et.delay_ms + 1  # Spark's watermark is then WQL's (streaming module doc)
-    df, idle_ms, heartbeats = watermarked(root, source, end, delay)
-    sides_ops: list[list[OperatorPlan]] = []
+    # Spark's watermark is then WQL's (streaming module doc)
+    df, idle_ms, heartbeats = watermarked(root, source, end, watermark_lag(et.delay_ms))
     staged: list[tuple[str, Column]] = [
         (_TS, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
     ]
-    specs: list[PipelineStage] = []
+    bodies: list[ChainBody] = []
+    configs: list[Any] = []
     runtime_sides: list[RuntimeSide] = []
     for s, (side, how) in enumerate(zip(join.sides, plan.sides, strict=True)):
-        ops = [build_stage(q, tag_firings=i < len(how.chain) - 1) for i, q in enumerate(how.chain)]
-        sides_ops.append(ops)
+        ops, body = chain_body(how.chain, how.links)
+        bodies.append(body)
+        configs += [op.config for op in ops]
         staged += _staged(s, how, ops)
-        for i, (q, op) in enumerate(zip(how.chain, ops, strict=True)):
-            specs.append(
-                PipelineStage(
-                    op.config,
-                    len(op.keys),
-                    len(op.values),
-                    L.tagged_layout(q, op)[1],
-                    len(op.results),
-                    None if i == 0 else how.links[i - 1],
-                )
-            )
         assigner = window_assigner(side.window) if side.window is not None else None
         runtime_sides.append(RuntimeSide(len(side.columns), assigner, how.window_columns))
     config = JoinConfig(
@@ -140,14 +142,10 @@ def run_stream_join(
         missing_time_reason=REASON_NULL_EVENT_TIME,
     )
     out_schema, layout = L.join_layout(join)
-    specs.append(PipelineStage(config, 0, 0, None, 0, None))  # type: ignore[arg-type]
-    end_watermark = END_MS - delay if end is not None else None
-    processor = JoinProcessor(
-        ProcessorLayout(config, 0, 0, layout, "EventTime", True, end_watermark),  # type: ignore[arg-type]
-        tuple(specs),
-        delay,
-        plan,
-        tuple(name for name, _ in staged),
+    end_watermark = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
+    joined = JoinBody(plan, (bodies[0], bodies[1]), tuple(name for name, _ in staged))
+    processor = AllKeysProcessor(
+        layout, end_watermark, (*configs, config), joined, et.delay_ms, True
     )
     tagged = (
         # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
@@ -161,24 +159,23 @@ def run_stream_join(
             timeMode="EventTime",
         )
     )
-    result = L.join_results(join, plan.residual, tagged)
-    return StreamingRun(
-        join,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        tagged,
-        result,
-        None,
-        L.counters_of(tagged),
-        "EventTime",
-        source,
-        end is not None,
-        idle_ms,
-        heartbeats,
-        join=(plan, root),
+    return StreamJoinRun(
+        join=join,
+        plan=plan,
+        root=root,
+        tagged=tagged,
+        result=L.join_results(join, plan.residual, tagged),
+        late=None,
+        counters=L.counters_of(tagged),
+        time_mode="EventTime",
+        source=source,
+        drainable=end is not None,
+        idle_ms=idle_ms,
+        heartbeats=heartbeats,
     )
 
 
-def _staged(side: int, how: JoinInput, ops: list[OperatorPlan]) -> list[tuple[str, Column]]:
+def _staged(side: int, how: P.JoinInput, ops: list[OperatorPlan]) -> list[tuple[str, Column]]:
     """The columns side ``side`` reads of each source row, by name."""
     if not how.chain:
         return [
@@ -202,46 +199,50 @@ def _staged(side: int, how: JoinInput, ops: list[OperatorPlan]) -> list[tuple[st
     return out
 
 
-class JoinProcessor(PipelineProcessor):
-    """Both sides' pipelines and the join, for all keys (see the module doc).
+@dataclass(frozen=True)
+class JoinBody:
+    """A window join and both sides' pipelines in an
+    :class:`~wql.spark.stream_chain.AllKeysProcessor` (see the module doc; pickled
+    to the workers).
 
-    ``stages`` are the left side's view pipeline, the right side's, then the
-    join (a window table side has none): the pipeline host's state, restore
-    and save of every stage, its clocks and its Spark timer serve as they are.
+    Its operators are the left side's view pipeline, the right side's (a
+    window table side over the source has none), then the join; ``columns``:
+    the staged columns' names, in the order Spark hands them over (by position).
     """
 
-    def __init__(
-        self,
-        layout: ProcessorLayout,
-        stages: tuple[PipelineStage, ...],
-        delay_ms: int,
-        plan: StreamJoin,
-        columns: tuple[str, ...],
-    ) -> None:
-        super().__init__(layout, stages, delay_ms, True)
-        self.plan = plan
-        #: the staged columns' names, in the order Spark hands them over (by position)
-        self.columns = columns
-        n0 = len(plan.sides[0].chain)
-        #: each side's stages in ``stages``
-        self.ranges = ((0, n0), (n0, n0 + len(plan.sides[1].chain)))
+    plan: P.StreamJoin
+    sides: tuple[ChainBody, ChainBody]
+    columns: tuple[str, ...]
+    #: the staged event-time column
+    ts_index: int = 0
 
-    def _rise(self, ops: list[Any], watermark: int) -> None:
+    def _ranges(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Each side's operators' positions in the processor's list."""
+        n0 = len(self.sides[0].stages)
+        return (0, n0), (n0, n0 + len(self.sides[1].stages))
+
+    def rise(self, ops: list[Any], watermark: int) -> tuple[list[tuple], list[tuple]]:
+        """Each view side's pipeline rises and its view's rows go to the join; then the
+        join rises (every window whose end - 1 it reaches joins once)."""
         join = ops[-1]
-        for s, (lo, hi) in enumerate(self.ranges):
+        for s, (lo, hi) in enumerate(self._ranges()):
             if hi > lo:
-                self._to_join(s, join, self._rise_chain(ops, lo, hi, watermark))
+                chain = self.sides[s].chain(ops[lo:hi], keep_late=False)
+                self._to_join(s, join, chain.rise(watermark))
         if watermark == MAX_TIME:
             join.end_of_input()
         else:
             join.advance_watermark(watermark)
-        self._results += join.drain()
+        return join.drain(), []
 
-    def _rows(self, ops: list[Any], frame: pd.DataFrame, max_ts: int | None) -> int | None:
-        batch, timestamps, valid, max_ts = self._in_time_order(frame, 0, max_ts)
+    def rows(
+        self, ops: list[Any], batch: pa.RecordBatch, timestamps: Any, valid: Any
+    ) -> tuple[list[tuple], list[tuple]]:
+        """The micro-batch's rows: a view side's (those its WHERE keeps) through its
+        pipeline to the join, a window table side's to the join."""
         names = list(self.columns)
         join = ops[-1]
-        for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self.ranges, strict=True)):
+        for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self._ranges(), strict=True)):
             if not how.chain:
                 n = batch.num_rows
                 copied = [
@@ -256,7 +257,7 @@ class JoinProcessor(PipelineProcessor):
                     ts = [t if ok else None for t, ok in zip(ts, valid.tolist(), strict=True)]
                 join.process_rows(s, [None] * n, ts, rows)
                 continue
-            spec = self.stages[lo]
+            spec = self.sides[s].stages[0]
             side = batch
             if _keep(s) in names:
                 mask = batch.column(names.index(_keep(s)))
@@ -280,16 +281,15 @@ class JoinProcessor(PipelineProcessor):
                 side_valid = None
             wm = np.full(n, ops[lo].watermark, dtype=np.int64)
             ops[lo].process_batch(RowBatch(keys, side_ts, columns, wm, None, side_valid))
-            self._to_join(s, join, self._down(ops, lo, hi))
-        self._results += join.drain()
-        return max_ts
+            chain = self.sides[s].chain(ops[lo:hi], keep_late=False)
+            self._to_join(s, join, chain.pass_down())
+        return join.drain(), []
 
     def _to_join(self, side: int, join: Any, rows: list[tuple]) -> None:
         """A view side's emitted ``rows`` as the join's input rows of that side."""
         if not rows:
             return
-        lo, hi = self.ranges[side]
-        up = self.stages[hi - 1]
+        up = self.sides[side].stages[-1]
         batch = up.tagged.rows(rows)
         n = batch.num_rows
         columns = [
@@ -300,7 +300,7 @@ class JoinProcessor(PipelineProcessor):
         event_time = self.plan.sides[side].event_time
         if event_time is not None:
             # a window table over the view: each row in the windows of its window bound
-            times = batch.column(FIELD_COLUMNS[event_time]).to_pylist()
+            times = batch.column(L.FIELD_COLUMNS[event_time]).to_pylist()
             join.process_rows(side, [None] * n, times, values)
             return
         starts = batch.column(L.WINDOW_START).to_pylist()

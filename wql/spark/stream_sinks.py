@@ -69,8 +69,6 @@ from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedErro
 from wql.spark import layout as L
 from wql.spark.idle import IdleMonitor, write_atomic
 from wql.spark.sources import read_stream_source
-from wql.spark.stream_join import run_stream_join
-from wql.spark.stream_pipeline import run_stream
 from wql.spark.streaming import HEARTBEAT_COLUMN
 
 __all__ = [
@@ -169,7 +167,7 @@ def start_streams(
                 code=ErrorCode.USAGE,
             )
         _refuse_drained(r.name, ck / r.name)
-        if r._run is None:  # native: one streaming query
+        if r.run is None:  # native: one streaming query
             if drain:
                 raise WqlUnsupportedError(
                     f"query {r.name!r} runs on the native engine, which has no end of input",
@@ -178,7 +176,7 @@ def start_streams(
                 )
             first.append((r, None))
             continue
-        run = r._run
+        run = r.run
         if run.time_mode == "ProcessingTime":
             if drain:
                 raise WqlUnsupportedError(
@@ -206,11 +204,7 @@ def start_streams(
                 f", {HEARTBEAT_COLUMN} LONG" if run.idle_ms is not None else ""
             )
             markers = spark.readStream.schema(schema).json(str(end))
-            if run.join is not None:
-                plan, root = run.join
-                run = run_stream_join(r.plan, plan, root, run.source, end=markers)
-            else:
-                run = run_stream(run.stages or (r.plan,), run.source, end=markers)
+            run = run.with_end(markers)
             if run.heartbeats and run.idle_ms is not None:
                 monitor = IdleMonitor(run.idle_ms, end, ck / r.name)
                 # quiet since the last run: the first micro-batch already takes a heartbeat

@@ -60,7 +60,7 @@ The contract (docs/streaming.md has the long form and the measurements):
   move Spark's watermark and are filtered out like the end marker.
 * **One output**: Spark's stateful operator has a single output, so result
   rows, late rows and drop counters come out of one tagged stream
-  (:attr:`StreamingRun.tagged`) and are split by ``__wql_kind``. Each split
+  (:attr:`StreamRun.tagged`) and are split by ``__wql_kind``. Each split
   is an ordinary streaming DataFrame; starting both as two streaming queries
   runs the operator twice with independent checkpoints, whose micro-batch
   boundaries may differ. ``wql run --stream`` (:mod:`wql.spark.stream_sinks`)
@@ -69,10 +69,10 @@ The contract (docs/streaming.md has the long form and the measurements):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -90,6 +90,7 @@ from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.errors import ErrorCode, WqlUnsupportedError
+from wql.runtime.watermarks import watermark_lag
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
 # The tagged-stream layout both hosts share: one schema, one post-aggregation
@@ -103,8 +104,12 @@ __all__ = [
     "REASON_AFTER_END",
     "STATE_SCHEMA",
     "ProcessorLayout",
-    "StreamingRun",
+    "ProcessorState",
+    "StreamQueryRun",
+    "StreamRun",
     "WindowProcessor",
+    "call_clocks",
+    "end_watermark",
     "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
@@ -153,7 +158,13 @@ def spark_watermark_delay_ms(query: P.OperatorStage) -> int:
     Spark: ``max event time - delay``; WQL (Flink): ``max event time - delay - 1``.
     """
     et = query.source.event_time
-    return 0 if et is None else et.delay_ms + 1
+    return 0 if et is None else watermark_lag(et.delay_ms)
+
+
+def end_watermark(query: P.OperatorStage) -> int:
+    """Spark's watermark once a drained stream's end marker (at :data:`END_MS`) is read:
+    the processor reads it as the end of input."""
+    return END_MS - spark_watermark_delay_ms(query)
 
 
 def time_mode(op: OperatorPlan, *, drainable: bool = False) -> str:
@@ -180,25 +191,24 @@ def time_mode(op: OperatorPlan, *, drainable: bool = False) -> str:
     return "EventTime" if drainable else "None"
 
 
-@dataclass
-class StreamingRun:
-    """One operator-engine query over a streaming source.
+@dataclass(kw_only=True)
+class StreamRun:
+    """What a stage's stream processor gives: one kind per stage (the subclasses),
+    each with what the sinks need (:func:`wql.spark.stream_sinks.start_streams`).
 
     ``tagged`` is the processor's single output (``__wql_kind`` R/L/C);
-    ``result`` and ``late`` are its splits with the plan's output and
+    ``result`` and ``late`` are its splits with the stage's output and
     late-output schemas (``late`` is ``None`` without ``LATE DATA TO``).
     ``counters`` (a split too) holds the runtime's counters as JSON under
     ``__wql_counters``, one row with a key's output or when its state ends
     (:func:`wql.spark.layout.sum_counters` adds them up).
     ``source`` is the input it was built on; ``drainable``: it has an end
-    stream (``run_streaming(..., end=...)``). ``idle_ms``: the source's
-    ``IDLE AFTER``; ``heartbeats``: its end stream takes idle heartbeats
+    stream (:meth:`with_end`). ``idle_ms``: the source's ``IDLE AFTER``;
+    ``heartbeats``: its end stream takes idle heartbeats
     (:mod:`wql.spark.idle` writes them), without which the idle rule cannot
     apply (docs/streaming.md, "Idle sources").
     """
 
-    query: P.OperatorStage
-    operator: OperatorPlan
     tagged: DataFrame
     result: DataFrame
     late: DataFrame | None
@@ -208,12 +218,6 @@ class StreamingRun:
     drainable: bool = False
     idle_ms: int | None = None
     heartbeats: bool = False
-    #: a pipeline run in one processor (:mod:`wql.spark.stream_pipeline`): its stages,
-    #: upstream first, ``query`` last; empty for a single query
-    stages: tuple[P.OperatorStage, ...] = ()
-    #: a window join run in one processor (:mod:`wql.spark.stream_join`): how it runs
-    #: (a ``StreamJoin``) and its root source; ``operator`` is then None
-    join: tuple[Any, P.SourceRef] | None = None
 
     def release(self) -> None:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
@@ -221,16 +225,47 @@ class StreamingRun:
     def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
         """The result and the late output (None without one) of a tagged stream of this
         run's layout: what a sink that fans the tagged stream out reads."""
-        if self.join is not None:
-            join: Any = self.query
-            return L.join_results(join, self.join[0].residual, tagged), None
+        raise NotImplementedError
+
+    def with_end(self, end: DataFrame) -> StreamRun:
+        """The same stage over the same source with the end stream ``end`` (a first row
+        there is the end of input; see :func:`run_streaming`)."""
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class StreamQueryRun(StreamRun):
+    """One operator stage (a window aggregate or rank) over its streaming source."""
+
+    query: P.OperatorStage
+    operator: OperatorPlan
+
+    @classmethod
+    def of(cls, query: P.OperatorStage, op: OperatorPlan, tagged: DataFrame, **fields: Any) -> Self:
+        """The run of the processor output ``tagged`` of ``query`` (``op``: its operator
+        plan), with its splits; ``fields``: the other fields."""
+        late = L.late_rows(op, tagged) if query.late_output is not None else None
+        return cls(
+            query=query,
+            operator=op,
+            tagged=tagged,
+            result=L.results(query, op, tagged),
+            late=late,
+            counters=L.counters_of(tagged),
+            **fields,
+        )
+
+    def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
         late = L.late_rows(self.operator, tagged) if self.query.late_output is not None else None
         return L.results(self.query, self.operator, tagged), late
+
+    def with_end(self, end: DataFrame) -> StreamRun:
+        return run_streaming(self.query, self.source, end=end)
 
 
 def run_streaming(
     query: P.OperatorStage, source: DataFrame, *, end: DataFrame | None = None
-) -> StreamingRun:
+) -> StreamQueryRun:
     """Build the streaming operator pipeline of ``query`` over the streaming ``source``.
 
     ``source`` has the source relation's columns (names as declared). ``end``:
@@ -244,19 +279,23 @@ def run_streaming(
     op = build_stage(query)
     staged, key_cols, mode, drainable, idle_ms, heartbeats = stream_input(query, op, source, end)
     out_schema, _ = L.tagged_layout(query, op)
-    end_watermark = END_MS - spark_watermark_delay_ms(query) if drainable else None
-    processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_watermark))
+    end_wm = end_watermark(query) if drainable else None
+    processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_wm))
     tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
         timeMode=mode,
     )
-    result = L.results(query, op, tagged)
-    late = L.late_rows(op, tagged) if query.late_output is not None else None
-    counters = L.counters_of(tagged)
-    return StreamingRun(
-        query, op, tagged, result, late, counters, mode, source, drainable, idle_ms, heartbeats
+    return StreamQueryRun.of(
+        query,
+        op,
+        tagged,
+        time_mode=mode,
+        source=source,
+        drainable=drainable,
+        idle_ms=idle_ms,
+        heartbeats=heartbeats,
     )
 
 
@@ -410,6 +449,124 @@ def processor_layout(
     )
 
 
+class ProcessorState:
+    """A processor's one ``ValueState`` in :data:`STATE_SCHEMA`'s layout, per call.
+
+    Every processor (one key's operator, a pipeline's or a join's stages for
+    all keys) keeps ``(snapshot, watermark, processing_time, spark_timers,
+    pending_rows)``; :meth:`load` reads it at the start of a call and
+    :meth:`save` writes or clears it at the end, with the *pending-rows
+    rule*: a call that only took rows in (no output, nothing dropped) emits
+    no counters row; its ``rows_in`` wait in the state and ride on the next
+    call with output (a counters row alone would cost an output frame).
+    """
+
+    def __init__(self, handle: StatefulProcessorHandle, end_watermark: int | None) -> None:
+        self.handle = handle
+        self.value = handle.getValueState("wql_key", STATE_SCHEMA)
+        #: the Spark timer that wakes a state with no runtime timer at the end of input
+        self.end_timer = None if end_watermark is None else end_watermark - 1
+        #: the call found a saved state (so an ended one must clear it)
+        self.found = False
+        #: the Spark timers registered for the state (no listTimers() round trip)
+        self.spark_timers: set[int] = set()
+        #: rows taken in by earlier calls that emitted no counters row
+        self.pending_rows = 0
+
+    def load(self) -> tuple[bytes, int, int] | None:
+        """The saved ``(snapshot, watermark, processing_time)``, None when there is none;
+        the Spark timers and pending rows go to :attr:`spark_timers`, :attr:`pending_rows`."""
+        # get() alone (None when absent): every state call is a round trip to the JVM
+        saved = self.value.get()
+        self.found = saved is not None
+        self.spark_timers = set()
+        self.pending_rows = 0
+        if saved is None:
+            return None
+        blob, watermark, processing_time, spark_timers, pending = saved
+        self.spark_timers = {int(t) for t in spark_timers or ()}
+        self.pending_rows = int(pending or 0)
+        return bytes(blob), int(watermark), int(processing_time)
+
+    def save(
+        self,
+        counters: dict[str, Any] | None,
+        *,
+        keep: bool,
+        output: bool,
+        snapshot: Callable[[], bytes],
+        watermark: int,
+        processing_time: int,
+        spark_timers: set[int],
+    ) -> dict[str, Any] | None:
+        """Write the state (``keep``) or clear it; returns the counters the call emits
+        (``counters`` moved by it; ``output``: it emits result or late rows)."""
+        pending = 0
+        if counters is not None and keep and not (output or counters["dropped"]):
+            # only rows taken in: they wait in the state for a call with output
+            pending, counters = counters["rows_in"], None
+        if keep:
+            self.value.update(
+                (snapshot(), watermark, processing_time, sorted(spark_timers), pending)
+            )
+        elif self.found:
+            self.value.clear()
+        return counters
+
+    def sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
+        """Spark timers at the distinct times the state's runtime timers become due.
+
+        Spark fires a timer whose time is strictly below the batch's clock;
+        ``due`` are the clock readings at which the key's runtime timers fire
+        (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
+        one); a timer due at ``T`` needs the clock to reach ``T``, and one
+        at or below the current clock waits for the next rise: Spark time
+        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
+        firing them in this batch and deletes them after), a stale one at
+        ``now`` only wakes the key once; later stale ones are deleted.
+        A drainable stream's timers stop at the end timer (which the end of
+        input passes), and a key that keeps state without any timer gets the
+        end timer, so that the end of input reaches it. At the end of input
+        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
+        timers from ``now`` on (kept in its state).
+        """
+        if now == MAX_TIME:
+            return set()
+        wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
+        end = self.end_timer
+        if end is not None:
+            wanted = {min(t, end) for t in wanted}
+            if keep and not wanted:
+                wanted = {end}
+        existing = {t for t in self.spark_timers if t >= now}
+        for t in existing - wanted:
+            if t > now:
+                self.handle.deleteTimer(t)
+        for t in wanted - existing:
+            self.handle.registerTimer(t)
+        return wanted | (existing & {now})
+
+
+def call_clocks(tv: TimerValues, mode: str, end_watermark: int | None) -> tuple[int, int, int]:
+    """A call's clocks in the runtime's terms: ``(watermark, processing time, Spark's
+    watermark)``; ``MAX_TIME``: the end of input (``end_watermark``: Spark's watermark
+    once the end marker is read). A clock the time ``mode`` does not keep is ``MIN_TIME``
+    (Spark's watermark ``-1`` then)."""
+    wm = MIN_TIME
+    pt = MIN_TIME
+    spark_wm = -1
+    if mode == "EventTime":
+        spark_wm = int(tv.getCurrentWatermarkInMs())
+        if end_watermark is not None and spark_wm >= end_watermark:
+            wm = MAX_TIME
+        else:
+            # Spark's watermark starts at 0 and cannot go below it: 0 = none yet
+            wm = spark_wm if spark_wm > 0 else MIN_TIME
+    elif mode == "ProcessingTime":
+        pt = int(tv.getCurrentProcessingTimeInMs())
+    return wm, pt, spark_wm
+
+
 class WindowProcessor(StatefulProcessor):
     """Flink's WindowOperator for one key at a time, its state in Spark's state store.
 
@@ -436,15 +593,9 @@ class WindowProcessor(StatefulProcessor):
         from wql.runtime.operator_factory import make_operator
 
         self.handle = handle
-        self.state = handle.getValueState("wql_key", STATE_SCHEMA)
+        self.state = ProcessorState(handle, self.layout.end_watermark)
         self._make = make_operator
         self.op = make_operator(self.layout.config)
-        self._had_state = False
-        self._spark_timers: set[int] = set()
-        self._pending_rows = 0
-        end = self.layout.end_watermark
-        #: the Spark timer that wakes a key with state and no runtime timer at the end
-        self._end_timer = None if end is None else end - 1
         #: output of this task's keys not yet handed to Spark (see _emit)
         self._buffer: list[pa.RecordBatch] = []
         self._buffered_rows = 0
@@ -497,20 +648,9 @@ class WindowProcessor(StatefulProcessor):
 
     def _clocks(self, tv: TimerValues) -> tuple[int, int]:
         """The batch's clocks in the runtime's terms (``MAX_TIME``: the end of input)."""
-        mode = self.layout.mode
-        wm = MIN_TIME
-        pt = MIN_TIME
-        if mode == "EventTime":
-            spark_wm = int(tv.getCurrentWatermarkInMs())
+        wm, pt, spark_wm = call_clocks(tv, self.layout.mode, self.layout.end_watermark)
+        if self.layout.mode == "EventTime":
             self._spark_clock = spark_wm
-            end = self.layout.end_watermark
-            if end is not None and spark_wm >= end:
-                wm = MAX_TIME
-            else:
-                # Spark's watermark starts at 0 and cannot go below it: 0 = none yet
-                wm = spark_wm if spark_wm > 0 else MIN_TIME
-        elif mode == "ProcessingTime":
-            pt = int(tv.getCurrentProcessingTimeInMs())
         return wm, pt
 
     def _begin(self, wm: int) -> dict[str, Any]:
@@ -531,19 +671,13 @@ class WindowProcessor(StatefulProcessor):
     def _restore(self, k: tuple, wm: int, pt: int) -> None:
         op = self.op
         op.forget_key(k)
-        # get() alone (None when absent): every state call is a round trip to the JVM
-        saved = self.state.get()
-        self._had_state = saved is not None
-        self._spark_timers = set()
-        self._pending_rows = 0
+        saved = self.state.load()
         if saved is not None:
-            blob, key_wm, key_pt, spark_timers, pending = saved
-            self._spark_timers = {int(t) for t in spark_timers or ()}
-            self._pending_rows = int(pending or 0)
+            blob, key_wm, key_pt = saved
             # the clocks this key last saw: a rise from there fires its due timers
-            op.watermark = int(key_wm)
-            op.processing_time = int(key_pt)
-            op.restore_key(k, bytes(blob))
+            op.watermark = key_wm
+            op.processing_time = key_pt
+            op.restore_key(k, blob)
         else:
             op.watermark = MIN_TIME
             op.processing_time = MIN_TIME
@@ -605,31 +739,23 @@ class WindowProcessor(StatefulProcessor):
         event_timers, processing_timers = op.timers(k)
         keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
         if self.layout.mode == "EventTime":
-            spark_timers = self._sync_timers(event_timers, wm, keep)
+            spark_timers = self.state.sync_timers(event_timers, wm, keep)
         elif self.layout.mode == "ProcessingTime":
             # a processing-time timer at T is due once the clock passes T (reads T + 1:
             # Flink's 1 ms delay, WindowOperator.advance_processing_time)
             due = [t + 1 for t in processing_timers]
-            spark_timers = self._sync_timers(due, pt, keep)
+            spark_timers = self.state.sync_timers(due, pt, keep)
         else:
             spark_timers = set()
-        counters = _moved(before, op.counters.as_dict(), after_end, self._pending_rows)
-        pending = 0
-        if counters is not None and keep and not (results or late or counters["dropped"]):
-            # only rows taken in: they wait in the key's state for a call with output
-            pending, counters = counters["rows_in"], None
-        if keep:
-            self.state.update(
-                (
-                    op.snapshot_key(k),
-                    op.watermark,
-                    op.processing_time,
-                    sorted(spark_timers),
-                    pending,
-                )
-            )
-        elif self._had_state:
-            self.state.clear()
+        counters = self.state.save(
+            _moved(before, op.counters.as_dict(), after_end, self.state.pending_rows),
+            keep=keep,
+            output=bool(results or late),
+            snapshot=lambda: op.snapshot_key(k),
+            watermark=op.watermark,
+            processing_time=op.processing_time,
+            spark_timers=spark_timers,
+        )
         op.forget_key(k)
         if results or late or counters:
             yield from self._emit(k, self.layout.tagged.rows(results, late, counters), rows)
@@ -670,39 +796,6 @@ class WindowProcessor(StatefulProcessor):
             batch = pa.concat_batches(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
             self._buffer, self._buffered_rows = [], 0
             yield _pandas(batch)
-
-    def _sync_timers(self, due: list[int], now: int, keep: bool) -> set[int]:
-        """Spark timers at the distinct times the key's runtime timers become due.
-
-        Spark fires a timer whose time is strictly below the batch's clock;
-        ``due`` are the clock readings at which the key's runtime timers fire
-        (``T`` for an event-time timer at ``T``, ``T + 1`` for a processing-time
-        one); a timer due at ``T`` needs the clock to reach ``T``, and one
-        at or below the current clock waits for the next rise: Spark time
-        ``max(T - 1, now)``. Timers below ``now`` are Spark's business (it is
-        firing them in this batch and deletes them after), a stale one at
-        ``now`` only wakes the key once; later stale ones are deleted.
-        A drainable stream's timers stop at the end timer (which the end of
-        input passes), and a key that keeps state without any timer gets the
-        end timer, so that the end of input reaches it. At the end of input
-        (``now`` is ``MAX_TIME``) every timer is past. Returns the key's Spark
-        timers from ``now`` on (kept in its state).
-        """
-        if now == MAX_TIME:
-            return set()
-        wanted = {max(t - 1, now) for t in due if t < MAX_TIME}
-        end = self._end_timer
-        if end is not None:
-            wanted = {min(t, end) for t in wanted}
-            if keep and not wanted:
-                wanted = {end}
-        existing = {t for t in self._spark_timers if t >= now}
-        for t in existing - wanted:
-            if t > now:
-                self.handle.deleteTimer(t)
-        for t in wanted - existing:
-            self.handle.registerTimer(t)
-        return wanted | (existing & {now})
 
 
 def _moved(

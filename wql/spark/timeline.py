@@ -53,7 +53,7 @@ from wql.runtime.config import (
     EMIT_WINDOW_START,
     EMIT_WINDOW_TIME,
 )
-from wql.runtime.windows import MAX_TIME, MIN_TIME
+from wql.runtime.windows import MIN_TIME
 from wql.spark import batch as B
 from wql.spark import layout as L
 from wql.spark import replay as R
@@ -247,23 +247,14 @@ def _drive(
         op.drain_late()
 
     for i in range(len(seq)):
-        if cursor is not None:
-            cursor.advance_before(op, seq[i])
-        op.advance_watermark(wm[i])
-        if processing and pt[i] is not None:
-            op.advance_processing_time(pt[i])
+        B.clocks_before_row(op, cursor, seq[i], wm[i], pt[i] if processing else None)
         fired(i - 0.5)
         before = op.counters.as_dict()
         row_ts = ts[i] if has_event_time else None
         op.process_element(key, row_ts, tuple(v[i] for v in values))
         rows.append(RowMark(i, ts[i] if has_event_time else pt[i], wm[i], _outcome(before, op)))
         fired(i)
-    if cursor is not None:
-        cursor.advance_before(op, MAX_TIME)
-    op.advance_watermark(wm_final)
-    if processing:
-        op.advance_processing_time(pt_final)
-    op.end_of_input()
+    B.end_of_replay(op, cursor, wm_final, pt_final if processing else None)
     fired(len(seq))
     return KeyTimeline(key, tuple(rows), tuple(firings), truncated)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
@@ -62,10 +63,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ValueColumn:
-    """One entry of the operator's ``values`` tuple: Spark SQL over the source relation."""
+    """One entry of the operator's ``values`` tuple: Spark SQL over the source relation.
+
+    ``column``: the input column it is as it is, or (``millis``) ``UNIX_MILLIS``
+    of, from the binder's column references (None: anything else); what a
+    stream pipeline's link copies (compiler/stream_plan.py).
+    """
 
     sql: str
     type: WqlType
+    column: str | None = None
+    millis: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,18 +128,29 @@ class _Values:
         self.items: list[ValueColumn] = []
         self._index: dict[str, int] = {}
 
-    def add(self, sql: str, type_: WqlType) -> int:
+    def add(
+        self, sql: str, type_: WqlType, column: str | None = None, *, millis: bool = False
+    ) -> int:
         if sql not in self._index:
             self._index[sql] = len(self.items)
-            self.items.append(ValueColumn(sql, type_))
+            self.items.append(ValueColumn(sql, type_, column, millis))
+        elif column is not None and self.items[self._index[sql]].column is None:
+            first = self.items[self._index[sql]]
+            self.items[self._index[sql]] = ValueColumn(sql, first.type, column, millis)
         return self._index[sql]
+
+    def add_expr(self, e: P.Expr) -> int:
+        """A bound expression, knowing the column it is (or is ``UNIX_MILLIS`` of)."""
+        millis = e.millis_ref
+        return self.add(e.sql, e.type, e.column_ref or millis, millis=millis is not None)
 
     def add_column(self, name: str, type_: WqlType) -> int:
         """A plain source column, shared with an expression that is just that column."""
         for spelling in (name, sql_identifier(name)):
             if spelling in self._index:
+                self.add(spelling, type_, name)  # knows its column from now on
                 return self._index[spelling]
-        return self.add(sql_identifier(name), type_)
+        return self.add(sql_identifier(name), type_, name)
 
 
 def build_operator(query: P.Query, *, tag_firings: bool = False) -> OperatorPlan:
@@ -199,14 +218,14 @@ def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPla
     """
     values = _Values()
     payload = tuple((c.name, values.add_column(c.name, c.type)) for c in stage.source.columns)
-    order = tuple((values.add(o.expr.sql, o.expr.type), o.descending) for o in stage.order)
+    order = tuple((values.add_expr(o.expr), o.descending) for o in stage.order)
     bounds = None
     assigner = None
     if stage.window is None:
         start, end = stage.window_bounds
         bounds = (
-            values.add(f"UNIX_MILLIS({sql_identifier(start)})", T.BIGINT),
-            values.add(f"UNIX_MILLIS({sql_identifier(end)})", T.BIGINT),
+            values.add(f"UNIX_MILLIS({sql_identifier(start)})", T.BIGINT, start, millis=True),
+            values.add(f"UNIX_MILLIS({sql_identifier(end)})", T.BIGINT, end, millis=True),
         )
     else:
         assigner = _assigner(stage.window, values)
@@ -232,9 +251,13 @@ def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPla
 
 def build_stage(stage: P.OperatorStage, *, tag_firings: bool = False) -> OperatorPlan:
     """:func:`build_operator` or :func:`build_rank`, by the stage's kind."""
-    if isinstance(stage, P.WindowRank):
-        return build_rank(stage, tag_firings=tag_firings)
-    return build_operator(stage, tag_firings=tag_firings)
+    build: Any = _BUILDERS[type(stage)]
+    plan: OperatorPlan = build(stage, tag_firings=tag_firings)
+    return plan
+
+
+#: The operator plan of each kind of operator stage.
+_BUILDERS = {P.Query: build_operator, P.WindowRank: build_rank}
 
 
 # --------------------------------------------------------------------------- windows
@@ -418,7 +441,7 @@ def _(e: P.DeltaEvictor, values: _Values) -> E.Evictor:
 def _aggregate(a: P.Aggregate, values: _Values) -> AggregateSpec:
     if a.arg is None:
         return AggregateSpec(a.kind.value)
-    return AggregateSpec(a.kind.value, values.add(a.arg.sql, a.arg.type))
+    return AggregateSpec(a.kind.value, values.add_expr(a.arg))
 
 
 #: This backend's dispatch tables by plan node family (tests/compiler/test_dispatch.py).

@@ -1,8 +1,14 @@
-"""Pipelines on streams: which chains one stateful processor runs, and how a view's rows
-become the next stage's input there.
+"""How an operator stage runs on a stream: the planner's :data:`~wql.compiler.plan.StreamPlan`.
+
+:func:`stream_plan` is computed once, at planning (``planner.choose_engines``),
+and carried in the stage's ``EngineChoice.stream``; the stream hosts
+(:mod:`wql.spark.stages`) run what it says and never compute it again. It
+is a :class:`~wql.compiler.plan.StreamChain` for a query or window rank (the
+views it reads and the links between them) and a
+:class:`~wql.compiler.plan.StreamJoin` for a window join.
 
 On a stream a whole pipeline (a query over a view, over a view, ...) runs in
-ONE Spark stateful processor (:mod:`wql.spark.stream_pipeline`,
+ONE Spark stateful processor (:mod:`wql.spark.stream_chain`,
 docs/streaming.md "Pipelines"): every stage's operator in one Python
 process, so that the rows a stage fires at a watermark rise reach the next
 stage before that rise, as Flink's operator chain orders them
@@ -25,20 +31,17 @@ copies exactly:
   event-time rises, docs/architecture.md "Contract: pipelines").
 
 Anything else is refused with a positioned error that says what is
-supported (:func:`check_stream_pipeline`): a second evaluator of Spark SQL
-whose semantics could drift from Spark's is not worth the reach.
-:func:`view_links` gives the host each reader's :class:`Link`.
+supported: a second evaluator of Spark SQL whose semantics could drift from
+Spark's is not worth the reach.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
-from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, Span, WqlUnsupportedError
@@ -51,53 +54,13 @@ from wql.runtime.config import (
     EMIT_WINDOW_TIME,
 )
 
-__all__ = [
-    "Field",
-    "JoinInput",
-    "Link",
-    "StreamJoin",
-    "check_stream_pipeline",
-    "stream_join",
-    "view_links",
-]
-
-#: What a field reads of an upstream row: ``("key", i)`` (the ``i``-th key),
-#: ``("field", index)`` (an emitted field: a window bound, pane index or timing, an
-#: aggregate), ``("first",)`` (pane_index = 0) or ``("last",)`` (the extended is_last).
-Source = tuple
-
-
-@dataclass(frozen=True)
-class Field:
-    """One input of a reader, read off the view's emitted row.
-
-    ``source`` (see :data:`Source`); ``as_``: ``"value"`` (the value, in
-    ``type``), ``"timestamp"`` (a window bound in ms, as a TIMESTAMP) or
-    ``"millis"`` (a window bound in ms, as BIGINT: ``UNIX_MILLIS``).
-    """
-
-    source: Source
-    as_: str
-    type: WqlType
-
-
-@dataclass(frozen=True)
-class Link:
-    """How the view's emitted rows become the reader's input rows (key, event time, values)."""
-
-    keys: tuple[Field, ...]
-    values: tuple[Field, ...]
-    #: the reader's event time: the emitted field of a window bound (ms), or None
-    event_time: int | None
-
+__all__ = ["stream_join", "stream_plan"]
 
 _WINDOW_FIELDS = {
     "window_start": EMIT_WINDOW_START,
     "window_end": EMIT_WINDOW_END,
     "window_time": EMIT_WINDOW_TIME,
 }
-_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UNIX_MILLIS = re.compile(r"^UNIX_MILLIS\((.*)\)$", re.IGNORECASE)
 _SUPPORTED = (
     "on a stream a pipeline runs in one stateful processor, which copies a view's "
     "columns as they are: the view has no HAVING and selects its keys, window "
@@ -106,15 +69,26 @@ _SUPPORTED = (
 )
 
 
-def check_stream_pipeline(stages: tuple[P.Stage, ...]) -> None:
-    """Raise a positioned :class:`WqlUnsupportedError` unless the chain ``stages``
-    (upstream first, as ``Program.pipeline`` gives it) runs in one stream processor."""
-    view_links(stages)
+def stream_plan(q: P.Stage, program: P.Program) -> P.StreamPlan:
+    """How ``q`` runs on a stream; raises a positioned :class:`WqlUnsupportedError`
+    for what one stream processor cannot run exactly."""
+    return _STREAM_PLANS[type(q)](q, program)
 
 
-def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
-    """Each reader's :class:`Link` (``stages[i + 1]`` reads ``stages[i]``); raises a
-    positioned :class:`WqlUnsupportedError` for a chain one processor cannot run."""
+def stream_chain(q: P.OperatorStage, program: P.Program) -> P.StreamChain:
+    """The chain of ``q`` over the views it reads (none: over its source)."""
+    if q.source.view is None:
+        return P.StreamChain()
+    chain, links = _linked(program.pipeline(q))
+    return P.StreamChain(chain[:-1], links)
+
+
+def _linked(
+    stages: tuple[P.Stage, ...],
+) -> tuple[tuple[P.OperatorStage, ...], tuple[P.Link, ...]]:
+    """The chain ``stages`` (upstream first) and each reader's :class:`~wql.compiler.plan.Link`
+    (``stages[i + 1]`` reads ``stages[i]``); raises a positioned
+    :class:`WqlUnsupportedError` for a chain one processor cannot run."""
     for s in stages:
         if isinstance(s, P.WindowJoin):
             raise _refuse(
@@ -123,7 +97,7 @@ def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
                 s.span,
                 "run the join in batch",
             )
-    chain = [s for s in stages if not isinstance(s, P.WindowJoin)]
+    chain = tuple(s for s in stages if not isinstance(s, P.WindowJoin))
     ops = [build_stage(s) for s in chain]
     for s, op in zip(chain, ops, strict=True):
         if op.uses_processing_time:
@@ -136,12 +110,12 @@ def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
     links = []
     for up, down, up_op, down_op in zip(chain, chain[1:], ops, ops[1:], strict=False):
         links.append(_link(up, down, up_op, down_op, last=down is chain[-1]))
-    return tuple(links)
+    return chain, tuple(links)
 
 
 def _link(
     up: P.OperatorStage, down: P.OperatorStage, up_op: OperatorPlan, op: OperatorPlan, last: bool
-) -> Link:
+) -> P.Link:
     if isinstance(up, P.WindowRank):
         raise _refuse(
             f"query {down.name!r} reads the window rank {up.name!r}; on a stream a window "
@@ -172,14 +146,9 @@ def _link(
     columns = _copied(up, up_op)
     span = down.source.span
 
-    def field(sql: str, columns_read: tuple[str, ...], what: str) -> Field:
-        ref = _column_ref(sql, columns_read)
-        millis = False
-        if ref is None:
-            m = _UNIX_MILLIS.match(sql)
-            inner = m.group(1) if m else None
-            ref = _column_ref(inner, columns_read) if inner is not None else None
-            millis = True
+    def field(ref: str | None, millis: bool, sql: str, what: str) -> P.LinkField:
+        # ``ref``: the view column the reader's input is (or, ``millis``, UNIX_MILLIS of),
+        # from the binder's column references
         target = columns.get(ref.lower()) if ref is not None else None
         if target is None:
             raise _refuse(
@@ -195,10 +164,15 @@ def _link(
                 span,
                 "run the pipeline in batch",
             )
-        return Field(source, "millis" if millis else "timestamp" if window else "value", type_)
+        as_ = "millis" if millis else "timestamp" if window else "value"
+        return P.LinkField(source, as_, type_)
 
-    keys = tuple(field(k.expr.sql, k.expr.columns, "the key") for k in op.keys)
-    values = tuple(field(v.sql, (), "the input") for v in op.values)
+    def key(e: P.Expr) -> P.LinkField:
+        ref = e.column_ref
+        return field(ref or e.millis_ref, ref is None, e.sql, "the key")
+
+    keys = tuple(key(k.expr) for k in op.keys)
+    values = tuple(field(v.column, v.millis, v.sql, "the input") for v in op.values)
     et = down.source.event_time
     event_time = None
     if et is not None:
@@ -211,10 +185,10 @@ def _link(
                 et.span or span,
                 "select window_time as the view's event time, or run the pipeline in batch",
             )
-    return Link(keys, values, event_time)
+    return P.Link(keys, values, event_time)
 
 
-def _window_bound(columns: dict[str, tuple[Source, WqlType]], column: str) -> int | None:
+def _window_bound(columns: dict[str, tuple[P.FieldSource, WqlType]], column: str) -> int | None:
     """The emitted field of the window bound (start, end, time) that the view's column
     ``column`` copies; None when it copies anything else, or is computed."""
     target = columns.get(column.lower())
@@ -223,22 +197,22 @@ def _window_bound(columns: dict[str, tuple[Source, WqlType]], column: str) -> in
     return int(target[0][1])
 
 
-def _copied(up: P.Query, up_op: OperatorPlan) -> dict[str, tuple[Source, WqlType]]:
+def _copied(up: P.Query, up_op: OperatorPlan) -> dict[str, tuple[P.FieldSource, WqlType]]:
     """The view's output columns that copy a column of its post-aggregation relation as it
     is: output name (lower case) -> (what it reads, its type)."""
     relation = _relation(up, up_op)
     columns = {}
     for c in up.output:
-        ref = _column_ref(c.expr.sql, c.expr.columns)
+        ref = c.expr.column_ref
         target = relation.get(ref.lower()) if ref is not None else None
         if target is not None and (c.type.is_unknown or c.type == target[1]):
             columns[c.name.lower()] = target
     return columns
 
 
-def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[Source, WqlType]]:
+def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[P.FieldSource, WqlType]]:
     """The view's post-aggregation relation: column -> (what it reads, its type)."""
-    rel: dict[str, tuple[Source, WqlType]] = {}
+    rel: dict[str, tuple[P.FieldSource, WqlType]] = {}
     for i, k in enumerate(op.keys):
         rel[k.name.lower()] = (("key", i), k.type)
     for name, index in _WINDOW_FIELDS.items():
@@ -252,21 +226,6 @@ def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[Source, WqlType]
     for i, (a, t) in enumerate(zip(up.aggregates, op.results, strict=True)):
         rel[a.name.lower()] = (("field", EMIT_RESULTS + i), t)
     return rel
-
-
-def _column_ref(sql: str, columns: tuple[str, ...]) -> str | None:
-    """The column ``sql`` is a plain reference to, else None."""
-    s = sql.strip()
-    if not columns:
-        # a value's SQL names no columns: a bare or back-quoted identifier only
-        if _BARE.match(s):
-            return s
-        quoted = s[1:-1].replace("``", "`") if len(s) > 1 and s[0] == s[-1] == "`" else None
-        return quoted if quoted is not None and sql_identifier(quoted) == s else None
-    for name in columns:
-        if s in (name, sql_identifier(name)):
-            return name
-    return None
 
 
 def _refuse(message: str, span: Span | None, hint: str) -> WqlUnsupportedError:
@@ -292,46 +251,7 @@ _JOIN_SUPPORTED = (
 )
 
 
-@dataclass(frozen=True)
-class JoinInput:
-    """How one side of a window join reaches the join in the stream processor.
-
-    A view side runs its pipeline ``chain`` (upstream first; ``links`` between
-    its stages) and each of its side columns the join reads is a
-    :class:`Field` of the view's emitted rows (``fields``; None: not read).
-    A window table side over the source (empty ``chain``) copies source
-    columns (``source_columns``: the source column per side column, None where
-    not read or a window column). A window table side (over the source, or
-    over a view: then ``event_time`` is the emitted field of the view's window
-    bound it is windowed by) gets its windows' columns filled in
-    (``window_columns``: the positions of window_start, window_end,
-    window_time); a view's own rows come with their window.
-    """
-
-    chain: tuple[P.OperatorStage, ...]
-    links: tuple[Link, ...]
-    fields: tuple[Field | None, ...]
-    source_columns: tuple[str | None, ...]
-    window_columns: tuple[int | None, int | None, int | None]
-    event_time: int | None = None
-
-
-@dataclass(frozen=True)
-class StreamJoin:
-    """A window join as the stream processor runs it.
-
-    ``equi``: ``(left position, right position)`` per equality of ON between
-    a column of each side that the processor matches on (the window bounds
-    among them); ``residual``: ON's other conjuncts (an INNER join only),
-    which Spark applies to the joined rows with WHERE and SELECT.
-    """
-
-    sides: tuple[JoinInput, JoinInput]
-    equi: tuple[tuple[int, int], ...]
-    residual: tuple[str, ...]
-
-
-def stream_join(join: P.WindowJoin, program: P.Program) -> StreamJoin:
+def stream_join(join: P.WindowJoin, program: P.Program) -> P.StreamJoin:
     """How the window join runs on a stream; raises a positioned
     :class:`WqlUnsupportedError` for one the join processor cannot run exactly."""
     from wql.compiler.expressions import sql_conjuncts, to_sql
@@ -372,7 +292,7 @@ def stream_join(join: P.WindowJoin, program: P.Program) -> StreamJoin:
             "compare columns of the same type with =, filter in a side's view, or run the "
             "join in batch",
         )
-    return StreamJoin(sides, tuple(equi), tuple(residual))
+    return P.StreamJoin(sides, tuple(equi), tuple(residual))
 
 
 def _user_name(node: Any, names: dict[str, str]) -> Any:
@@ -414,7 +334,7 @@ def _equi_pair(
 
 def _join_input(
     join: P.WindowJoin, side: P.JoinSide, program: P.Program, used: set[str]
-) -> JoinInput:
+) -> P.JoinInput:
     reads = [n.lower() in used for n in side.internal]
     positions: list[int | None] = [None, None, None]
     copies: list[str | None] = []
@@ -429,11 +349,10 @@ def _join_input(
     window_columns = (positions[0], positions[1], positions[2])
     if side.source.view is None:
         copies = [c if r else None for c, r in zip(copies, reads, strict=True)]
-        return JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
+        return P.JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
     view = program.view(side.source.view)
     pipeline = program.pipeline(view)
-    links = view_links(pipeline)  # refuses a join in the view's pipeline
-    chain = tuple(s for s in pipeline if not isinstance(s, P.WindowJoin))
+    chain, links = _linked(pipeline)  # refuses a join in the view's pipeline
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
@@ -461,7 +380,7 @@ def _join_input(
                 side.span,
                 "window the view by its window_time, or run the join in batch",
             )
-    fields: list[Field | None] = []
+    fields: list[P.LinkField | None] = []
     for i, (c, r) in enumerate(zip(side.columns, reads, strict=True)):
         if i in positions:
             fields.append(None)  # a window column of the window table: filled in
@@ -480,5 +399,16 @@ def _join_input(
             continue
         source, type_ = target
         window = source[0] == "field" and source[1] in _WINDOW_FIELDS.values()
-        fields.append(Field(source, "timestamp" if window else "value", type_))
-    return JoinInput(chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time)
+        fields.append(P.LinkField(source, "timestamp" if window else "value", type_))
+    return P.JoinInput(
+        chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time
+    )
+
+
+#: The stream plan of each kind of stage (tests/spark/test_stage_dispatch.py checks
+#: that every kind has one).
+_STREAM_PLANS: dict[type, Callable[[Any, P.Program], P.StreamPlan]] = {
+    P.Query: stream_chain,
+    P.WindowRank: stream_chain,
+    P.WindowJoin: stream_join,
+}
