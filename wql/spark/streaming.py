@@ -101,6 +101,7 @@ __all__ = [
     "HEARTBEAT_COLUMN",
     "IDLE_METRICS",
     "REASON_AFTER_END",
+    "STATE_NAME",
     "STATE_SCHEMA",
     "ProcessorLayout",
     "StreamingRun",
@@ -110,6 +111,9 @@ __all__ = [
     "spark_watermark_delay_ms",
     "time_mode",
 ]
+
+#: The name of the per-key Spark state (Spark's state reader reads it by that name).
+STATE_NAME = "wql_key"
 
 #: Per-key Spark state: the runtime's per-key snapshot, the clocks the key last saw,
 #: the Spark timers the processor registered for it (kept here so that no call needs
@@ -436,7 +440,7 @@ class WindowProcessor(StatefulProcessor):
         from wql.runtime.operators import make_operator
 
         self.handle = handle
-        self.state = handle.getValueState("wql_key", STATE_SCHEMA)
+        self.state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
         self._make = make_operator
         self.op = make_operator(self.layout.config)
         self._had_state = False
