@@ -133,7 +133,7 @@ def test_wql_run_stream_drain_runs_a_rollup_to_hand_derived_rows(spark, tmp_path
     assert cli_main(argv) == 0
     err = capsys.readouterr().err
     # the rollup took the 13 rows per_auction fired, every one in a firing
-    assert "rollup [operator, stream, drained] | rows in 13 | rows out 3 | fired 13" in err
+    assert "rollup [operator, stream, drained] | rows in 13 | out 3 | late 0 | fired 13" in err
     got = sorted(
         line.split(",")
         for f in (out / "rollup").glob("*.csv")

@@ -276,9 +276,9 @@ SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(2);
     assert cli_main(argv) == 0
     err = capsys.readouterr().err
     # a's windows from 0 and 5 s, b's from 0: the last two wait for the end of input
-    assert "tumbles [operator, stream, drained] | rows in 9 | rows out 3 |" in err
+    assert "tumbles [operator, stream, drained] | rows in 9 | out 3 |" in err
     # pairs of a's 6 rows and of b's 3: b's third row waits in a window that never fires
-    assert "pairs [operator, stream, drained] | rows in 9 | rows out 4 | fired 8" in err
+    assert "pairs [operator, stream, drained] | rows in 9 | out 4 | late 0 | fired 8" in err
     assert "dropped 1 (in no firing)" in err
     assert (ck / "tumbles" / "DRAINED").exists()
 

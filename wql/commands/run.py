@@ -23,15 +23,13 @@ warnings are silenced before the JVM starts (``wql/spark/session.py``). On a
 terminal, one status line (overwritten in place, erased when done) says what
 runs: the step, the running Spark stage with its tasks done, the time
 elapsed. ``--verbose`` keeps Spark's start-up output and WARN logging and
-prints every step as a line of its own.
+prints every step as a line of its own. The summary and status lines are
+:mod:`wql.commands.report`'s, for ``--stream`` too (:mod:`wql.commands.run_stream`).
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,10 @@ from wql.commands import (
     run_stream,
     spark_failures,
 )
+from wql.commands.report import StageProgress, Status, summary_line
 from wql.errors import ErrorCode, WqlError
+
+__all__ = ["Status", "register", "run"]
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose:
         spark.sparkContext.setLogLevel("WARN")
     failed = False
-    with _ProgressReporter(spark, status):
+    with StageProgress(spark, status):
         for path, stem, c in zip(args.files, stems, compiled, strict=True):
             out_dir = None
             if args.output:
@@ -220,7 +221,8 @@ def _write_results(
                 status.clear()
                 print(f"== {out_name} ({r.engine} engine)")
                 rows.show(show, truncate=False)
-        status.line(_summary(name, r, r.seconds + time.perf_counter() - output_started))
+        seconds = r.seconds + time.perf_counter() - output_started
+        status.line(summary_line(name, r.name, r.engine, r.counters, seconds))
 
 
 def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:
@@ -268,29 +270,6 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def _summary(file: str, r: Any, seconds: float) -> str:
-    c = r.counters
-    dropped = c.get("dropped", {})
-    parts = [
-        f"{file}: {r.name} [{r.engine}]",
-        f"rows in {c.get('rows_in', 0)}",
-        f"out {c.get('rows_out', 0)}",
-        f"late {c.get('late_rows', 0)}",
-    ]
-    if "rows_fired" in c:
-        parts.append(f"fired {c['rows_fired']}")
-    if c.get("rows_filtered"):
-        parts.append(f"filtered {c['rows_filtered']}")
-    if dropped:
-        parts.append(
-            "dropped " + ", ".join(f"{n} ({reason})" for reason, n in sorted(dropped.items()))
-        )
-    else:
-        parts.append("dropped 0")
-    parts.append(f"{seconds:.1f} s")
-    return " | ".join(parts)
-
-
 def _parse_conf(items: list[str]) -> dict[str, str]:
     conf = {}
     for item in items:
@@ -299,121 +278,3 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
             raise WqlError(f"--conf needs KEY=VALUE, got {item!r}", code=ErrorCode.USAGE)
         conf[key.strip()] = value
     return conf
-
-
-class Status:
-    """What ``wql run`` says on standard error besides the summaries.
-
-    On a terminal: one status line, rewritten in place (``step``, ``stage``)
-    and erased before any other output (``line``, ``clear``) and at the end.
-    Not on a terminal (a log, a pipe, CI): nothing but ``line``s. With
-    ``verbose``: every step as a line of its own, terminal or not.
-    """
-
-    def __init__(self, verbose: bool = False, stream: Any = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.verbose = verbose
-        self.live = not verbose and _isatty(self.stream)
-        self._lock = threading.Lock()
-        self._step = ""
-        self._shown = False
-        self._started = time.monotonic()
-
-    def step(self, message: str) -> None:
-        """A new step: the status line's text (a line with ``verbose``)."""
-        with self._lock:
-            self._step = message
-            if self.verbose:
-                self._write(f"wql run: {message}\n")
-            elif self.live:
-                self._render(message)
-
-    def stage(self, detail: str) -> None:
-        """Spark's progress within the current step (the status line only)."""
-        with self._lock:
-            if self.live:
-                self._render(f"{self._step} | {detail}" if detail else self._step)
-            elif self.verbose and detail:
-                self._write(f"wql run: {detail}\n")
-
-    def line(self, text: str) -> None:
-        """A line that stays (a query's summary); the status line comes back after it."""
-        with self._lock:
-            self._erase()
-            self._write(text + "\n")
-            if self.live and self._step:
-                self._render(self._step)
-
-    def clear(self) -> None:
-        """Erase the status line (before other output, e.g. ``--show`` on standard output)."""
-        with self._lock:
-            self._erase()
-
-    def done(self, message: str) -> None:
-        with self._lock:
-            self._erase()
-            self._step = ""
-            if self.verbose:
-                self._write(f"wql run: {message}\n")
-
-    def _render(self, text: str) -> None:
-        elapsed = time.monotonic() - self._started
-        width = shutil.get_terminal_size((100, 20)).columns - 1
-        self._write("\r\033[K" + f"wql run: {text} | {elapsed:.0f} s"[:width])
-        self._shown = True
-
-    def _erase(self) -> None:
-        if self._shown:
-            self._write("\r\033[K")
-            self._shown = False
-
-    def _write(self, text: str) -> None:
-        self.stream.write(text)
-        self.stream.flush()
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-class _ProgressReporter:
-    """Feeds the running Spark stages to the status line (Spark's console bar is off)."""
-
-    def __init__(self, spark: Any, status: Status, every: float = 1.0) -> None:
-        self.tracker = spark.sparkContext.statusTracker()
-        self.status = status
-        # a line per change is too much for a log: every 5 s with --verbose
-        self.every = every if status.live else 5.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="wql-progress", daemon=True)
-        self._last = ""
-
-    def __enter__(self) -> _ProgressReporter:
-        if self.status.live or self.status.verbose:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=1)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                stages = []
-                for sid in self.tracker.getActiveStageIds():
-                    info = self.tracker.getStageInfo(sid)
-                    if info is not None:
-                        stages.append(
-                            f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks"
-                        )
-            except Exception:  # noqa: BLE001 - progress is best effort
-                return
-            line = "; ".join(stages)
-            if self.status.live or (line and line != self._last):
-                self.status.stage(line)
-                self._last = line

@@ -15,7 +15,14 @@ there and stops, printing a summary line per query; ``interval=<duration>``
 (``5s``, ``500ms``, ``1m``, or Spark's ``'5 seconds'``) runs until
 SIGINT/SIGTERM, and a restart with the same checkpoints resumes the run.
 ``--drain`` (available-now) then ends every stream as a bounded source ends
-(docs/streaming.md, "Bounded streams"); a drained checkpoint takes no more runs.
+(docs/streaming.md, "Bounded streams"); a drained checkpoint takes no more runs
+(refused before Spark starts).
+
+On standard error it says what batch ``wql run`` says (docs/streaming.md,
+"What ``wql run --stream`` prints"): a summary line per query with batch's
+fields, when the run ends (``available-now``) or SIGINT/SIGTERM stopped it;
+on a terminal a status line with the micro-batch, the rows read and the time
+(:mod:`wql.commands.report`); nothing of Spark's (:mod:`wql.spark.session`).
 """
 
 from __future__ import annotations
@@ -24,13 +31,13 @@ import argparse
 import os
 import re
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from wql.commands import first_line, spark_failures
+from wql.commands import display_name, first_line, spark_failures
+from wql.commands.report import Status, StreamProgress, summary_line
 from wql.errors import ErrorCode, WqlError
 
 AVAILABLE_NOW = "available-now"
@@ -82,8 +89,7 @@ def run_stream(
     args: argparse.Namespace, compiled: list[Any], stems: list[str], conf: dict[str, str]
 ) -> int:
     """Stream every file of ``args.files`` (compiled for streams) into ``args.output``."""
-    from wql.spark.session import default_session
-    from wql.spark.stream_sinks import StreamSinks, read_stream_source, start_streams
+    from wql.spark.stream_sinks import refuse_drained
 
     if not args.output or not args.checkpoint:
         raise WqlError("--stream needs --output DIR and --checkpoint DIR", code=ErrorCode.USAGE)
@@ -93,63 +99,97 @@ def run_stream(
             "--drain ends the stream after the files there: it needs --trigger available-now",
             code=ErrorCode.USAGE,
         )
+    many = len(args.files) > 1
+    files = [
+        (
+            display_name(path),
+            c,
+            Path(args.output) / stem if many else Path(args.output),
+            Path(args.checkpoint) / stem if many else Path(args.checkpoint),
+        )
+        for path, stem, c in zip(args.files, stems, compiled, strict=True)
+    ]
+    # a drained stream has ended: refused by its checkpoint's files, before Spark starts
+    for _, c, _, ck in files:
+        for name in c.queries:
+            refuse_drained(name, ck / name)
     conf = dict(conf)
     # Stateful streaming runs one state store (and one Python worker) per shuffle
     # partition in every micro-batch; Spark's default of 200 makes a local stream
     # crawl (measured: 8 min vs 1 min for six tiny files). The number is fixed in
     # the checkpoint the first time a query runs.
     conf.setdefault("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
-    _progress("starting Spark" + (f" ({args.master})" if args.master else ""))
+    started = time.perf_counter()
+    status = Status(verbose=args.verbose)
+    status.step("starting Spark" + (f" ({args.master})" if args.master else ""))
+    from wql.spark.session import default_session
+    from wql.spark.stream_sinks import start_streams
+
     spark = default_session(args.master, "wql run --stream", conf, quiet=not args.verbose)
     if args.verbose:
         spark.sparkContext.setLogLevel("WARN")
-    started = time.perf_counter()
-    all_sinks: list[StreamSinks] = []
-    try:
+    running: list[tuple[str, Any, Any, float]] = []
+    stopped = False
+    # an interval= run prints its summaries once stopped, unless py4j was interrupted
+    summarise_at_stop = trigger is not None
+    # the end streams live under the checkpoint folder, the tagged sinks under the output
+    with StreamProgress(spark, status, internal=(args.checkpoint, args.output)):
+        try:
+            with spark_failures("streaming"):
+                for name, c, out, ck in files:
+                    file_started = time.perf_counter()
+                    results = _apply(spark, c)
+                    status.step(f"{name}: streaming {', '.join(c.queries)} -> {out}")
+                    try:
+                        sinks = start_streams(
+                            results, out, ck, fmt=args.format, trigger=trigger, drain=args.drain
+                        )
+                    except WqlError as e:
+                        raise e.with_source(c.text, c.filename) from None
+                    running.append((name, results, sinks, file_started))
+                    if trigger is None:
+                        _summaries(spark, name, results, sinks, args.format, file_started, status)
+                if trigger is not None:
+                    status.step(f"running every {trigger}; Ctrl-C stops")
+                    stopped = _wait_for_signal(spark)
+                    for _, _, sinks, _ in running:
+                        for q in sinks.queries:
+                            if q.exception() is not None:
+                                raise WqlError(
+                                    f"streaming query {q.name} failed: {first_line(q.exception())}",
+                                    code=ErrorCode.SPARK,
+                                )
+        except KeyboardInterrupt:
+            # raised inside a py4j call: the gateway may be gone, so no summaries
+            status.line(f"wql run: {INTERRUPTED}")
+            summarise_at_stop = False
+        finally:
+            for _, _, sinks, _ in running:
+                sinks.stop()
+    if summarise_at_stop:
+        if stopped:
+            status.line(f"wql run: {INTERRUPTED}")
+        # the counts of every micro-batch the stopped queries committed
         with spark_failures("streaming"):
-            for path, stem, c in zip(args.files, stems, compiled, strict=True):
-                many = len(args.files) > 1
-                out = Path(args.output) / stem if many else Path(args.output)
-                ck = Path(args.checkpoint) / stem if many else Path(args.checkpoint)
-                sources = {
-                    s.name: read_stream_source(spark, s, c.base_dir)
-                    for s in c.program.sources
-                    if s.declared
-                    and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
-                }
-                results = c.apply(spark, **sources)
-                _progress(
-                    f"{path}: streaming {len(results.queries)} quer"
-                    f"{'y' if len(results.queries) == 1 else 'ies'} -> {out}"
-                )
-                try:
-                    sinks = start_streams(
-                        results, out, ck, fmt=args.format, trigger=trigger, drain=args.drain
-                    )
-                except WqlError as e:
-                    raise e.with_source(c.text, c.filename) from None
-                all_sinks.append(sinks)
-                if trigger is None:
-                    for r in results.queries:
-                        _summary(spark, path, r, sinks, args.format)
-            if trigger is not None:
-                _progress(f"running every {trigger}; Ctrl-C stops")
-                if _wait_for_signal(spark):
-                    _progress("interrupted; stopping (the checkpoints resume the run)")
-                for s in all_sinks:
-                    for q in s.queries:
-                        if q.exception() is not None:
-                            raise WqlError(
-                                f"streaming query {q.name} failed: {first_line(q.exception())}",
-                                code=ErrorCode.SPARK,
-                            )
-    except KeyboardInterrupt:
-        _progress("interrupted; stopping (the checkpoints resume the run)")
-    finally:
-        for s in all_sinks:
-            s.stop()
-    _progress(f"done in {time.perf_counter() - started:.1f} s")
+            for name, results, sinks, file_started in running:
+                _summaries(spark, name, results, sinks, args.format, file_started, status)
+    status.done(f"done in {time.perf_counter() - started:.1f} s")
     return 0
+
+
+INTERRUPTED = "interrupted; stopped (the checkpoints resume the run)"
+
+
+def _apply(spark: Any, c: Any) -> Any:
+    """``c`` applied to a stream of each declared source its queries read."""
+    from wql.spark.stream_sinks import read_stream_source
+
+    sources = {
+        s.name: read_stream_source(spark, s, c.base_dir)
+        for s in c.program.sources
+        if s.declared and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
+    }
+    return c.apply(spark, **sources)
 
 
 def _wait_for_signal(spark: Any) -> bool:
@@ -173,34 +213,29 @@ def _wait_for_signal(spark: Any) -> bool:
             signal.signal(sig, handler)
 
 
-def _summary(spark: Any, file: str, r: Any, sinks: Any, fmt: str) -> None:
-    """Rows so far (all runs on this checkpoint), from the committed sinks.
+def _summaries(
+    spark: Any, file: str, results: Any, sinks: Any, fmt: str, started: float, status: Status
+) -> None:
+    """A summary line per query, as batch prints it (:func:`wql.commands.report.summary_line`),
+    its counts over every run on the checkpoint, from what the sinks committed.
 
-    A stream's ``rows in`` are the rows that reached the operator (WHERE runs
-    before it); ``in = fired + late + dropped`` holds once the stream is drained
-    (until then rows waiting in windows are in no count but ``in``).
+    ``rows in`` are the rows that reached the operator (WHERE runs before it),
+    counted in the micro-batch that read them (:meth:`StreamSinks.counters
+    <wql.spark.stream_sinks.StreamSinks.counters>`); ``out`` and ``late`` the
+    rows of the query's outputs; ``fired`` once the stream is drained (until
+    then rows waiting in windows are in no count but ``in``), when
+    ``in = fired + late + dropped``.
     """
-    from wql.spark.stream_sinks import committed_rows, tagged_counters
+    from wql.spark.stream_sinks import committed_rows
 
-    drained = ", drained" if r.name in sinks.drained else ""
-    parts = [f"{file}: {r.name} [{r.engine}, stream{drained}]"]
-    tagged = sinks.tagged.get(r.name)
-    counters = tagged_counters(spark, tagged) if tagged is not None else None
-    if counters is not None:
-        parts.append(f"rows in {counters['rows_in']}")
-    out = sinks.outputs.get(r.name)
-    parts.append(f"rows out {committed_rows(spark, out, fmt) if out is not None else '?'}")
-    if r.late_name and r.late_name in sinks.outputs:
-        parts.append(f"late {committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
-    if counters is not None:
-        if drained:
-            parts.append(f"fired {counters['rows_fired']}")
-        dropped = counters["dropped"]
-        parts.append(
-            "dropped " + (", ".join(f"{n} ({k})" for k, n in sorted(dropped.items())) or "0")
-        )
-    print(" | ".join(parts), file=sys.stderr)
-
-
-def _progress(message: str) -> None:
-    print(f"wql run: {message}", file=sys.stderr, flush=True)
+    counters = sinks.counters(spark)
+    seconds = time.perf_counter() - started
+    for r in results.queries:
+        drained = r.name in sinks.drained
+        c = dict(counters.get(r.name, {}))
+        if not drained:
+            c.pop("rows_fired", None)
+        out = sinks.outputs.get(r.name)
+        c["rows_out"] = committed_rows(spark, out, fmt) if out is not None else 0
+        tags = ("stream", "drained") if drained else ("stream",)
+        status.line(summary_line(file, r.name, r.engine, c, seconds, tags))

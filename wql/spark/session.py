@@ -5,11 +5,16 @@ without its start-up chatter, which is noise to someone running a query:
 the "using Spark's default log4j profile" and "setting default log level"
 notices, WARN lines such as the hostname resolving to a loopback address or
 the missing native-hadoop library, and the JVM's own "Using incubator
-modules" notice. Logging is settled before the JVM starts: the driver gets
+modules" notice; and on a stream, the messages PySpark's
+``transformWithStateInPandas`` driver worker prints (a Python process the JVM
+starts for every stateful streaming query, whose output the JVM copies to
+its standard error): "Starting Streaming TransformWithStateInPandas Python
+worker." and four more, with the UDF's and its schema's reprs, each followed
+by a blank line. Logging is settled before the JVM starts: the driver gets
 ``log4j2-quiet.properties`` (errors only) through
 ``spark.driver.extraJavaOptions``, and the JVM's standard error goes through
-a filter that drops the incubator notice, the one line log4j does not write.
-Errors still come through.
+a filter that drops the lines log4j does not write (the incubator notice, the
+worker's messages). Errors still come through.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 QUIET_LOG4J = "log4j2-quiet.properties"
 # what the JVM itself prints on standard error at start-up (no logger to configure)
 _JVM_NOTICES = (b"WARNING: Using incubator modules",)
+# what PySpark's transformWithStateInPandas driver worker prints with print() (no
+# logger either), each message followed by an empty line
+# (pyspark/sql/streaming/transform_with_state_driver_worker.py)
+_WORKER_MESSAGES = (b"Starting Streaming TransformWithState", b"Streaming TransformWithState")
 
 
 def default_session(
@@ -110,8 +119,17 @@ def _start_quiet_jvm(options: Mapping[str, str]) -> None:
 
 
 def _forward_stderr(stream: IO[bytes]) -> None:
-    """Copy the JVM's standard error to ours, less the JVM's start-up notices."""
+    """Copy the JVM's standard error to ours, less the JVM's start-up notices and the
+    streaming driver worker's messages (with the empty line after each)."""
     with stream:
+        after_message = False
         for line in stream:
+            if line.startswith(_WORKER_MESSAGES):
+                after_message = True
+                continue
+            blank_after_message = after_message and not line.strip()
+            after_message = False
+            if blank_after_message:
+                continue
             if not line.startswith(_JVM_NOTICES):
                 os.write(2, line)

@@ -69,15 +69,17 @@ from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedErro
 from wql.spark import layout as L
 from wql.spark.idle import IdleMonitor, write_atomic
 from wql.spark.sources import read_stream_source
-from wql.spark.streaming import HEARTBEAT_COLUMN
+from wql.spark.streaming import HEARTBEAT_COLUMN, STATE_NAME
 
 __all__ = [
     "StreamSinks",
     "committed_rows",
     "read_output",
     "read_stream_source",
+    "refuse_drained",
     "start_streams",
     "tagged_counters",
+    "waiting_rows",
 ]
 
 TAGGED_DIR = "_wql_tagged"
@@ -98,12 +100,14 @@ class StreamSinks:
     """The streaming queries of one run; :meth:`stop` stops them all.
 
     ``drained``: the operator queries whose stream has ended (``--drain``);
-    ``monitors``: the idle monitors of queries over an idle source, by name.
+    ``monitors``: the idle monitors of queries over an idle source, by name;
+    ``operators``: the checkpoint of each operator query's stage 1 (its state).
     """
 
     stages: list[list[Any]] = field(default_factory=list)
     outputs: dict[str, Path] = field(default_factory=dict)
     tagged: dict[str, Path] = field(default_factory=dict)
+    operators: dict[str, Path] = field(default_factory=dict)
     drained: set[str] = field(default_factory=set)
     monitors: dict[str, IdleMonitor] = field(default_factory=dict)
 
@@ -112,9 +116,20 @@ class StreamSinks:
         return [q for stage in self.stages for q in stage]
 
     def counters(self, spark: Any) -> dict[str, dict[str, Any]]:
-        """Per operator query, its counters over every run on the checkpoint (see
-        :func:`tagged_counters`); complete once the stream is drained."""
-        return {name: tagged_counters(spark, path) for name, path in self.tagged.items()}
+        """Per operator query, its counters over every run on the checkpoint: those
+        of its tagged sink (:func:`tagged_counters`) and the rows its processors
+        took in whose count waits in their state (:func:`waiting_rows`), so that
+        ``rows_in`` counts every row the operator read. ``rows_fired`` is exact
+        once the stream is drained (before, rows waiting in windows are in it)."""
+        out = {}
+        for name, path in self.tagged.items():
+            total = tagged_counters(spark, path)
+            if name in self.operators:
+                waiting = waiting_rows(spark, self.operators[name])
+                total["rows_in"] += waiting
+                total["rows_fired"] += waiting
+            out[name] = total
+        return out
 
     def stop(self) -> None:
         for q in self.queries:
@@ -166,7 +181,7 @@ def start_streams(
                 hint="pass streaming DataFrames to apply() (spark.readStream...)",
                 code=ErrorCode.USAGE,
             )
-        _refuse_drained(r.name, ck / r.name)
+        refuse_drained(r.name, ck / r.name)
         if r.run is None:  # native: one streaming query
             if drain:
                 raise WqlUnsupportedError(
@@ -287,6 +302,7 @@ def _start_operators(
         path = out / TAGGED_DIR / r.name
         sinks.tagged[r.name] = path
         checkpoint = ck / r.name / "operator"
+        sinks.operators[r.name] = checkpoint
         stage1.append(_sink(run.tagged, path, checkpoint, "parquet", trigger, f"{r.name} operator"))
         # one operator query starting at a time: each start launches a Python
         # worker on the driver that Spark waits 10 s for; several at once on
@@ -311,7 +327,10 @@ def _follow_idle(
             monitor.watch(query)
 
 
-def _refuse_drained(name: str, ck: Path) -> None:
+def refuse_drained(name: str, ck: Path) -> None:
+    """Refuse to run the query ``name`` on its checkpoint folder ``ck`` (``CK/N``) once
+    its stream was drained; a file check, so ``wql run --stream`` makes it before Spark
+    starts."""
     marker = ck / DRAINED
     if marker.exists():
         try:
@@ -392,6 +411,23 @@ def tagged_counters(spark: Any, tagged: str | Path) -> dict[str, Any]:
     total = L.sum_counters(row[L.COUNTERS] for row in rows)
     total["rows_fired"] = total["rows_in"] - total["late_rows"] - sum(total["dropped"].values())
     return total
+
+
+def waiting_rows(spark: Any, checkpoint: str | Path) -> int:
+    """Rows an operator query's processors took in whose count waits in their state.
+
+    A processor call that only adds rows to windows emits nothing: its rows
+    ride on the key's next counters row (``pending_rows`` in
+    :data:`wql.spark.streaming.STATE_SCHEMA`), so the tagged sink's ``rows_in``
+    lags the rows read. Spark's state reader gives the state of the last
+    committed micro-batch of the query checkpointed at ``checkpoint``
+    (``CK/N/operator``); 0 before one committed.
+    """
+    if "://" not in str(checkpoint) and not any(Path(checkpoint, "commits").glob("[0-9]*")):
+        return 0
+    state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(str(checkpoint))
+    total = state.selectExpr("sum(value.pending_rows)").first()
+    return int(total[0] or 0) if total is not None else 0
 
 
 def committed_rows(spark: Any, path: Path, fmt: str) -> int:

@@ -102,6 +102,7 @@ __all__ = [
     "HEARTBEAT_COLUMN",
     "IDLE_METRICS",
     "REASON_AFTER_END",
+    "STATE_NAME",
     "STATE_SCHEMA",
     "ProcessorLayout",
     "ProcessorState",
@@ -115,6 +116,9 @@ __all__ = [
     "spark_watermark_delay_ms",
     "time_mode",
 ]
+
+#: The name of the per-key Spark state (Spark's state reader reads it by that name).
+STATE_NAME = "wql_key"
 
 #: Per-key Spark state: the runtime's per-key snapshot, the clocks the key last saw,
 #: the Spark timers the processor registered for it (kept here so that no call needs
@@ -463,7 +467,7 @@ class ProcessorState:
 
     def __init__(self, handle: StatefulProcessorHandle, end_watermark: int | None) -> None:
         self.handle = handle
-        self.value = handle.getValueState("wql_key", STATE_SCHEMA)
+        self.value = handle.getValueState(STATE_NAME, STATE_SCHEMA)
         #: the Spark timer that wakes a state with no runtime timer at the end of input
         self.end_timer = None if end_watermark is None else end_watermark - 1
         #: the call found a saved state (so an ended one must clear it)
