@@ -138,7 +138,7 @@ def test_wql_run_stream_drain_runs_a_rollup_to_hand_derived_rows(spark, tmp_path
     got = sorted(
         line.split(",")
         for f in (out / "rollup").glob("*.csv")
-        for line in f.read_text().split()
+        for line in f.read_text().splitlines()
         if not line.startswith("window_start")
     )
     assert got == ROLLUP_ROWS
