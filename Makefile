@@ -32,10 +32,12 @@ test: setup
 test-cluster: setup
 	$(BIN)/pytest -q -m cluster tests/cluster
 
+# every example and every ```sql block of the docs as `wql fmt` writes it
 lint: setup
 	$(BIN)/ruff check wql tests bench
 	$(BIN)/ruff format --check wql tests bench
 	$(BIN)/mypy
+	$(BIN)/wql fmt --check examples/*.wql examples/*/*.wql README.md docs/*.md
 
 bench: setup
 	$(BIN)/python bench/compile.py

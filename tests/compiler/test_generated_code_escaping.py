@@ -20,6 +20,7 @@ from wql.compiler.backends.escaping import python_docstring, sql_comment, sql_id
 from wql.compiler.backends.plan_json import plan_to_json
 from wql.compiler.backends.pyspark_script import render_script
 from wql.compiler.backends.spark_sql import spark_sql_script, spark_sql_statements
+from wql.errors import ErrorCode, WqlError
 
 HOSTILE = [
     'a""";__import__("os").system("touch pwned");"""x',
@@ -111,7 +112,13 @@ def test_pyspark_script_parses_and_defines_only_its_own_names(name):
     assert values == {"BASE_DIR": name + " base", "WQL_TEXT": text}
 
 
-@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+# `spark-sql -f` drops every line that starts with `--`, inside back-quotes too, and
+# Spark SQL has no escape for a line break in a name: the file refuses such names
+LINE_BREAK = [n for n in HOSTILE if "\n" in n or "\r" in n]
+ONE_LINE = [n for n in HOSTILE if n not in LINE_BREAK]
+
+
+@pytest.mark.parametrize("name", ONE_LINE, ids=range(len(ONE_LINE)))
 def test_spark_sql_file_is_its_statements_and_one_line_comments(name):
     text = _program_text(name)
     program = compile_source(text, name + ".wql")
@@ -127,6 +134,36 @@ def test_spark_sql_file_is_its_statements_and_one_line_comments(name):
         # backslash-newline: every comment is one line without either
         assert line == "" or line.startswith("--"), repr(line)
         assert "\r" not in line and not line.endswith("\\")
+
+
+@pytest.mark.parametrize(
+    "name", [*LINE_BREAK, "x\n-- y", "x\n--`; DROP TABLE t; --"], ids=lambda n: repr(n)[:20]
+)
+def test_spark_sql_file_refuses_a_name_with_a_line_break_at_its_declaration(name):
+    text = _program_text(name)
+    program = compile_source(text, name + ".wql")
+    with pytest.raises(WqlError) as info:
+        spark_sql_script(program, name + ".wql")
+    err = info.value.with_source(text, name + ".wql")
+    assert err.code is ErrorCode.UNSUPPORTED
+    assert "line break" in err.message and "spark-sql -f" in err.message
+    # at the first such name a statement holds: the source column, where it is declared
+    at = text.index(_quoted(name + " col"))
+    assert err.span is not None and err.span.start == at
+    # the same program, run by spark.sql (no line filter), still has its statement
+    assert [sql for _, sql in spark_sql_statements(program) if sql is not None]
+
+
+def test_spark_sql_cli_refuses_the_name_with_one_error(tmp_path, capsys):
+    from wql.cli import main
+
+    path = tmp_path / "q.wql"
+    path.write_text(_program_text("x\n-- y"))
+    assert main(["compile", str(path), "--target", "spark-sql"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("line break") == 1 and "q.wql:3:12" in err
+    # the PySpark script holds any name (Python literals escape line breaks)
+    assert main(["compile", str(path), "--target", "pyspark"]) == 0
 
 
 @pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))

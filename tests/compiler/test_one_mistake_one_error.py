@@ -47,6 +47,11 @@ CASES = [
     ("unterminated_string", "INTERVAL '1' MINUTE);", "INTERVAL @'1 MINUTE);"),
     ("unterminated_string_in_where", "amount > 0", "amount > @'0"),
     ("trailing_garbage", "MINUTE);\n", "MINUTE);\n@garbage here\n"),
+    ("misspelled_group_by", "GROUP BY user_id", "@GRUOP BY user_id"),
+    # without WHERE, FROM takes the misspelled word as an alias of clicks
+    ("misspelled_group_by_after_from", "WHERE amount > 0\nGROUP BY", "@GRUOP BY"),
+    ("session_without_gap", "TUMBLE(ts, INTERVAL '1' MINUTE)", "SESSION(ts@)"),
+    ("tumble_without_size", "TUMBLE(ts, INTERVAL '1' MINUTE)", "TUMBLE(ts@)"),
     ("garbage_before_semicolon", "MINUTE);", "MINUTE) @garbage;"),
     ("misspelled_select", "SELECT user_id", "@SELCT user_id"),
     ("missing_from", "FROM clicks\n", "@clicks\n"),
@@ -166,3 +171,32 @@ def test_wql_check_prints_one_error(case_id, old, new, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and f"q.wql:{line}:{column}: error:" in err
     assert "needs at least one query" not in err
+
+
+@pytest.mark.parametrize(
+    "case_id,message,hint",
+    [
+        ("misspelled_group_by", "unexpected identifier GRUOP", "did you mean GROUP BY?"),
+        (
+            "misspelled_group_by_after_from",
+            "unexpected identifier GRUOP",
+            "did you mean GROUP BY?",
+        ),
+        (
+            "session_without_gap",
+            "unexpected ')'",
+            "SESSION needs a gap after the time column: write SESSION(ts, INTERVAL '10' "
+            "MINUTE), or SESSION(ts, GAP <expression>) for a gap per row",
+        ),
+        (
+            "tumble_without_size",
+            "unexpected ')'",
+            "TUMBLE needs a size after the time column: write TUMBLE(ts, INTERVAL '1' MINUTE)",
+        ),
+    ],
+)
+def test_the_error_says_the_mistake_in_the_users_words(case_id, message, hint):
+    (old, new) = next((c[1], c[2]) for c in CASES if c[0] == case_id)
+    text, _, _ = _mistaken(case_id, old, new)
+    (error,) = check_source(text, "q.wql")
+    assert (error.message, error.hint) == (message, hint)

@@ -32,3 +32,46 @@ def test_first_example_compiles() -> None:
 
     program = compile_source(BLOCKS[0], "language.md")
     assert [q.name for q in program.queries] == ["query_1"]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_examples_and_docs_are_formatted_as_wql_fmt_writes_them(capsys) -> None:
+    """What `make lint` (CI) checks: every example and every ```sql block of README.md and
+    docs/*.md is already in `wql fmt`'s form."""
+    from wql.cli import main
+
+    files = [
+        *sorted(ROOT.glob("examples/*.wql")),
+        *sorted(ROOT.glob("examples/*/*.wql")),
+        ROOT / "README.md",
+        *sorted(ROOT.glob("docs/*.md")),
+    ]
+    assert len([f for f in files if f.suffix == ".wql"]) >= 13
+    assert main(["fmt", "--check", *map(str, files)]) == 0, capsys.readouterr().out
+    # the Makefile (`make lint`, which CI runs) checks the same files
+    makefile = (ROOT / "Makefile").read_text()
+    assert "wql fmt --check examples/*.wql examples/*/*.wql README.md docs/*.md" in makefile
+
+
+def test_fmt_on_markdown_formats_its_sql_blocks_and_positions_errors(tmp_path, capsys) -> None:
+    from wql.cli import main
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "# Title\n\nText with `SELECT` in it.\n\n```sql\nselect k, count(*) as n from s "
+        "group by k, tumble(ts, interval '1' minute);\n```\n\n```python\nx = 1\n```\n"
+    )
+    assert main(["fmt", "--check", str(doc)]) == 1
+    assert main(["fmt", "--write", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("# Title\n\nText with `SELECT` in it.\n\n```sql\nSELECT\n")
+    assert "GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);\n```\n\n```python\nx = 1\n```\n" in text
+    assert main(["fmt", "--check", str(doc)]) == 0
+    capsys.readouterr()
+    doc.write_text(
+        "Intro\n\n```sql\nSELECT k FROM s\nGRUOP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);\n```\n"
+    )
+    assert main(["fmt", "--check", str(doc)]) == 1
+    assert f"{doc}:5:1: error: unexpected identifier GRUOP" in capsys.readouterr().err

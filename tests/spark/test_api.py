@@ -171,3 +171,49 @@ def test_wql_run_reports_errors_without_traceback(tmp_path, capsys):
     assert "unknown source 'nowhere'" in err and "Traceback" not in err
     assert main(["run", str(bad), "--conf", "novalue"]) == 1
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def _readme_python_blocks() -> list[str]:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+
+
+def test_the_readme_embedding_runs_as_pasted(spark, monkeypatch, capsys):
+    """The README's Python blocks, run in order from the repository's folder as written:
+    apply() reads the declared source itself, then the same with a DataFrame the README
+    builds with the declared schema; both give the example's expected sessions."""
+    from tests.spark.examples_helpers import ROOT, expected_outputs, rows_as_text
+
+    blocks = _readme_python_blocks()
+    assert len(blocks) == 2 and "compiled.apply(spark)" in blocks[0]
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {"spark": spark}
+    expected = expected_outputs("clickstream_sessions")["sessions"]
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's code
+        results = namespace["results"]
+        assert rows_as_text(results.df) == expected
+        rows = (ROOT / "examples" / "data" / "clicks.csv").read_text().splitlines()[1:]
+        assert results.counters["rows_in"] == len(rows)
+        results.release()
+    assert "clicks_df" in namespace
+
+
+def test_a_dataframe_read_as_text_is_refused_with_the_schema_to_read_it_with(
+    spark, tmp_path, monkeypatch
+):
+    text_df = spark.read.csv(str(EXAMPLES / "data" / "clicks.csv"), header=True)
+    compiled = wql.compile_file(EXAMPLES / "clickstream_sessions.wql")
+    with pytest.raises(WqlSemanticError, match="declared DOUBLE but the DataFrame has STRING") as e:
+        compiled.apply(spark, clicks=text_df)
+    assert e.value.hint is not None
+    assert "schema='user_id string, url string, amount double, ts timestamp'" in e.value.hint
+    assert "apply() reads it from its WITH clause" in e.value.hint
+    # wql.compile(text) reads a relative path from the current folder and says so
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WqlSemanticError, match="no such file") as e:
+        wql.compile((EXAMPLES / "clickstream_sessions.wql").read_text()).apply(spark)
+    assert e.value.hint is not None and "wql.compile_file(path)" in e.value.hint

@@ -273,3 +273,57 @@ def test_pyspark_script_runs_as_its_own_process(spark, program, clicks, tmp_path
     assert actual_rows(written) == actual_rows(expected)
     counted = [(r.user_id, r.c) for r in spark.read.parquet(str(out / "counted")).collect()]
     assert counted == [("u2", 3)]
+
+
+def test_cli_pyspark_script_moves_with_its_data_and_runs_quietly(tmp_path):
+    """`wql compile --target pyspark -o`: no absolute path in the script; the script finds
+    the data relative to itself after the whole folder moves, and its standard error holds
+    its own report alone (no Spark start-up notices, warnings or stage bars)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    (project / "queries").mkdir(parents=True)
+    (project / "jobs").mkdir()
+    native_only = WQL.split("CREATE VIEW counted")[0]
+    (project / "queries" / "clicks.wql").write_text(native_only)
+    lines = ["user_id,url,amount,ts"]
+    for u, url, amt, ts in CLICKS:
+        stamp = "" if ts is None else at(ts).strftime("%Y-%m-%d %H:%M:%S.%f")
+        lines.append(f"{u},{url or ''},{amt},{stamp}")
+    (project / "queries" / "clicks.csv").write_text("\n".join(lines) + "\n")
+    script = project / "jobs" / "job.py"
+    wql_file = str(project / "queries" / "clicks.wql")
+    assert cli_main(["compile", wql_file, "--target", "pyspark", "-o", str(script)]) == 0
+    text = script.read_text()
+    assert str(tmp_path) not in text and "'../queries'" in text
+    moved = tmp_path / "elsewhere"
+    shutil.move(project, moved)
+    out = tmp_path / "out"
+    args = [sys.executable, str(moved / "jobs" / "job.py"), "--output", str(out)]
+    args += ["--query", "tumbling", "--format", "parquet"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    done = subprocess.run(
+        args, capture_output=True, text=True, timeout=600, cwd=out.parent, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines() == ["tumbling: 1 row(s) not windowed (null event time)"]
+    assert done.stdout == ""
+    assert sorted(p.name for p in (out / "tumbling").glob("*.parquet"))
+
+
+def test_cli_pyspark_script_to_stdout_finds_the_wql_folder_from_the_current_one(
+    tmp_path, monkeypatch, capsys
+):
+    # `wql compile q.wql --target pyspark > job.py` writes job.py in the current folder
+    (tmp_path / "queries").mkdir()
+    (tmp_path / "queries" / "clicks.wql").write_text(WQL)
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["compile", "queries/clicks.wql", "--target", "pyspark"]) == 0
+    text = capsys.readouterr().out
+    assert str(tmp_path) not in text and "'queries'" in text
+    # the operator queries' session is WQL's, quiet unless --verbose
+    assert 'default_session(app_name="wql-compiled", quiet=quiet)' in text
+    assert "make_session(quiet=not args.verbose)" in text

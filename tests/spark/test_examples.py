@@ -7,6 +7,7 @@ import pytest
 import wql
 from tests.spark.examples_helpers import (
     EXAMPLES,
+    EXPECTED,
     example_files,
     expected_outputs,
     pipeline_example_files,
@@ -104,3 +105,63 @@ def test_example_counters_account_for_every_row(spark):
         assert c["rows_out"] == 6
     finally:
         results.release()
+
+
+def test_cli_csv_output_is_the_expected_files_but_for_row_order(spark, tmp_path):
+    """`wql run --format csv` writes the text of examples/expected/ (timestamps included,
+    milliseconds when not zero): the files differ by row order only."""
+    from wql.cli import main
+
+    paths = [
+        EXAMPLES / "clickstream_sessions.wql",
+        EXAMPLES / "pipelines" / "late_panes.wql",
+        EXAMPLES / "live_sessions.wql",
+    ]
+    out = tmp_path / "out"
+    assert main(["run", *map(str, paths), "--output", str(out), "--format", "csv"]) == 0
+    for path in paths:
+        for expected_file in sorted((EXPECTED / path.stem).glob("*.csv")):
+            header, *rows = expected_file.read_text().splitlines()
+            parts = sorted((out / path.stem / expected_file.stem).glob("part-*.csv"))
+            got_rows: list[str] = []
+            for part in parts:
+                got_header, *lines = part.read_text().splitlines()
+                assert got_header == header, expected_file
+                got_rows += lines
+            assert sorted(got_rows) == sorted(rows), expected_file
+
+
+def test_cli_show_keeps_a_changelogs_emission_order(spark, capsys):
+    """--show on EMIT CHANGELOG: each window's changes together, in the order emitted
+    (+I first, then -U/+U pairs by pane, -D last), not sorted by op."""
+    from wql.cli import main
+
+    assert main(["run", str(EXAMPLES / "live_sessions.wql"), "--show", "50"]) == 0
+    table = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("|")
+    ]
+    header, rows = table[0], table[1:]
+    assert header[:2] == ["op", "user_id"]
+    _, expected = expected_outputs("live_sessions")["live_sessions"]
+    assert sorted(tuple(r) for r in rows) == expected
+    op, pane = header.index("op"), header.index("pane_index")
+    windows: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    seen: list[tuple[str, ...]] = []
+    for r in rows:
+        window = (r[1], r[2], r[3])
+        if not seen or seen[-1] != window:
+            assert window not in windows, f"{window} shown in two places"
+            seen.append(window)
+        windows.setdefault(window, []).append((r[op], int(r[pane])))
+    for window, changes in windows.items():
+        ops = [o for o, _ in changes]
+        assert ops[0] == "+I", window
+        # a row, then its retraction (-U, followed by the next pane's +U) or its deletion
+        for (o1, p1), (o2, p2) in zip(changes, changes[1:], strict=False):
+            if o1 in ("+I", "+U"):
+                assert o2 in ("-U", "-D") and p2 == p1, window
+            else:
+                assert o1 == "-U" and o2 == "+U" and p2 > p1, window
+        assert "-D" not in ops[:-1], window

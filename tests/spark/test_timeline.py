@@ -150,3 +150,89 @@ def test_timeline_picture_in_docs_is_current():
     assert "docs/timeline.png" in readme
     assert "--timeline docs/timeline.png" in readme
     assert (Path(__file__).resolve().parents[2] / "docs" / "timeline.png").exists()
+
+
+def _tick_instant(label: str, near_ms: int) -> int:
+    """The instant a tick label names (ms since the epoch, UTC); a label without a date
+    is on the day of ``near_ms``."""
+    if len(label) > 12:  # with the date
+        t = dt.datetime.fromisoformat(label).replace(tzinfo=dt.UTC)
+        return int(t.timestamp() * 1000) if len(label) > 10 else int(t.timestamp()) * 1000
+    clock = dt.time.fromisoformat(label)
+    day = near_ms - near_ms % 86_400_000
+    return (
+        day
+        + ((clock.hour * 60 + clock.minute) * 60 + clock.second) * 1000
+        + (clock.microsecond // 1000)
+    )
+
+
+def _check_figure(timeline, legend: set[str]) -> None:
+    """Every tick label names the instant the tick stands at; no firing label touches the
+    watermark line; the legend lists exactly ``legend``."""
+    from wql.spark.timeline import figure
+
+    fig = figure(timeline)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    try:
+        for ax in fig.axes:
+            ticks = list(ax.get_xticks())
+            labels = [t.get_text() for t in ax.get_xticklabels()]
+            lo, hi = ax.get_xlim()
+            shown = [(x, text) for x, text in zip(ticks, labels, strict=True) if lo <= x <= hi]
+            assert len(shown) >= 2, labels
+            for x, text in shown:
+                at = x * 86_400_000
+                assert abs(at - round(at)) < 1e-3, (x, text)  # a whole millisecond
+                assert _tick_instant(text, round(at)) == round(at), (x, text)
+            steps = {b[0] - a[0] for a, b in zip(shown, shown[1:], strict=False)}
+            assert max(steps) - min(steps) < 1e-9  # evenly spaced
+            lines = [ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith("watermark")]
+            texts = [t for t in ax.texts if (t.get_gid() or "").startswith("firing-label")]
+            assert texts
+            for line in lines:
+                path = line.get_transform().transform_path(line.get_path())
+                for t in texts:
+                    box = t.get_window_extent(renderer)
+                    assert not path.intersects_bbox(box, filled=False), t.get_text()
+        assert {t.get_text() for t in fig.legends[0].get_texts()} == legend
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_ticks_labels_and_legend_tell_the_truth(spark, tmp_path):
+    compiled = wql.compile_file(EXAMPLES / "early_late_firings.wql", require_declared=True)
+    timeline = compiled.timeline(tmp_path / "views.svg", spark, top=5)
+    _check_figure(
+        timeline,
+        {"row", "dropped", "watermark", "firing EARLY", "firing ON_TIME", "firing LATE"},
+    )
+    # LATE DATA TO rows, and no EARLY/LATE panes: the legend says so
+    compiled = wql.compile_file(EXAMPLES / "iot_late_data.wql", require_declared=True)
+    timeline = compiled.timeline(tmp_path / "iot.svg", spark, top=2)
+    kinds = {f.pane_timing for kt in timeline.keys for f in kt.firings}
+    outcomes = {r.outcome for kt in timeline.keys for r in kt.rows}
+    expected = {"row", "watermark"} | {f"firing {k}" for k in kinds}
+    expected |= {"late output"} if "late output" in outcomes else set()
+    expected |= {"dropped"} if any(o.startswith("dropped") for o in outcomes) else set()
+    _check_figure(timeline, expected)
+
+
+def test_ticks_below_a_second_and_across_midnight():
+    from wql.runtime.windows import MIN_TIME
+    from wql.spark.timeline import Firing, KeyTimeline, RowMark, Timeline
+
+    midnight = int(dt.datetime(2024, 5, 2, tzinfo=dt.UTC).timestamp() * 1000)
+    t0 = midnight - 130  # 23:59:59.870
+    rows = tuple(
+        RowMark(i, t0 + 37 * i, t0 + 37 * i - 20 if i else MIN_TIME, "windowed") for i in range(8)
+    )
+    firings = (
+        Firing(3.5, t0 - 70, t0 + 30, t0 + 29, 0, None),
+        Firing(7.5, t0 + 30, t0 + 130, t0 + 129, 0, None),
+    )
+    timeline = Timeline("q", ("k",), "event", (KeyTimeline(("a",), rows, firings),))
+    _check_figure(timeline, {"row", "watermark", "firing"})

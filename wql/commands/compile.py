@@ -4,7 +4,10 @@
   (:mod:`wql.compiler.backends.spark_sql`); operator queries are listed as
   comments with the reason, and a note on standard error names each.
 * ``pyspark``: a standalone PySpark script
-  (:mod:`wql.compiler.backends.pyspark_script`).
+  (:mod:`wql.compiler.backends.pyspark_script`) that finds the data from its
+  own location: relative source paths start at the ``.wql`` file's folder
+  as seen from the folder of ``-o`` (standard output: the current folder),
+  or at the script's ``--base DIR``.
 * ``plan-json``: the typed plan as JSON (:mod:`wql.compiler.backends.plan_json`).
 """
 
@@ -56,8 +59,14 @@ def run(args: argparse.Namespace) -> int:
         elif args.target == "pyspark":
             from wql.compiler.backends.pyspark_script import render_script
 
+            # the script finds the .wql file's folder from where it is written: the
+            # folder of -o, or the current one (where `> job.py` puts it)
             output = render_script(
-                program, text, None if args.file == "-" else args.file, engine=args.engine
+                program,
+                text,
+                None if args.file == "-" else args.file,
+                engine=args.engine,
+                script_dir=str(Path(args.output).resolve().parent) if args.output else ".",
             )
         else:
             from wql.compiler.backends.plan_json import plan_to_json

@@ -8,11 +8,17 @@ Flink SQL's window table function (``FROM TABLE(TUMBLE(TABLE t,
 DESCRIPTOR(ts), ...))``); by default each keeps the form it was written in.
 Formatting only parses: a file with semantic errors can still
 be formatted; a file with syntax errors is reported and left alone (exit 1).
+
+A Markdown file (``.md``) is checked, printed or rewritten as its ```` ```sql ````
+code blocks: each is WQL, formatted on its own, the text around them kept
+(``wql fmt --check README.md docs/*.md`` is what CI runs on the docs). Errors
+in a block point at its line and column in the Markdown file.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -53,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
         name = display_name(path)
         try:
             text = read_source(path)
-            formatted = format_script(parse(text, filename=name), form)
+            if path.lower().endswith(".md"):
+                formatted = format_markdown(text, name, form)
+            else:
+                formatted = format_script(parse(text, filename=name), form)
         except WqlError as err:
             failed = True
             print_error(err)
@@ -77,3 +86,24 @@ def run(args: argparse.Namespace) -> int:
         count = len(args.files)
         print(f"{count} file{'s' if count != 1 else ''} already formatted")
     return 1 if failed or (args.check and changed) else 0
+
+
+#: A Markdown code block of WQL: its body is group 1.
+SQL_BLOCK = re.compile(r"^```sql\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+
+
+def format_markdown(text: str, filename: str, form: QueryForm | None = None) -> str:
+    """``text`` (Markdown) with every ```` ```sql ```` block formatted as WQL.
+
+    Each block is parsed in a copy of the file blanked outside it (line breaks
+    kept), so a syntax error's line and column are those of the Markdown file.
+    """
+    out: list[str] = []
+    done = 0
+    for m in SQL_BLOCK.finditer(text):
+        start, end = m.span(1)
+        masked = re.sub(r"[^\n]", " ", text[:start]) + text[start:end]
+        out += [text[done:start], format_script(parse(masked, filename=filename), form)]
+        done = end
+    out.append(text[done:])
+    return "".join(out)

@@ -10,9 +10,13 @@ Every file is compiled first (all errors of all files are reported before
 Spark starts); then the files run in one Spark session. A file's queries may
 read the views of the files given before it (``FROM view``). With ``--output``,
 each query's result goes to ``DIR/<query>/`` and each ``LATE DATA TO``
-output to ``DIR/<late name>/`` (CSV with a header row); with several files,
-to ``DIR/<file stem>/<name>/``. Existing output folders are replaced.
-``--show N`` prints the first N rows of every output, sorted by its columns.
+output to ``DIR/<late name>/`` (CSV with a header row, timestamps in UTC as
+``2024-05-01 09:00:00``, ``.SSS`` added when the milliseconds are not zero: the
+form of ``examples/expected/``); with several files, to
+``DIR/<file stem>/<name>/``. Existing output folders are replaced.
+``--show N`` prints the first N rows of every output, sorted by its columns; an
+``EMIT CHANGELOG`` result window by window, each window's changes in the order
+they were emitted.
 Without ``--output``, ``--show 20`` is implied.
 
 A run summary goes to standard error: per query the engine, rows in, rows
@@ -217,12 +221,36 @@ def _write_results(
                 write_output(df, target, fmt)
             if show:
                 status.step(f"{name}: reading {out_name}")
-                rows = df.orderBy(*df.columns)
+                rows = df.orderBy(*_show_order(r.plan, df, out_name == r.name))
                 status.clear()
                 print(f"== {out_name} ({r.engine} engine)")
                 rows.show(show, truncate=False)
         seconds = r.seconds + time.perf_counter() - output_started
         status.line(summary_line(name, r.name, r.engine, r.counters, seconds))
+
+
+def _show_order(plan: Any, df: Any, is_result: bool) -> list[Any]:
+    """The order ``--show`` prints an output in: by every column, except a changelog
+    (EMIT CHANGELOG), shown in the order it was emitted window by window: the windows
+    by key and bounds, each window's changes by ``pane_index``, a row before its
+    retraction (docs/language.md, "Changelog output")."""
+    from pyspark.sql import functions as F
+
+    from wql.compiler import plan as P
+    from wql.compiler.backends.escaping import sql_identifier
+
+    columns = [F.col(sql_identifier(c)) for c in df.columns]
+    if not is_result or getattr(plan, "changelog", None) is None:
+        return columns
+    pane = next(
+        (o.name for o in plan.output if o.expr.sql == "pane_index" and len(o.expr.columns) == 1),
+        None,
+    )
+    if pane is None or not plan.changelog_key:
+        return columns
+    window = [F.col(sql_identifier(c)).asc_nulls_first() for c in plan.changelog_key]
+    retraction = F.col(P.OP_COLUMN).isin("-U", "-D")
+    return [*window, F.col(sql_identifier(pane)), retraction, *columns]
 
 
 def _check_timeline(args: argparse.Namespace, compiled: list[Any]) -> None:

@@ -24,6 +24,7 @@ errors of every statement are reported, at most
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -317,6 +318,12 @@ def _syntax_error(
             )
         expected = _expected(_accepted(err, err.expected))
         found = _describe_found(token)
+        guessed = _misspelled_clause(text, start, span, token, expected)
+        if guessed is not None:
+            return guessed
+        missing = _missing_window_argument(text, start, span, token, expected)
+        if missing is not None:
+            return missing
         if token.type == "DECIMAL" and token.startswith(".") and _digits_before(text, span.start):
             # `COUNT(1.5)`: the integer-only state lexed `1`, then `.5`.
             first = span.start - _digits_before(text, span.start)
@@ -372,6 +379,113 @@ def _syntax_error(
             code=ErrorCode.SYNTAX,
         )
     return WqlSyntaxError(str(err), Span.point(text, start), code=ErrorCode.SYNTAX)
+
+
+#: Clause keywords that a second word follows: a misspelling of the first is read as
+#: a name (``FROM clicks GRUOP BY``: an alias), so the error shows at the second.
+_TWO_WORD_CLAUSES = {"GROUP": "GROUP BY", "ORDER": "ORDER BY", "PARTITION": "PARTITION BY"}
+_WORD_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*$")
+
+
+def _close_keyword(word: str, keywords: Iterable[str]) -> str | None:
+    """The keyword among ``keywords`` that ``word`` most likely misspells, if any."""
+    if word.upper() in _keywords():
+        return None
+    close = difflib.get_close_matches(word.upper(), list(keywords), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _misspelled_clause(
+    text: str, start: int, span: Span, token: Token, expected: tuple[str, ...]
+) -> WqlSyntaxError | None:
+    """``GRUOP BY``: one error at the misspelled word, with the clause it misspells.
+
+    Either the word itself is unexpected where a clause keyword could start
+    (``WHERE x > 0 GRUOP BY``), or it was taken as a name (an alias) and the
+    word after it is the unexpected one (``FROM clicks GRUOP BY``).
+    """
+    keyword = None
+    if token.type == "NAME":
+        keyword = _close_keyword(str(token), [e for e in expected if e.isalpha() and e.isupper()])
+    if keyword is not None:
+        return _respelled(
+            WqlSyntaxError(
+                f"unexpected identifier {token}",
+                span,
+                expected=expected,
+                hint=f"did you mean {_TWO_WORD_CLAUSES.get(keyword, keyword)}?",
+                code=ErrorCode.SYNTAX,
+            ),
+            keyword,
+        )
+    if str(token).upper() != "BY":
+        return None
+    m = _WORD_BEFORE.search(text, start, span.start)
+    keyword = _close_keyword(m.group(1), _TWO_WORD_CLAUSES) if m else None
+    if m is None or keyword is None:
+        return None
+    clause = _TWO_WORD_CLAUSES[keyword]
+    return _respelled(
+        WqlSyntaxError(
+            f"unexpected identifier {m.group(1)}",
+            Span.from_offsets(text, m.start(1), m.end(1)),
+            expected=(clause,),
+            hint=f"did you mean {clause}?",
+            code=ErrorCode.SYNTAX,
+        ),
+        keyword,
+    )
+
+
+def _respelled(err: WqlSyntaxError, keyword: str) -> WqlSyntaxError:
+    """``err`` (at a misspelled keyword) marked with the keyword, so that the rest of the
+    statement is checked as if it were spelled right (:func:`_statement_errors`)."""
+    err.respelling = keyword  # type: ignore[attr-defined]
+    return err
+
+
+#: What a window function needs after its time column, and an example of the form.
+_WINDOW_FORMS = {
+    "TUMBLE": ("a size", "TUMBLE({ts}, INTERVAL '1' MINUTE)"),
+    "HOP": ("a slide and a size", "HOP({ts}, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE)"),
+    "CUMULATE": ("a step and a size", "CUMULATE({ts}, INTERVAL '1' MINUTE, INTERVAL '1' HOUR)"),
+    "SESSION": (
+        "a gap",
+        "SESSION({ts}, INTERVAL '10' MINUTE), or SESSION({ts}, GAP <expression>) for a gap per row",
+    ),
+}
+
+
+def _missing_window_argument(
+    text: str, start: int, span: Span, token: Token, expected: tuple[str, ...]
+) -> WqlSyntaxError | None:
+    """``SESSION(ts)``: the hint says which argument the window function lacks and shows
+    its form."""
+    if token.type != "RPAR" or "','" not in expected:
+        return None
+    code = _QUOTED.sub(lambda m: " " * len(m.group()), text[start : span.start])
+    depth = 0
+    for i in range(len(code) - 1, -1, -1):
+        if code[i] == ")":
+            depth += 1
+        elif code[i] == "(":
+            if depth == 0:
+                m = _WORD_BEFORE.search(code, 0, i)
+                name = m.group(1).upper() if m else ""
+                if name not in _WINDOW_FORMS:
+                    return None
+                needs, form = _WINDOW_FORMS[name]
+                args = code[i + 1 :].split(",")
+                ts = args[0].strip() or "ts"
+                return WqlSyntaxError(
+                    "unexpected ')'",
+                    span,
+                    expected=expected,
+                    hint=f"{name} needs {needs} after the time column: write " + form.format(ts=ts),
+                    code=ErrorCode.SYNTAX,
+                )
+            depth -= 1
+    return None
 
 
 def _parse_whole(text: str, start: int = 0, end: int | None = None) -> ast.Script:
@@ -504,6 +618,8 @@ def _syntax_errors_recovering(text: str, first: int = 0, last: int | None = None
         in_step = in_step or bool(_CLAUSE_WORD.search(between))
         if not errors or (between.strip() and in_step):
             errors.append(_syntax_error(err, text, first, last))
+            if getattr(errors[-1], "respelling", None):
+                in_step = False  # the misspelled keyword was read as a name
         last_end = end
         if len(errors) >= MAX_ERRORS_PER_STATEMENT or attempts >= MAX_REPAIRS_PER_STATEMENT:
             return False
@@ -614,7 +730,9 @@ class _ParserError(WqlSyntaxError):
 
     @classmethod
     def of(cls, err: WqlSyntaxError) -> WqlSyntaxError:
-        return cls(err.message, err.span, code=err.code, expected=err.expected, hint=err.hint)
+        out = cls(err.message, err.span, code=err.code, expected=err.expected, hint=err.hint)
+        out.respelling = getattr(err, "respelling", None)  # type: ignore[attr-defined]
+        return out
 
 
 def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
@@ -622,6 +740,15 @@ def _statement_errors(text: str, start: int, end: int) -> list[WqlError]:
     try:
         _parse_whole(text, start, end)
     except _ParserError as err:
+        keyword = getattr(err, "respelling", None)
+        if keyword is not None and err.span is not None:
+            # one error for a misspelled keyword; what follows it is checked with the
+            # keyword in its place (blank-padded so that every later offset stays)
+            at, to = err.span.start, err.span.end
+            if len(keyword) > to - at:
+                return [err]
+            fixed = text[:at] + keyword.ljust(to - at) + text[to:]
+            return [err, *_statement_errors(fixed, start, end)]
         try:
             found = _syntax_errors_recovering(text, start, end)
         except Exception:  # noqa: BLE001 - recovery is best effort

@@ -76,6 +76,7 @@ from wql.runtime.pipeline import TIMER_ORDER_FIELDS
 __all__ = [
     "COUNTERS",
     "COUNTS",
+    "CSV_TIMESTAMP_FORM",
     "FIELD_COLUMNS",
     "JoinLayout",
     "KIND",
@@ -87,6 +88,7 @@ __all__ = [
     "TaggedLayout",
     "arrow_type",
     "counters_of",
+    "csv_timestamp",
     "join_layout",
     "join_results",
     "key_columns",
@@ -434,20 +436,43 @@ def late_rows(op: OperatorPlan, tagged: DataFrame) -> DataFrame:
     return rows.select(*cols)
 
 
+#: How CSV outputs spell a timestamp (``wql run --format csv``, streaming CSV sinks): UTC,
+#: ``yyyy-MM-dd HH:mm:ss``, then ``.SSS`` when the milliseconds are not zero (``.SSSSSS``
+#: when the microseconds are not): the form of the files under ``examples/expected/``.
+CSV_TIMESTAMP_FORM = "yyyy-MM-dd HH:mm:ss[.SSS]"
+
+
 def writable(df: DataFrame, fmt: str) -> DataFrame:
-    """An output as file format ``fmt`` can hold it: in CSV, arrays (COLLECT_LIST) as JSON text.
+    """An output as file format ``fmt`` can hold it: in CSV, arrays (COLLECT_LIST) as JSON
+    text and timestamps as :data:`CSV_TIMESTAMP_FORM`.
 
     Batch outputs (``wql run --output``) and streaming sinks write the same way.
     """
     if fmt != "csv":
         return df
-    return df.select(
-        *[
-            F.to_json(F.col(sql_identifier(f.name))).alias(f.name)
-            if isinstance(f.dataType, ST.ArrayType)
-            else F.col(sql_identifier(f.name))
-            for f in df.schema.fields
-        ]
+    zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    out = []
+    for f in df.schema.fields:
+        c = F.col(sql_identifier(f.name))
+        if isinstance(f.dataType, ST.ArrayType):
+            c = F.to_json(c)
+        elif isinstance(f.dataType, ST.TimestampType):
+            c = csv_timestamp(F.to_utc_timestamp(c, zone))
+        elif isinstance(f.dataType, ST.TimestampNTZType):
+            c = csv_timestamp(c)
+        out.append(c.alias(f.name))
+    return df.select(*out)
+
+
+def csv_timestamp(c: Column) -> Column:
+    """``c`` as text in :data:`CSV_TIMESTAMP_FORM`, formatted in the session's zone (callers
+    shift an instant to UTC first)."""
+    seconds = F.date_format(c, "yyyy-MM-dd HH:mm:ss")
+    micros = F.date_format(c, "SSSSSS")
+    return (
+        F.when(micros == "000000", seconds)
+        .when(micros.endswith("000"), F.concat(seconds, F.lit("."), F.substring(micros, 1, 3)))
+        .otherwise(F.concat(seconds, F.lit("."), micros))
     )
 
 

@@ -19,6 +19,7 @@ ignored. An undeclared source is used as given.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlError, WqlSemanticError
 
-__all__ = ["conform", "read_source", "read_stream_source", "resolve_path"]
+__all__ = ["conform", "declared_schema", "read_source", "read_stream_source", "resolve_path"]
 
 _TEXT_FORMATS = ("csv", "json", "text")
 _WIDENS_TO: dict[str, tuple[str, ...]] = {
@@ -63,9 +64,14 @@ def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFr
         )
     path = resolve_path(decl.path, base_dir)
     if _is_local(path) and not _exists(path):
+        relative = base_dir is None and not Path(path).expanduser().is_absolute()
         raise WqlSemanticError(
             f"source {decl.name!r}: no such file or folder {path!r}",
             decl.span,
+            hint=f"a relative path is read from the current folder ({Path.cwd()}); "
+            "wql.compile_file(path) reads it next to the .wql file"
+            if relative
+            else None,
             code=ErrorCode.SOURCE_DATA,
         )
     fmt = _required_format(
@@ -204,6 +210,7 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
                 f"column {col.name!r} of source {decl.name!r} is declared {col.type.ddl} "
                 f"but the DataFrame has {actual.ddl}",
                 col.span or decl.span,
+                hint=_schema_hint(decl) if actual.kind == "STRING" else None,
                 code=ErrorCode.SCHEMA,
             )
         c = F.col(sql_identifier(f.name))
@@ -211,6 +218,25 @@ def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
             c = c.cast(T.to_spark(col.type))
         out.append(c.alias(col.name))
     return df.select(*out)
+
+
+def declared_schema(decl: P.SourceDecl) -> str:
+    """The declared columns as a Spark DDL schema (``spark.read.schema(...)`` takes it);
+    names back-quoted only where they need it."""
+    return ", ".join(
+        f"{c.name if _PLAIN_NAME.fullmatch(c.name) else sql_identifier(c.name)} "
+        f"{T.to_spark(c.type).simpleString()}"
+        for c in decl.columns
+    )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _schema_hint(decl: P.SourceDecl) -> str:
+    """For a DataFrame read as text (a CSV without a schema): how to read it typed."""
+    reads = " (or pass no DataFrame: apply() reads it from its WITH clause)" if decl.path else ""
+    return f"read it with the declared schema: schema={declared_schema(decl)!r}{reads}"
 
 
 def _compatible(actual: WqlType, declared: WqlType) -> bool:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,7 +59,16 @@ from wql.spark import batch as B
 from wql.spark import layout as L
 from wql.spark import replay as R
 
-__all__ = ["FORMATS", "Firing", "KeyTimeline", "RowMark", "Timeline", "collect", "render"]
+__all__ = [
+    "FORMATS",
+    "Firing",
+    "KeyTimeline",
+    "RowMark",
+    "Timeline",
+    "collect",
+    "figure",
+    "render",
+]
 
 FORMATS = (".html", ".svg", ".png")
 
@@ -280,7 +290,7 @@ def render(timeline: Timeline, path: str | Path) -> Path:
     suffix = _suffix(out)
     plt = _pyplot()
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "wql"}):
-        fig = _figure(timeline)
+        fig = figure(timeline)
         _save(fig, timeline, out, suffix)
     return out
 
@@ -326,12 +336,17 @@ def _pyplot() -> Any:
     return plt
 
 
-def _figure(timeline: Timeline) -> Any:
+def figure(timeline: Timeline) -> Any:
+    """The matplotlib figure of ``timeline`` (what :func:`render` saves).
+
+    The x axis has ticks at round instants only (:func:`_time_ticks`), each
+    labelled with exactly the instant it stands at; firing labels are placed
+    where the watermark line and other labels are not (:func:`_place_labels`);
+    the legend lists only the marks the figure holds.
+    """
     plt = _pyplot()
-    from matplotlib import dates as mdates
-    from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     n = max(1, len(timeline.keys))
     heights = [max(2.5, min(9.0, 1.2 + 0.22 * (len(k.rows) + 1))) for k in timeline.keys] or [2.5]
@@ -339,6 +354,8 @@ def _figure(timeline: Timeline) -> Any:
         n, 1, figsize=(11, sum(heights) + 0.8), squeeze=False, height_ratios=heights
     )
     fig.suptitle(f"{timeline.query}: windows and firings", fontsize=12)
+    shown: set[str] = set()
+    labels: list[tuple[Any, Any, Any]] = []  # (axes, firing label, watermark line or None)
     for k, (ax, kt) in enumerate(zip(axes[:, 0], timeline.keys, strict=False)):
         end_pos = len(kt.rows)
         # windows: a bar from the first row in the window to its last firing
@@ -364,7 +381,6 @@ def _figure(timeline: Timeline) -> Any:
             )
             rect.set_gid(f"window-{k}-{i}")
             ax.add_patch(rect)
-        # the watermark each row saw
         # the watermark each row saw: a vertical stroke across the row's position
         wm_x: list[float] = []
         wm_y: list[float] = []
@@ -372,9 +388,11 @@ def _figure(timeline: Timeline) -> Any:
             if r.watermark > MIN_TIME:
                 wm_x += [_x(r.watermark), _x(r.watermark)]
                 wm_y += [r.position - 0.5, r.position + 0.5]
+        watermark = None
         if wm_x and timeline.time_domain == "event":
-            (line,) = ax.plot(wm_x, wm_y, color="#7f7f7f", linestyle="--", linewidth=1)
-            line.set_gid(f"watermark-{k}")
+            (watermark,) = ax.plot(wm_x, wm_y, color="#7f7f7f", linestyle="--", linewidth=1)
+            watermark.set_gid(f"watermark-{k}")
+            shown.add("watermark")
         # rows
         for outcome, marker, colour in (
             (ON_WINDOW, "o", "#1f77b4"),
@@ -391,6 +409,7 @@ def _figure(timeline: Timeline) -> Any:
                     zorder=3,
                     gid=f"rows-{k}-{outcome.replace(' ', '-')}",
                 )
+                shown.add(outcome)
         dropped = [r for r in kt.rows if r.outcome.startswith("dropped") and r.time is not None]
         if dropped:
             ax.scatter(
@@ -402,6 +421,7 @@ def _figure(timeline: Timeline) -> Any:
                 zorder=3,
                 gid=f"rows-{k}-dropped",
             )
+            shown.add("dropped")
         # firings
         for j, f in enumerate(kt.firings):
             t = f.time if f.time is not None else _last_time(kt, f.position)
@@ -412,15 +432,21 @@ def _figure(timeline: Timeline) -> Any:
                 [_x(t)], [f.position], marker="D", color=colour, markersize=7, zorder=4
             )
             mark.set_gid(f"firing-{k}-{j}")
+            shown.add(f"firing {f.pane_timing}" if f.pane_timing else "firing")
             label = f"p{f.pane_index}" + (f" {f.pane_timing}" if f.pane_timing else "")
-            ax.annotate(
+            text = ax.annotate(
                 label,
                 (_x(t), f.position),
-                xytext=(6, -3),
+                xytext=_LABEL_OFFSETS[0][:2],
                 textcoords="offset points",
+                ha=_LABEL_OFFSETS[0][2],
+                va=_LABEL_OFFSETS[0][3],
                 fontsize=7,
                 color=colour,
+                zorder=5,
             )
+            text.set_gid(f"firing-label-{k}-{j}")
+            labels.append((ax, text, watermark))
         ax.axhline(end_pos, color="#bbbbbb", linewidth=0.8)
         ax.set_ylim(end_pos + 0.8, -0.8)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
@@ -429,27 +455,191 @@ def _figure(timeline: Timeline) -> Any:
         if kt.truncated:
             title += f" (first {MAX_ROWS_PER_KEY} rows)"
         ax.set_title(title, fontsize=10, loc="left")
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
+        ticks = _time_ticks()
+        ax.xaxis.set_major_locator(ticks)
+        ax.xaxis.set_major_formatter(FuncFormatter(ticks.label))
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel(f"{timeline.time_domain} time (UTC)")
-    legend = [
-        Line2D([], [], marker="o", color="#1f77b4", linestyle="", label="row"),
-        Line2D([], [], marker="^", color="#ff7f0e", linestyle="", label="late output"),
-        Line2D([], [], marker="x", color="#d62728", linestyle="", label="dropped"),
-        Line2D([], [], color="#7f7f7f", linestyle="--", label="watermark"),
-    ] + [
-        Line2D([], [], marker="D", color=c, linestyle="", label=f"firing {t}")
-        for t, c in _TIMING_COLOURS.items()
-        if t is not None
-    ]
-    fig.legend(handles=legend, loc="lower center", ncol=7, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    legend = _legend(shown)
+    if legend:
+        fig.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.04 if legend else 0, 1, 0.97))
+    _place_labels(fig, labels)
     return fig
+
+
+def _legend(shown: set[str]) -> list[Any]:
+    """Legend entries for the marks in ``shown`` only, in a fixed order."""
+    from matplotlib.lines import Line2D
+
+    entries: list[tuple[str, dict[str, Any], str]] = [
+        ("windowed", dict(marker="o", color="#1f77b4", linestyle=""), "row"),
+        (LATE_OUTPUT, dict(marker="^", color="#ff7f0e", linestyle=""), "late output"),
+        ("dropped", dict(marker="x", color="#d62728", linestyle=""), "dropped"),
+        ("watermark", dict(color="#7f7f7f", linestyle="--"), "watermark"),
+    ] + [
+        (
+            f"firing {t}" if t else "firing",
+            dict(marker="D", color=c, linestyle=""),
+            f"firing {t}" if t else "firing",
+        )
+        for t, c in _TIMING_COLOURS.items()
+    ]
+    return [Line2D([], [], label=label, **style) for what, style, label in entries if what in shown]
+
+
+#: Where a firing label may sit, relative to its mark: (dx, dy) in points and the
+#: text's alignment. Tried in order; the first clear of the watermark line and of
+#: the labels placed before it wins.
+_LABEL_OFFSETS: tuple[tuple[float, float, str, str], ...] = tuple(
+    (dx, dy, "left" if dx > 0 else "right", va)
+    for dy, va in (
+        (0, "center"),
+        (4, "bottom"),
+        (-4, "top"),
+        (11, "bottom"),
+        (-11, "top"),
+        (18, "bottom"),
+        (-18, "top"),
+        (26, "bottom"),
+        (-26, "top"),
+    )
+    for dx in (6, -6)
+)
+
+
+def _place_labels(fig: Any, labels: list[tuple[Any, Any, Any]]) -> None:
+    """Move each firing label to the first offset where it neither touches its axes'
+    watermark line nor overlaps a label placed before it.
+
+    Positions are measured on the laid-out figure, in display units; a label's box
+    is padded by a point so a line grazing it counts as crossing. When no offset is
+    clear of both, the first clear of the watermark line is kept.
+    """
+    if not labels:
+        return
+    renderer = fig.canvas.get_renderer()
+    placed: dict[Any, list[Any]] = {}
+    pad = fig.dpi / 72.0
+    for ax, text, watermark in labels:
+        path = (
+            watermark.get_transform().transform_path(watermark.get_path())
+            if watermark is not None
+            else None
+        )
+        others = placed.setdefault(ax, [])
+        fallback = None
+        for dx, dy, ha, va in _LABEL_OFFSETS:
+            text.xyann = (dx, dy)
+            text.set_ha(ha)
+            text.set_va(va)
+            box = text.get_window_extent(renderer).padded(pad)
+            if path is not None and path.intersects_bbox(box, filled=False):
+                continue
+            if fallback is None:
+                fallback = (dx, dy, ha, va)
+            if not any(box.overlaps(o) for o in others):
+                break
+        else:
+            if fallback is not None:
+                dx, dy, ha, va = fallback
+                text.xyann = (dx, dy)
+                text.set_ha(ha)
+                text.set_va(va)
+        others.append(text.get_window_extent(renderer))
+
+
+#: Tick spacings in milliseconds: round steps of the clock.
+_TICK_STEPS = (
+    1,
+    2,
+    5,
+    10,
+    20,
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    15_000,
+    30_000,
+    60_000,
+    2 * 60_000,
+    5 * 60_000,
+    10 * 60_000,
+    15 * 60_000,
+    30 * 60_000,
+    3_600_000,
+    2 * 3_600_000,
+    3 * 3_600_000,
+    6 * 3_600_000,
+    12 * 3_600_000,
+    86_400_000,
+    2 * 86_400_000,
+    7 * 86_400_000,
+    14 * 86_400_000,
+    28 * 86_400_000,
+)
+
+
+def _time_ticks() -> Any:
+    """A matplotlib locator with ticks at round instants of the clock: whole multiples
+    of a step of :data:`_TICK_STEPS` (milliseconds), at most ``MAX_TICKS`` in view.
+    Its ``label`` method is the matching formatter: the instant a tick stands at
+    (:func:`tick_text`), the date too when the ticks fall on more than one day."""
+    from matplotlib.ticker import Locator
+
+    class TimeTicks(Locator):  # type: ignore[misc]
+        MAX_TICKS = 7
+
+        def __init__(self) -> None:
+            self.step = 1_000
+            self.with_date = False
+
+        def __call__(self) -> list[float]:
+            assert self.axis is not None  # matplotlib sets the axis before asking
+            return self.tick_values(*self.axis.get_view_interval())
+
+        def tick_values(self, vmin: float, vmax: float) -> list[float]:
+            lo, hi = sorted((vmin * _MS_PER_DAY, vmax * _MS_PER_DAY))
+            span = max(hi - lo, 1.0)
+            self.step = next(
+                (s for s in _TICK_STEPS if span / s <= self.MAX_TICKS), _TICK_STEPS[-1]
+            )
+            first = math.ceil(lo / self.step) * self.step
+            instants = range(first, math.floor(hi) + 1, self.step)
+            days = {ms // _MS_PER_DAY for ms in instants}
+            self.with_date = len(days) > 1
+            return [ms / _MS_PER_DAY for ms in instants]
+
+        def label(self, x: float, _pos: int | None = None) -> str:
+            return tick_text(round(x * _MS_PER_DAY), self.step, self.with_date)
+
+    return TimeTicks()
+
+
+def tick_text(ms: int, step: int, with_date: bool) -> str:
+    """The label of a tick at ``ms`` (milliseconds since the epoch, UTC) on an axis whose
+    ticks are ``step`` apart: ``HH:MM:SS`` (``.mmm`` below a one-second step), the date
+    first when ``with_date`` or when the step is a day or more."""
+    t = datetime.fromtimestamp(ms / 1000, UTC)
+    if step >= _MS_PER_DAY:
+        return t.strftime("%Y-%m-%d")
+    text = t.strftime("%H:%M:%S")
+    if step < 1000:
+        text += f".{ms % 1000:03d}"
+    return f"{t:%Y-%m-%d} {text}" if with_date else text
+
+
+_MS_PER_DAY = 86_400_000
 
 
 def _x(ms: int) -> float:
     """Milliseconds since the epoch as matplotlib's date number (days since the epoch)."""
-    return ms / 86_400_000.0
+    return ms / _MS_PER_DAY
 
 
 def _last_time(kt: KeyTimeline, position: float) -> int | None:

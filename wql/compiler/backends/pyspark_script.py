@@ -11,8 +11,16 @@ The generated module can be imported: each query is a function
 ``<name>(spark, sources) -> DataFrame`` taking source DataFrames by name,
 and :data:`QUERIES` maps query names to them. ``python script.py`` reads the
 declared sources (``WITH (format, path, ...)``; relative paths against
-``--base``, by default the ``.wql`` file's folder at compile time), runs
-every query and shows or writes the results.
+``--base``, by default ``BASE_DIR``), runs every query and shows or writes the
+results, with Spark as quiet as ``wql run`` (no start-up notices, warnings or
+stage bars; ``--verbose`` keeps them).
+
+``BASE_DIR``: given ``script_dir`` (the folder the script is written to:
+what ``wql compile -o`` names, or the current folder for standard output),
+the ``.wql`` file's folder *relative to the script*, found from the script's
+own location when it runs, so the script and its data can move together; an
+explicit ``base_dir`` is used as it is; with neither, the ``.wql`` file's
+absolute folder (a script loaded in this process).
 """
 
 from __future__ import annotations
@@ -35,9 +43,29 @@ def render_script(
     filename: str | None = None,
     base_dir: str | None = None,
     engine: str = "auto",
+    script_dir: str | None = None,
 ) -> str:
-    """The script for ``program``, compiled from ``text`` (``filename``) with ``engine``."""
-    base = base_dir or (os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd())
+    """The script for ``program``, compiled from ``text`` (``filename``) with ``engine``;
+    ``base_dir`` and ``script_dir``: where relative source paths start (module docstring)."""
+    wql_dir = os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd()
+    if base_dir is not None:
+        base_line = f"BASE_DIR = {base_dir!r}"
+    elif script_dir is not None:
+        relative = os.path.relpath(wql_dir, os.path.abspath(script_dir)).replace(os.sep, "/")
+        base_line = "\n".join(
+            (
+                "BASE_DIR = os.path.normpath(",
+                f"{INDENT}os.path.join(",
+                f"{INDENT * 2}os.path.dirname(os.path.abspath(__file__))",
+                f'{INDENT * 2}if "__file__" in globals()',
+                f"{INDENT * 2}else os.getcwd(),",
+                f"{INDENT * 2}{relative!r},",
+                f"{INDENT})",
+                ")",
+            )
+        )
+    else:
+        base_line = f"BASE_DIR = {wql_dir!r}"
     needs_runtime = any(_engine(q) == "operator" for q in program.queries)
     out: list[str] = [
         "#!/usr/bin/env python3",
@@ -59,7 +87,8 @@ def render_script(
         "from pyspark.sql import SparkSession",
         "from pyspark.sql import functions as F",
         "",
-        f"BASE_DIR = {base!r}",
+        "# relative source paths start here (--base overrides)",
+        base_line,
     ]
     if needs_runtime:
         out += [
@@ -309,19 +338,66 @@ def _drops_function(program: P.Program) -> list[str]:
     return lines
 
 
-_SESSION_NATIVE = '''def make_session():
-    """A SparkSession with WQL's time zone (UTC); native queries need nothing else."""
-    return (
-        SparkSession.builder.appName("wql-compiled")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )'''
+_SESSION_NATIVE = '''def make_session(quiet=True):
+    """A SparkSession with WQL's time zone (UTC); native queries need nothing else.
 
-_SESSION_RUNTIME = '''def make_session():
-    """WQL's session: UTC, and on a local master Python workers that can import wql."""
+    quiet: as `wql run`, no start-up notices, warnings or stage bars (errors still
+    show): the driver logs errors only and the JVM's own start-up notice is dropped.
+    """
+    options = {"spark.app.name": "wql-compiled", "spark.sql.session.timeZone": "UTC"}
+    if quiet:
+        import atexit
+        import subprocess
+        import tempfile
+        import threading
+
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
+
+        fd, log4j = tempfile.mkstemp(prefix="wql-log4j2-", suffix=".properties")
+        with os.fdopen(fd, "w") as f:
+            f.write(
+                "rootLogger.level = warn\\n"
+                "rootLogger.appenderRef.stderr.ref = console\\n"
+                "appender.console.type = Console\\n"
+                "appender.console.name = console\\n"
+                "appender.console.target = SYSTEM_ERR\\n"
+                "appender.console.layout.type = PatternLayout\\n"
+                "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\\n"
+                "appender.console.filter.threshold.type = ThresholdFilter\\n"
+                "appender.console.filter.threshold.level = error\\n"
+            )
+        atexit.register(os.remove, log4j)
+        options["spark.ui.showConsoleProgress"] = "false"
+        options["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log4j}"
+        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+            # start the JVM with its standard error filtered: the "Using incubator
+            # modules" notice is the JVM's, not a logger's
+            conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+
+            def forward(stream):
+                with stream:
+                    for line in stream:
+                        if not line.startswith(b"WARNING: Using incubator modules"):
+                            os.write(2, line)
+
+            threading.Thread(target=forward, args=(gateway.proc.stderr,), daemon=True).start()
+            SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if quiet:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark'''
+
+_SESSION_RUNTIME = '''def make_session(quiet=True):
+    """WQL's session: UTC, and on a local master Python workers that can import wql;
+    quiet as `wql run` (no start-up notices, warnings or stage bars)."""
     from wql.spark.session import default_session
 
-    return default_session(app_name="wql-compiled")'''
+    return default_session(app_name="wql-compiled", quiet=quiet)'''
 
 _MAIN = '''def report_not_windowed(name, sources):
     """Print how many rows a native query left out, and why (nothing is lost silently)."""
@@ -337,8 +413,11 @@ def main(argv=None):
     parser.add_argument("--output", help="write each query's result to OUTPUT/<query>/")
     parser.add_argument("--format", default="csv", choices=["csv", "json", "parquet"])
     parser.add_argument("--query", action="append", help="run only these queries")
+    parser.add_argument(
+        "--verbose", action="store_true", help="keep Spark's start-up output and warnings"
+    )
     args = parser.parse_args(argv)
-    spark = make_session()
+    spark = make_session(quiet=not args.verbose)
     sources = read_sources(spark, args.base)
     for name in args.query or list(QUERIES):
         result = QUERIES[name](spark, sources)

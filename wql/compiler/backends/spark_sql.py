@@ -7,12 +7,22 @@ another native query reads becomes ``CREATE OR REPLACE TEMPORARY VIEW name
 AS <its SELECT>``, so the reader's statement finds it. Operator queries have
 no SQL form: they are listed as comments with the reason, never silently
 left out (:func:`operator_queries` names them, for a caller that warns).
+
+The script is meant for ``spark-sql -f``, which drops every line starting
+with ``--`` before it parses, even inside a back-quoted name: a name holding a
+line break could end its back-quotes early and let the rest run as SQL. Spark
+SQL has no escape for a line break in a name, so :func:`spark_sql_script`
+refuses such a name with an error at its declaration; ``spark_sql_statements``
+(for ``spark.sql``, which reads the text as it is) still gives it.
 """
 
 from __future__ import annotations
 
+import re
+
 from wql.compiler import plan as P
-from wql.compiler.backends.escaping import sql_comment
+from wql.compiler.backends.escaping import printable, sql_comment
+from wql.errors import ErrorCode, Span, WqlUnsupportedError
 
 __all__ = ["operator_queries", "spark_sql_script", "spark_sql_statements"]
 
@@ -60,6 +70,7 @@ def spark_sql_script(program: P.Program, filename: str | None = None) -> str:
     for q, sql in spark_sql_statements(program):
         lines.append("")
         if sql is not None:
+            _refuse_line_breaks(program, q, sql)
             lines.append("-- " + sql_comment(f"{q.name} (native engine)"))
             lines.append(sql + ";")
             continue
@@ -69,3 +80,41 @@ def spark_sql_script(program: P.Program, filename: str | None = None) -> str:
         reasons = q.engine.reasons if q.engine is not None else ()
         lines += ["--   " + sql_comment(r.text) for r in reasons]
     return "\n".join(lines) + "\n"
+
+
+# Spark SQL's quoted tokens: strings (backslash escapes) and back-quoted names (`` doubled)
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`", re.DOTALL)
+
+
+def _refuse_line_breaks(program: P.Program, q: P.Stage, sql: str) -> None:
+    """A positioned error when ``sql`` holds a back-quoted name with a line break (see the
+    module docstring): at the source column, output column, source or query so named."""
+    for m in _QUOTED.finditer(sql):
+        token = m.group()
+        if token[0] != "`" or not ("\n" in token or "\r" in token):
+            continue
+        name = token[1:-1].replace("``", "`")
+        raise WqlUnsupportedError(
+            f"the name '{printable(name)}' holds a line break, which a Spark SQL file cannot: "
+            "spark-sql -f drops every line starting with '--', inside back-quotes too",
+            _declared_at(program, q, name),
+            hint="rename it, or run the query with `wql run`, `--target pyspark` or "
+            "Compiled.to_spark_sql() with spark.sql",
+            code=ErrorCode.UNSUPPORTED,
+        )
+
+
+def _declared_at(program: P.Program, q: P.Stage, name: str) -> Span | None:
+    """Where ``name`` is declared: a column of a source, an output column, a source, a query."""
+    for source in program.sources:
+        for c in source.columns:
+            if c.name == name and c.span is not None:
+                return c.span
+    for o in q.output:
+        if o.name == name and o.span is not None:
+            return o.span
+    for source in program.sources:
+        if source.name == name and source.span is not None:
+            return source.span
+    named = next((st for st in program.queries if st.name == name), q)
+    return named.span
