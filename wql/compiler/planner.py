@@ -27,7 +27,7 @@ from collections.abc import Collection
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
-from wql.compiler.stream_pipelines import check_stream_pipeline, stream_join
+from wql.compiler.stream_pipelines import Checked, check_stream_pipeline, stream_join
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
@@ -58,6 +58,8 @@ def choose_engines(
     queries = []
     # the views planned so far (this file's, in file order, and other files')
     planned = {v.name.lower(): v for v in program.views}
+    # the stream pipelines' operator plans and links, each checked once for all queries
+    checked: Checked = {}
     for q in program.queries:
         try:
             stream = is_stream(program.root_source(q), streaming)
@@ -69,7 +71,7 @@ def choose_engines(
             chain = program.pipeline(q) if views and stream and not joined else ()
             if chain:
                 # positioned refusal of what one stream processor cannot run
-                check_stream_pipeline(chain)
+                check_stream_pipeline(chain, checked)
             upstream = planned.get(views[0].view.lower()) if views and views[0].view else None
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
             if chain:
@@ -100,7 +102,7 @@ def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P
     view = next(s for s in P.inputs_of(q) if s.view is not None)
     how = P.Reason(
         "runs on a stream in the pipeline processor: ONE stateful processor holds the "
-        f"operators of {' -> '.join(s.name for s in chain)} for all keys (parallelism 1), "
+        f"operators of {P.chain_text(chain)} for all keys (parallelism 1), "
         "and at each watermark rise a stage fires, its rows reach the next stage, and only "
         "then does that stage rise, as in Flink's operator chain",
         view.span,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from wql.compiler import plan as P
 from wql.compiler import types as T
@@ -106,16 +106,38 @@ _SUPPORTED = (
 )
 
 
-def check_stream_pipeline(stages: tuple[P.Stage, ...]) -> None:
+#: What :func:`view_links` has built for stages that are still alive (the planner's
+#: program): keyed by the stages' ``id``, so it must not outlive them.
+Checked = dict[tuple[object, ...], object]
+
+
+def check_stream_pipeline(stages: tuple[P.Stage, ...], checked: Checked | None = None) -> None:
     """Raise a positioned :class:`WqlUnsupportedError` unless the chain ``stages``
-    (upstream first, as ``Program.pipeline`` gives it) runs in one stream processor."""
-    view_links(stages)
+    (upstream first, as ``Program.pipeline`` gives it) runs in one stream processor.
+
+    ``checked`` keeps each stage's operator plan and each link across calls, so the
+    planner, checking every query's chain of one program, does each once (a chain
+    of N views would otherwise cost N² operator plans)."""
+    view_links(stages, checked)
 
 
-def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
+def view_links(stages: tuple[P.Stage, ...], checked: Checked | None = None) -> tuple[Link, ...]:
     """Each reader's :class:`Link` (``stages[i + 1]`` reads ``stages[i]``); raises a
-    positioned :class:`WqlUnsupportedError` for a chain one processor cannot run."""
-    for s in stages:
+    positioned :class:`WqlUnsupportedError` for a chain one processor cannot run.
+    ``checked``: see :func:`check_stream_pipeline`."""
+    if not stages:
+        return ()
+    memo: Checked = {} if checked is None else checked
+    # the chain without its last stage, checked already: only the last stage and the
+    # last two links are new (the link into that chain's last stage was checked with
+    # that stage last, and a window rank may be last only)
+    known = memo.get(("chain", id(stages[-2]))) if len(stages) > 1 else None
+    if known is not None and cast(tuple, known)[0] == stages[:-1]:
+        head = cast(tuple[Link, ...], cast(tuple, known)[1])[:-1]
+        fresh = stages[-1:]
+    else:
+        head, fresh = (), stages
+    for s in fresh:
         if isinstance(s, P.WindowJoin):
             raise _refuse(
                 f"query {s.name!r} is a window join, and a stream pipeline runs a chain of "
@@ -123,9 +145,16 @@ def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
                 s.span,
                 "run the join in batch",
             )
-    chain = [s for s in stages if not isinstance(s, P.WindowJoin)]
-    ops = [build_stage(s) for s in chain]
-    for s, op in zip(chain, ops, strict=True):
+    chain = cast(tuple[P.OperatorStage, ...], stages)
+
+    def op_of(s: P.OperatorStage) -> OperatorPlan:
+        op = memo.get(("op", id(s)))
+        if op is None:
+            op = memo[("op", id(s))] = build_stage(s)
+        return cast(OperatorPlan, op)
+
+    for s in fresh:
+        op = op_of(cast(P.OperatorStage, s))
         if op.uses_processing_time:
             raise _refuse(
                 f"query {s.name!r} uses processing time, and a stream pipeline runs on "
@@ -133,9 +162,17 @@ def view_links(stages: tuple[P.Stage, ...]) -> tuple[Link, ...]:
                 op.trigger_span,
                 "run the pipeline in batch, or use event time",
             )
-    links = []
-    for up, down, up_op, down_op in zip(chain, chain[1:], ops, ops[1:], strict=False):
-        links.append(_link(up, down, up_op, down_op, last=down is chain[-1]))
+    links = list(head)
+    for i in range(len(head), len(chain) - 1):
+        up, down = chain[i], chain[i + 1]
+        last = i + 2 == len(chain)
+        key = ("link", id(up), id(down), last)
+        link = memo.get(key)
+        if link is None:
+            # a refusal is not kept: it ends the check, and is raised anew each time
+            link = memo[key] = _link(up, down, op_of(up), op_of(down), last=last)
+        links.append(cast(Link, link))
+    memo[("chain", id(stages[-1]))] = (stages, tuple(links))
     return tuple(links)
 
 
