@@ -36,8 +36,9 @@ planned when :meth:`Compiled.apply` sees the DataFrame.
 from __future__ import annotations
 
 import copy
+import functools
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -531,8 +532,15 @@ def _run(
     if engine == "native":
         source = pipelines.native_input(q, df)
         out = pipelines.native_df(q, df)
+        stages = None if streaming else functools.partial(_upstream_counters, q, df, pipelines)
         return QueryResult(
-            plan=q, engine=engine, df=out, late=None, source=source, _counters=counters
+            plan=q,
+            engine=engine,
+            df=out,
+            late=None,
+            source=source,
+            _counters=counters,
+            _stages=stages,
         )
     if streaming:
         from wql.spark.stream_pipeline import run_stream
@@ -556,6 +564,7 @@ def _run(
         if run in pipelines.hidden:
             # its own result now: released with it (not twice)
             pipelines.hidden.remove(run)
+    stages = None if streaming else functools.partial(_upstream_counters, q, df, pipelines)
     result, late = run.result, run.late
     if streaming and run.idle_ms is not None and not run.heartbeats:
         root = pipelines.program.root_sources(q)[0]
@@ -571,7 +580,40 @@ def _run(
         _counters=counters,
         _dropped=dropped,
         _run=run,
+        _stages=stages,
     )
+
+
+def _upstream_counters(q: P.Stage, df: Any, pipelines: _Pipelines) -> dict[str, dict[str, Any]]:
+    """The counters of every stage before ``q`` in its batch pipeline, upstream first, as
+    each ran for ``q`` (an operator query's views replayed on the operator engine)."""
+    out = {}
+    program = pipelines.program
+    for stage in program.pipeline(q)[:-1]:
+        # a native query's views are native; an operator query's run on the operator
+        # engine; a join's sides read each view on its own engine
+        reader = _engine_of(q) == "native" or isinstance(q, P.WindowJoin)
+        if reader and _engine_of(stage) == "native":
+            view = QueryResult(
+                plan=stage,
+                engine="native",
+                df=pipelines.native_df(stage, df),
+                late=None,
+                source=pipelines.native_input(stage, df),
+            )
+        else:
+            run = pipelines.operator_run(stage, df, hidden=True)
+            view = QueryResult(
+                plan=stage,
+                engine="operator",
+                df=run.result,
+                late=run.late,
+                source=df,
+                _counters=dict(run.counters),
+                _dropped=run.dropped,
+            )
+        out[stage.name] = view.counters
+    return out
 
 
 class _NeedsIdleMonitor:
@@ -677,6 +719,7 @@ class QueryResult:
     _dropped: Any = field(default=None, repr=False)
     _run: Any = field(default=None, repr=False)
     seconds: float = 0.0
+    _stages: Callable[[], dict[str, dict[str, Any]]] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -712,6 +755,22 @@ class QueryResult:
             out["rows_out"] = self.df.count()
             self._counters["rows_out"] = out["rows_out"]
         out["engine"] = self.engine
+        return out
+
+    @property
+    def stages(self) -> dict[str, dict[str, Any]]:
+        """The :attr:`counters` of every stage of this query's pipeline by query name,
+        upstream first and this query's last (one entry for a query over a source).
+
+        A view's late rows and drops happen in its own stage: they are in its
+        entry, not in this query's counters, also when only this query was
+        applied (docs/running.md, "Counters"). Batch runs only: on a stream each
+        view's counters are those of its own stream.
+        """
+        if self._stages is None:
+            return {self.name: self.counters}
+        out = dict(self._stages())
+        out[self.name] = self.counters
         return out
 
     def release(self) -> None:
@@ -779,6 +838,11 @@ class Results(Mapping[str, Any]):
     def counters(self) -> dict[str, Any]:
         """The counters of the text's only query."""
         return self._only().counters
+
+    @property
+    def stages(self) -> dict[str, dict[str, Any]]:
+        """The counters of every stage of the only query's pipeline (:attr:`QueryResult.stages`)."""
+        return self._only().stages
 
     def release(self) -> None:
         """Free every cache the run holds (the DataFrames are then recomputed when used)."""
