@@ -106,7 +106,8 @@ class Expr:
 class EventTime:
     """Event time: the TIMESTAMP column and the bounded-out-of-orderness delay.
 
-    The watermark after a row is ``max_ts_seen - delay_ms - 1`` (spec §3).
+    The watermark after a row is ``max_ts_seen - delay_ms - 1`` (docs/architecture.md,
+    "Contract: batch replay on Spark").
     ``idle_ms`` (``IDLE AFTER``): once no row has arrived for that long in
     processing time, the watermark advances as if event time passed with
     processing time since the last row: ``max_ts_seen + (now - last arrival)
@@ -226,7 +227,7 @@ class SourceRef:
 
     For a source, ``event_time`` is the FROM clause's WATERMARK FOR when
     given, else the declaration's; ``processing_time`` and ``arrival_order``
-    name source columns used by batch replay (spec §3), from the source's
+    name source columns used by batch replay (docs/architecture.md), from the source's
     WITH options.
 
     For a view (``view`` is its query name, as ``name``), ``columns`` are
@@ -1220,22 +1221,9 @@ class WindowRank:
             _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
 
     @property
-    def input_columns(self) -> tuple[Column, ...]:
-        """The input relation (see the class docstring)."""
-        if self.window is None:
-            return self.source.columns
-        return self.source.columns + tuple(Column(n, T.TIMESTAMP) for n in WINDOW_TABLE_COLUMNS)
-
-    @property
     def window_bounds(self) -> tuple[str, str]:
         """The input columns holding window_start and window_end."""
         return self.bounds or ("window_start", "window_end")
-
-    @property
-    def ranked_schema(self) -> tuple[Column, ...]:
-        return tuple(Column(c.name, c.type) for c in self.inner) + (
-            Column(self.rank_column, T.BIGINT),
-        )
 
     @property
     def output_schema(self) -> tuple[Column, ...]:

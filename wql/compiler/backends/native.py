@@ -1,13 +1,13 @@
 """The native backend: a plan query as Spark's own operators.
 
 A query runs natively only when Spark's result is provably the operator
-engine's result (spec §4): an event-time TUMBLE/HOP/CUMULATE/SESSION window
+engine's result (docs/native.md): an event-time TUMBLE/HOP/CUMULATE/SESSION window
 with the default watermark trigger, no evictor, no lateness options, replay
 in event-time order, and aggregates Spark computes the same way.
 :func:`native_blockers` says why a query is not such a query;
 ``docs/native.md`` has the measurements behind every rule.
 
-Why the result is the operator's: replayed in event-time order (spec §3)
+Why the result is the operator's: replayed in event-time order (docs/architecture.md)
 no row is ever late (its watermark is below its own timestamp), so every
 window the operator creates fires exactly once, ON_TIME, at end of input at
 the latest, holding every row assigned to it. Spark's batch aggregation
