@@ -844,6 +844,28 @@ class Results(Mapping[str, Any]):
         """The counters of every stage of the only query's pipeline (:attr:`QueryResult.stages`)."""
         return self._only().stages
 
+    def write_table(self, output: str, table: str, *, mode: str = "overwrite") -> None:
+        """Write the batch output ``output`` (a query's or a late output's name) to ``table``
+        of Spark's catalog (``saveAsTable``; ``mode`` as Spark's, replacing by default).
+        A streaming output is written with ``wql.spark.stream_sinks.start_streams(...,
+        table_prefix=...)`` (``toTable``)."""
+        df = self[output]
+        if df.isStreaming:
+            raise WqlSemanticError(
+                f"output {output!r} is a stream: write it with start_streams(..., "
+                "table_prefix=...)",
+                code=ErrorCode.USAGE,
+            )
+        df.write.mode(mode).saveAsTable(table)
+
+    def write_tables(self, prefix: str, *, mode: str = "overwrite") -> dict[str, str]:
+        """Write every batch output to the table ``prefix + <output name>`` of Spark's catalog
+        (:meth:`write_table`); returns output name -> table."""
+        tables = {name: prefix + name for name in self._outputs}
+        for name, table in tables.items():
+            self.write_table(name, table, mode=mode)
+        return tables
+
     def release(self) -> None:
         """Free every cache the run holds (the DataFrames are then recomputed when used)."""
         for r in self._queries.values():

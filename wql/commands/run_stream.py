@@ -85,8 +85,13 @@ def run_stream(
     from wql.spark.session import default_session
     from wql.spark.stream_sinks import StreamSinks, read_stream_source, start_streams
 
-    if not args.output or not args.checkpoint:
-        raise WqlError("--stream needs --output DIR and --checkpoint DIR", code=ErrorCode.USAGE)
+    if not (args.output or args.output_table) or not args.checkpoint:
+        raise WqlError(
+            "--stream needs --output DIR (or --output-table PREFIX) and --checkpoint DIR",
+            code=ErrorCode.USAGE,
+        )
+    # with tables only, the operators' tagged streams live beside the checkpoints
+    output = args.output or str(Path(args.checkpoint) / "_wql_outputs")
     trigger = parse_trigger(args.trigger)
     if args.drain and trigger is not None:
         raise WqlError(
@@ -109,7 +114,10 @@ def run_stream(
         with spark_failures("streaming"):
             for path, stem, c in zip(args.files, stems, compiled, strict=True):
                 many = len(args.files) > 1
-                out = Path(args.output) / stem if many else Path(args.output)
+                out = Path(output) / stem if many else Path(output)
+                tables = None
+                if args.output_table:
+                    tables = f"{args.output_table}{stem}_" if many else args.output_table
                 ck = Path(args.checkpoint) / stem if many else Path(args.checkpoint)
                 sources = {
                     s.name: read_stream_source(spark, s, c.base_dir)
@@ -124,7 +132,13 @@ def run_stream(
                 )
                 try:
                     sinks = start_streams(
-                        results, out, ck, fmt=args.format, trigger=trigger, drain=args.drain
+                        results,
+                        out,
+                        ck,
+                        fmt=args.format,
+                        trigger=trigger,
+                        drain=args.drain,
+                        table_prefix=tables,
                     )
                 except WqlError as e:
                     raise e.with_source(c.text, c.filename) from None
@@ -188,10 +202,16 @@ def _summary(spark: Any, file: str, r: Any, sinks: Any, fmt: str) -> None:
     counters = tagged_counters(spark, tagged) if tagged is not None else None
     if counters is not None:
         parts.append(f"rows in {counters['rows_in']}")
-    out = sinks.outputs.get(r.name)
-    parts.append(f"rows out {committed_rows(spark, out, fmt) if out is not None else '?'}")
+
+    def rows(name: str) -> int | str:
+        if name in sinks.tables:
+            return int(spark.table(sinks.tables[name]).count())
+        out = sinks.outputs.get(name)
+        return committed_rows(spark, out, fmt) if out is not None else "?"
+
+    parts.append(f"rows out {rows(r.name)}")
     if r.late_name and r.late_name in sinks.outputs:
-        parts.append(f"late {committed_rows(spark, sinks.outputs[r.late_name], fmt)}")
+        parts.append(f"late {rows(r.late_name)}")
     if counters is not None:
         if drained:
             parts.append(f"fired {counters['rows_fired']}")

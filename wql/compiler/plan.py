@@ -199,9 +199,14 @@ class SourceDecl:
         return self.option("path")
 
     @property
+    def table(self) -> str | None:
+        """The table of Spark's catalog the source reads (``WITH (table = 'db.events')``)."""
+        return self.option("table")
+
+    @property
     def reader_options(self) -> tuple[tuple[str, str], ...]:
         """Options to pass to Spark's reader: everything but WQL's own keys."""
-        own = {"format", "path", "arrival_order", "processing_time"}
+        own = {"format", "path", "table", "arrival_order", "processing_time"}
         return tuple((k, v) for k, v in self.options if k not in own)
 
 
