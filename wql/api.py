@@ -233,6 +233,7 @@ class Compiled:
                     )
                     owner, owned = self._owner(first.name, program)
                     sources[key] = owner._source_df(spark, owned, root.name, dataframes)
+            malformed = self._malformed(spark, program, sources, dataframes)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
             pipelines.program = program
@@ -241,12 +242,41 @@ class Compiled:
                 started = time.perf_counter()
                 results[q.name] = _run(q, df, pipelines, self.text, self.filename)
                 results[q.name].seconds = time.perf_counter() - started
+                results[q.name]._malformed = malformed.get(program.root_source(q).name.lower())
         except WqlError as e:
             for r in results.values():
                 r.release()
             pipelines.release()
             raise e.with_source(self.text, self.filename) from None
         return Results(results, pipelines)
+
+    def _malformed(
+        self, spark: Any, program: P.Program, sources: Mapping[str, Any], given: Mapping[str, Any]
+    ) -> dict[str, Callable[[], int]]:
+        """Per source this call read from files (batch), how to count its malformed rows
+        (:func:`wql.spark.sources.malformed_rows`), by lower-cased name."""
+        from wql.spark.sources import malformed_rows
+
+        passed = {n.lower() for n in given}
+        out: dict[str, Callable[[], int]] = {}
+        for key, df in sources.items():
+            decl = program.source(key)
+            if key in passed or df.isStreaming or decl is None or not decl.declared:
+                continue
+            first = next(
+                (
+                    st
+                    for q in program.queries
+                    for st in program.pipeline(q)
+                    if any(s.view is None and s.name.lower() == key for s in P.inputs_of(st))
+                ),
+                None,
+            )
+            owner = self._owner(first.name, program)[0] if first is not None else self
+            out[key] = functools.cache(
+                functools.partial(malformed_rows, spark, decl, owner.base_dir)
+            )
+        return out
 
     def timeline(
         self,
@@ -720,6 +750,8 @@ class QueryResult:
     _run: Any = field(default=None, repr=False)
     seconds: float = 0.0
     _stages: Callable[[], dict[str, dict[str, Any]]] | None = field(default=None, repr=False)
+    #: counts the source's malformed rows when WQL read it from CSV or JSON files
+    _malformed: Callable[[], int] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -755,6 +787,8 @@ class QueryResult:
             out["rows_out"] = self.df.count()
             self._counters["rows_out"] = out["rows_out"]
         out["engine"] = self.engine
+        if self._malformed is not None:
+            out["malformed"] = self._malformed()
         return out
 
     @property

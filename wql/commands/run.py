@@ -311,6 +311,9 @@ def _summary(file: str, r: Any, seconds: float) -> str:
         )
     else:
         parts.append("dropped 0")
+    if c.get("malformed"):
+        # kept with the value NULL (Spark's PERMISSIVE mode), in rows in
+        parts.append(f"malformed {c['malformed']}")
     parts.append(f"{seconds:.1f} s")
     return " | ".join(parts)
 

@@ -38,7 +38,14 @@ from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlError, WqlSemanticError
 
-__all__ = ["conform", "read_source", "read_stream_source", "read_table", "resolve_path"]
+__all__ = [
+    "conform",
+    "malformed_rows",
+    "read_source",
+    "read_stream_source",
+    "read_table",
+    "resolve_path",
+]
 
 _TEXT_FORMATS = ("csv", "json", "text")
 _WIDENS_TO: dict[str, tuple[str, ...]] = {
@@ -203,6 +210,41 @@ def _check_table_schema(decl: P.SourceDecl, df: DataFrame, table: str) -> None:
                 col.span or decl.span,
                 code=ErrorCode.SCHEMA,
             )
+
+
+#: The column Spark's PERMISSIVE mode puts a malformed record's text in (malformed_rows).
+_MALFORMED = "__wql_malformed"
+
+
+def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int:
+    """The rows of ``decl``'s CSV or JSON files with a value that does not parse.
+
+    :func:`read_source` keeps them, the value NULL (Spark's PERMISSIVE mode, the
+    default); this reads the files again with Spark's corrupt-record column and
+    counts the rows that have it, so that they are reported (``malformed`` in the
+    counters). 0 for other formats, other modes and table sources.
+    """
+    if decl.table is not None or not decl.path:
+        return 0
+    fmt = (decl.format or Path(decl.path).suffix.lstrip(".")).lower()
+    options = dict(decl.reader_options)
+    if fmt not in ("csv", "json") or options.get("mode", "PERMISSIVE").upper() != "PERMISSIVE":
+        return 0
+    path = resolve_path(decl.path, base_dir)
+    schema = _file_schema(spark, decl, path, fmt, options, empty_ok=False)
+    df = (
+        spark.read.format(fmt)
+        .options(**options)
+        .option("columnNameOfCorruptRecord", _MALFORMED)
+        .schema(f"{schema}, {_MALFORMED} STRING")
+        .load(path)
+    )
+    # Every column is read (a hash of them all): Spark parses only the columns a query
+    # reads, so a bad value elsewhere would not be seen, and it refuses a query of
+    # the corrupt-record column alone.
+    every = F.hash(*[F.col(sql_identifier(c)) for c in df.columns if c != _MALFORMED])
+    counted = F.count(F.when(F.col(_MALFORMED).isNotNull(), every))
+    return int(df.agg(counted).first()[0])
 
 
 def _required_format(decl: P.SourceDecl, fmt: str | None, message: str, hint: str) -> str:
