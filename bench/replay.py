@@ -35,7 +35,7 @@ def main(rows: int = 2_000_000) -> None:
         .cache()
     )
     df.count()
-    strategies = (R.STRATEGY_WINDOW, R.STRATEGY_BUCKETED, R.STRATEGY_PARTITIONED)
+    strategies = (R.STRATEGY_WINDOW, R.STRATEGY_BUCKETED)
     R.replay(df.limit(1000), R.ReplaySpec("ts", 5000)).df.count()  # warm-up
     for strategy in strategies:
         start = time.perf_counter()

@@ -36,8 +36,9 @@ planned when :meth:`Compiled.apply` sees the DataFrame.
 from __future__ import annotations
 
 import copy
+import functools
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -237,6 +238,7 @@ class Compiled:
                     )
                     owner, owned = self._owner(first.name, program)
                     sources[key] = owner._source_df(spark, owned, root.name, dataframes)
+            malformed = self._malformed(spark, program, sources, dataframes)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
             runner = StageRunner(program)
@@ -245,6 +247,7 @@ class Compiled:
                 started = time.perf_counter()
                 results[q.name] = _run(q, df, runner, self.text, self.filename)
                 results[q.name].seconds = time.perf_counter() - started
+                results[q.name]._malformed = malformed.get(program.root_source(q).name.lower())
         except WqlError as e:
             for r in results.values():
                 r.release()
@@ -252,6 +255,34 @@ class Compiled:
                 runner.release()
             raise e.with_source(self.text, self.filename) from None
         return Results(results, runner)
+
+    def _malformed(
+        self, spark: Any, program: P.Program, sources: Mapping[str, Any], given: Mapping[str, Any]
+    ) -> dict[str, Callable[[], int]]:
+        """Per source this call read from files (batch), how to count its malformed rows
+        (:func:`wql.spark.sources.malformed_rows`), by lower-cased name."""
+        from wql.spark.sources import malformed_rows
+
+        passed = {n.lower() for n in given}
+        out: dict[str, Callable[[], int]] = {}
+        for key, df in sources.items():
+            decl = program.source(key)
+            if key in passed or df.isStreaming or decl is None or not decl.declared:
+                continue
+            first = next(
+                (
+                    st
+                    for q in program.queries
+                    for st in program.pipeline(q)
+                    if any(s.view is None and s.name.lower() == key for s in P.inputs_of(st))
+                ),
+                None,
+            )
+            owner = self._owner(first.name, program)[0] if first is not None else self
+            out[key] = functools.cache(
+                functools.partial(malformed_rows, spark, decl, owner.base_dir)
+            )
+        return out
 
     def timeline(
         self,
@@ -447,13 +478,21 @@ def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | No
     counters = dict(_STREAMING_COUNTERS) if streaming else None
     run = runner.run(q, df)
     if engine == "native":
+        stages = None if streaming else functools.partial(_upstream_counters, q, df, runner)
         return QueryResult(
-            plan=q, engine=engine, df=run.result, late=None, source=run.input, _counters=counters
+            plan=q,
+            engine=engine,
+            df=run.result,
+            late=None,
+            source=run.input,
+            _counters=counters,
+            _stages=stages,
         )
     dropped = None
     if not streaming:
         counters, dropped = run.counters, run.dropped
         runner.claim(run)  # its own result now: released with it (not twice)
+    stages = None if streaming else functools.partial(_upstream_counters, q, df, runner)
     result, late = run.result, run.late
     if streaming and run.idle_ms is not None and not run.heartbeats:
         root = runner.program.root_sources(q)[0]
@@ -469,7 +508,37 @@ def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | No
         _counters=counters,
         _dropped=dropped,
         run=run,
+        _stages=stages,
     )
+
+
+def _upstream_counters(q: P.Stage, df: Any, runner: StageRunner) -> dict[str, dict[str, Any]]:
+    """The counters of every stage before ``q`` in its batch pipeline, upstream first, as
+    each ran for ``q`` (an operator query's views replayed on the operator engine)."""
+    out = {}
+    program = runner.program
+    for stage in program.pipeline(q)[:-1]:
+        # a native query's views are native; an operator query's run on the operator
+        # engine; a join's sides read each view on its own engine
+        reader = P.engine_of(q) == "native" or isinstance(q, P.WindowJoin)
+        if reader and P.engine_of(stage) == "native":
+            native = runner.run(stage, df)
+            view = QueryResult(
+                plan=stage, engine="native", df=native.result, late=None, source=native.input
+            )
+        else:
+            run = runner.operator_run(stage, df, hidden=True)
+            view = QueryResult(
+                plan=stage,
+                engine="operator",
+                df=run.result,
+                late=run.late,
+                source=df,
+                _counters=dict(run.counters),
+                _dropped=run.dropped,
+            )
+        out[stage.name] = view.counters
+    return out
 
 
 class _NeedsIdleMonitor:
@@ -576,6 +645,9 @@ class QueryResult:
     #: what ran (a run of :mod:`wql.spark.stages`; None: a native stage)
     run: Any = field(default=None, repr=False)
     seconds: float = 0.0
+    _stages: Callable[[], dict[str, dict[str, Any]]] | None = field(default=None, repr=False)
+    #: counts the source's malformed rows when WQL read it from CSV or JSON files
+    _malformed: Callable[[], int] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -611,6 +683,24 @@ class QueryResult:
             out["rows_out"] = self.df.count()
             self._counters["rows_out"] = out["rows_out"]
         out["engine"] = self.engine
+        if self._malformed is not None:
+            out["malformed"] = self._malformed()
+        return out
+
+    @property
+    def stages(self) -> dict[str, dict[str, Any]]:
+        """The :attr:`counters` of every stage of this query's pipeline by query name,
+        upstream first and this query's last (one entry for a query over a source).
+
+        A view's late rows and drops happen in its own stage: they are in its
+        entry, not in this query's counters, also when only this query was
+        applied (docs/running.md, "Counters"). Batch runs only: on a stream each
+        view's counters are those of its own stream.
+        """
+        if self._stages is None:
+            return {self.name: self.counters}
+        out = dict(self._stages())
+        out[self.name] = self.counters
         return out
 
     def release(self) -> None:
@@ -678,6 +768,33 @@ class Results(Mapping[str, Any]):
     def counters(self) -> dict[str, Any]:
         """The counters of the text's only query."""
         return self._only().counters
+
+    @property
+    def stages(self) -> dict[str, dict[str, Any]]:
+        """The counters of every stage of the only query's pipeline (:attr:`QueryResult.stages`)."""
+        return self._only().stages
+
+    def write_table(self, output: str, table: str, *, mode: str = "overwrite") -> None:
+        """Write the batch output ``output`` (a query's or a late output's name) to ``table``
+        of Spark's catalog (``saveAsTable``; ``mode`` as Spark's, replacing by default).
+        A streaming output is written with ``wql.spark.stream_sinks.start_streams(...,
+        table_prefix=...)`` (``toTable``)."""
+        df = self[output]
+        if df.isStreaming:
+            raise WqlSemanticError(
+                f"output {output!r} is a stream: write it with start_streams(..., "
+                "table_prefix=...)",
+                code=ErrorCode.USAGE,
+            )
+        df.write.mode(mode).saveAsTable(table)
+
+    def write_tables(self, prefix: str, *, mode: str = "overwrite") -> dict[str, str]:
+        """Write every batch output to the table ``prefix + <output name>`` of Spark's catalog
+        (:meth:`write_table`); returns output name -> table."""
+        tables = {name: prefix + name for name in self._outputs}
+        for name, table in tables.items():
+            self.write_table(name, table, mode=mode)
+        return tables
 
     def release(self) -> None:
         """Free every cache the run holds (the DataFrames are then recomputed when used)."""

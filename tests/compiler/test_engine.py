@@ -342,3 +342,22 @@ def test_no_query_of_the_repository_is_native_on_a_stream():
             errors = getattr(info.value, "errors", [info.value])
             assert all(e.line is not None for e in errors)
             assert len(errors) == len(program.queries), path.name
+
+
+@pytest.mark.parametrize("key", ["auction", "`auction`", "`a``b`", "`a``b``c`"])
+def test_a_top_n_over_a_view_selecting_its_keys_is_native_however_they_are_quoted(key):
+    # the view's key column, however quoted, tells the order of its rows of a
+    # window (WindowRank.ties): a doubled backquote inside the name is one backquote
+    text = (
+        f"CREATE SOURCE b2 ({key} BIGINT, price BIGINT, ts TIMESTAMP, "
+        "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);\n"
+        f"CREATE VIEW counts AS SELECT {key}, window_start, window_end, COUNT(*) AS n "
+        f"FROM b2 GROUP BY {key}, TUMBLE(ts, INTERVAL '10' SECOND);\n"
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+        "ORDER BY n DESC) AS rn FROM counts) t WHERE rn <= 3;\n"
+    )
+    rank = compile_source(text).queries[-1]
+    assert isinstance(rank, P.WindowRank)
+    name = key.strip("`").replace("``", "`") if key.startswith("`") else key
+    assert rank.ties == (name,)
+    assert rank.engine is not None and rank.engine.engine == "native", rank.engine

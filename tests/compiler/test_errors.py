@@ -1,4 +1,5 @@
-"""Semantic errors: every rule of the spec gives a positioned error with a clear message.
+"""Semantic errors: every rule of docs/language.md and docs/plan.md gives a positioned error
+with a clear message.
 
 Each case is one query appended after a fixed two-line header, so the error
 is on line 3 and ``column`` is the 1-based column in the query text.

@@ -1,4 +1,4 @@
-"""Every construct of the spec parses into the AST fields it should."""
+"""Every construct of docs/language.md parses into the AST fields it should."""
 
 from __future__ import annotations
 

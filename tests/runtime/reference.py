@@ -23,7 +23,7 @@ Two independent derivations are provided and cross-checked by the tests:
 
 ``simulate_reference``
     The general case (out-of-order rows, allowed lateness, late output),
-    derived per window from the rules in spec §2 "Lateness" and
+    derived per window from the rules in docs/language.md "Lateness and late data" and
     ``docs/architecture.md`` "Pane timing": a window is skipped when
     ``window_time + lateness <= watermark``; an accepted row whose window's
     end the watermark already passed fires that window at once (``LATE``,
@@ -159,7 +159,7 @@ class RefResult:
 
 
 def replay_watermarks(timestamps: Sequence[int], delay: int) -> list[int]:
-    """The watermark each row sees: ``max(ts before it) - delay - 1`` (spec §3)."""
+    """The watermark each row sees: ``max(ts before it) - delay - 1`` (docs/architecture.md)."""
     out: list[int] = []
     high: int | None = None
     for ts in timestamps:
@@ -171,7 +171,7 @@ def replay_watermarks(timestamps: Sequence[int], delay: int) -> list[int]:
 def time_windows(window: Window, ts: int) -> list[tuple[int, int]]:
     """The ``[start, end)`` windows a non-merging time assigner gives ``ts``.
 
-    Written from the spec's definitions (floor modulo, so negative times
+    Written from docs/language.md's definitions (floor modulo, so negative times
     work), not from Flink's loops.
     """
     if isinstance(window, Tumble):

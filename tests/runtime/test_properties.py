@@ -193,7 +193,7 @@ def assert_matches_reference(query: RefQuery, rows: list[Row], delay: int, refer
 
 
 def in_replay_order(rows: list[Row]) -> list[Row]:
-    """Event-time order, ties by input order (spec §3)."""
+    """Event-time order, ties by input order (docs/architecture.md)."""
     return sorted(rows, key=lambda r: r[1])
 
 

@@ -133,7 +133,7 @@ def ref_window(w: P.Window):
 def expected_rows(q: P.Query, rows: list[tuple[str, int, int | None, float | None]]):
     """The operator's output for ``rows`` (key, ts ms, v, d) per the brute-force reference.
 
-    Rows are replayed in event-time order, ties by input order (spec §3), as
+    Rows are replayed in event-time order, ties by input order (docs/architecture.md), as
     tuples in the order of :func:`query`'s default output.
     """
     et = q.source.event_time

@@ -65,7 +65,7 @@ SELECT = (
 
 
 def test_flink_vector_tumbling_through_spark(spark):
-    # flink-semantics.md vector 1 (rows in the given order, a large delay so all fire at the end)
+    # Flink's tumbling-window case (rows in the given order, a large delay so all fire at the end)
     text = source(10, " WITH (arrival_order = 'arr')") + (
         f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '3' SECOND)"
     )
@@ -105,7 +105,7 @@ def test_the_watermark_is_global_across_keys(spark):
 
 
 def test_lateness_vector_7_with_late_output(spark):
-    # flink-semantics.md vector 7, watermarks made by rows of another key (delay 0)
+    # Flink's lateness case: watermarks made by rows of another key (delay 0)
     text = source(0, " WITH (arrival_order = 'arr')") + (
         f"{SELECT} FROM s WHERE v > 0 GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
         "ALLOWED LATENESS INTERVAL '500' MILLISECOND TRIGGER PURGING WATERMARK "

@@ -214,7 +214,7 @@ def test_keyless_session_with_zero_delay_runs_natively(spark):
 
 
 def test_dynamic_gap_counts_invalid_gaps(spark):
-    # the lowering is exact (vector 6 of flink-semantics.md) and counts
+    # the lowering is exact (Flink's dynamic-gap session case) and counts
     # NULL and <= 0 gaps instead of letting session_window drop them
     caps = NATIVE
     gap = P.Expr("CASE WHEN v = 10 THEN 1000 WHEN v > 0 THEN 2000 ELSE v END", T.INT, ("v",))
@@ -309,7 +309,7 @@ def test_double_sums_follow_replay_order_not_partitioning(spark):
 
 
 def test_double_sum_ties_follow_input_order(spark):
-    # equal event times: replay order is input order (spec §3)
+    # equal event times: replay order is input order (docs/architecture.md)
     values = [1.0, 1e16, -1e16, 1.0, None]
     rows = [("a", 5, 1, x) for x in values]
     q = query(P.Tumble(EV, "ts", 1000), aggs=((P.AggKind.SUM, "d"),))

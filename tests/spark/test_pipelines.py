@@ -278,3 +278,53 @@ def test_wql_run_lets_a_file_read_the_views_of_the_files_before_it(spark, tmp_pa
     assert (
         sorted(tuple(r) for r in got.collect()) == expected_outputs("hourly_rollup")["per_hour"][1]
     )
+
+
+LATE_FIRST = """
+CREATE SOURCE events (k STRING, ts TIMESTAMP, seq BIGINT, WATERMARK FOR ts AS ts)
+WITH (arrival_order = 'seq');
+CREATE VIEW panes AS
+SELECT k, window_time AS wt, COUNT(*) AS n
+FROM events GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND);
+CREATE VIEW totals AS
+SELECT k, window_start, SUM(n) AS n
+FROM panes GROUP BY k, TUMBLE(wt, INTERVAL '20' SECOND);
+"""
+
+
+def test_every_stages_counters_are_reachable_when_only_the_last_is_applied(spark):
+    # arrival order a@1s, a@12s, a@21s, a@3s: the rise to 20.999 fired [0, 10), so
+    # a@3s is late in panes (no lateness): dropped there, not seen by totals
+    rows = [("a", at(t), i) for i, t in enumerate([1, 12, 21, 3])]
+    df = spark.createDataFrame(rows, "k string, ts timestamp, seq bigint")
+    everything = wql.compile(LATE_FIRST).apply(spark, events=df)
+    alone = wql.compile(LATE_FIRST).only("totals").apply(spark, events=df)
+    try:
+        stages = alone.stages
+        assert list(stages) == ["panes", "totals"]
+        panes = stages["panes"]
+        assert (panes["rows_in"], panes["dropped"], panes["rows_out"]) == (4, {"late": 1}, 3)
+        # the fields of the query's own counters are unchanged
+        assert stages["totals"] == alone.counters
+        assert (alone.counters["rows_in"], alone.counters["dropped"]) == (3, {})
+        # the same counters as the view's own query reports
+        assert panes == everything.query("panes").counters
+        assert everything.query("totals").stages == stages
+    finally:
+        everything.release()
+        alone.release()
+
+
+def test_a_native_pipelines_stages_have_their_counters(spark):
+    results = wql.compile(ROLLUP).only("per_hour").apply(spark, clicks=clicks(spark))
+    try:
+        assert results.query("per_hour").engine == "native"
+        per_minute = results.stages["per_minute"]
+        assert (per_minute["rows_in"], per_minute["rows_out"], per_minute["engine"]) == (
+            6,
+            4,
+            "native",
+        )
+        assert results.stages["per_hour"]["rows_in"] == 4
+    finally:
+        results.release()

@@ -14,7 +14,7 @@ the documented streaming semantics: before each micro-batch
 ``advance_watermark(W)``, then the batch's rows in event-time order. Equal
 outputs mean the per-key snapshot/restore, the clock hand-over and the
 timer mapping of the processor are exact. ``reference_batch`` is batch
-replay (per-row watermark, spec §3) for the agreement and difference tests.
+replay (per-row watermark, docs/architecture.md) for the agreement and difference tests.
 """
 
 from __future__ import annotations

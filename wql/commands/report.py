@@ -36,7 +36,7 @@ def summary_line(
 ) -> str:
     """One query's summary. ``tags`` follow the engine in the brackets (``stream``,
     ``drained``); ``fired`` is there when the counters have ``rows_fired``,
-    ``filtered`` when some rows were."""
+    ``filtered`` and ``malformed`` when some rows were."""
     c = counters
     dropped = c.get("dropped", {})
     parts = [
@@ -55,6 +55,9 @@ def summary_line(
         )
     else:
         parts.append("dropped 0")
+    if c.get("malformed"):
+        # kept with the value NULL (Spark's PERMISSIVE mode), in rows in
+        parts.append(f"malformed {c['malformed']}")
     parts.append(f"{seconds:.1f} s")
     return " | ".join(parts)
 

@@ -3,7 +3,7 @@
 ::
 
     wql run FILE... [--engine auto|native|operator] [--output DIR]
-                    [--format parquet|csv|json] [--show N]
+                    [--output-table PREFIX] [--format parquet|csv|json] [--show N]
                     [--master URL] [--conf KEY=VALUE]... [--verbose]
 
 Every file is compiled first (all errors of all files are reported before
@@ -14,10 +14,13 @@ output to ``DIR/<late name>/`` (CSV with a header row, timestamps in UTC as
 ``2024-05-01 09:00:00``, ``.SSS`` added when the milliseconds are not zero: the
 form of ``examples/expected/``); with several files, to
 ``DIR/<file stem>/<name>/``. Existing output folders are replaced.
+With ``--output-table PREFIX``, each output goes to the table ``PREFIX<name>``
+of Spark's catalog (``PREFIX<file stem>_<name>`` with several files),
+replacing it (with ``--stream``: appended by ``toTable``).
 ``--show N`` prints the first N rows of every output, sorted by its columns; an
 ``EMIT CHANGELOG`` result window by window, each window's changes in the order
 they were emitted.
-Without ``--output``, ``--show 20`` is implied.
+Without ``--output`` or ``--output-table``, ``--show 20`` is implied.
 
 A run summary goes to standard error: per query the engine, rows in, rows
 out (result rows), late rows, rows in a firing, filtered rows, rows dropped
@@ -65,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="a .wql file")
     add_engine_option(parser, "force an engine (default: auto)")
     parser.add_argument("--output", metavar="DIR", help="write every output under DIR")
+    parser.add_argument(
+        "--output-table",
+        metavar="PREFIX",
+        help="write every output to the table PREFIX<name> of Spark's catalog "
+        "(PREFIX<file stem>_<name> with several files), e.g. --output-table analytics.wql_",
+    )
     parser.add_argument(
         "--format", choices=FORMATS, default="csv", help="output format (default: csv)"
     )
@@ -152,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         raise WqlError(
             "several files have the same name; their outputs would collide", code=ErrorCode.USAGE
         )
-    show = args.show if args.show is not None else (None if args.output else 20)
+    written = args.output or args.output_table
+    show = args.show if args.show is not None else (None if written else 20)
     if args.timeline:
         _check_timeline(args, compiled)
     if args.drain and not args.stream:
@@ -171,10 +181,13 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     with StageProgress(spark, status):
         for path, stem, c in zip(args.files, stems, compiled, strict=True):
-            out_dir = None
+            out_dir = tables = None
             if args.output:
                 out_dir = _join(args.output, stem) if len(args.files) > 1 else args.output
-            failed |= not _run_file(spark, path, c, out_dir, args.format, show, status)
+            if args.output_table:
+                many = len(args.files) > 1
+                tables = f"{args.output_table}{stem}_" if many else args.output_table
+            failed |= not _run_file(spark, path, c, out_dir, args.format, show, status, tables)
         if args.timeline and not failed:
             _draw_timeline(spark, compiled[0], args, status)
     status.done(f"done in {time.perf_counter() - started:.1f} s")
@@ -189,6 +202,7 @@ def _run_file(
     fmt: str,
     show: int | None,
     status: Status,
+    tables: str | None = None,
 ) -> bool:
     name = display_name(path)
     status.step(f"{name}: running {', '.join(compiled.queries)}")
@@ -196,16 +210,23 @@ def _run_file(
         results = compiled.apply(spark)
     try:
         with spark_failures(f"running {name}", name):
-            _write_results(name, results, out_dir, fmt, show, status)
+            _write_results(name, results, out_dir, fmt, show, status, tables)
     finally:
         results.release()
     return True
 
 
 def _write_results(
-    name: str, results: Any, out_dir: str | None, fmt: str, show: int | None, status: Status
+    name: str,
+    results: Any,
+    out_dir: str | None,
+    fmt: str,
+    show: int | None,
+    status: Status,
+    tables: str | None = None,
 ) -> None:
-    """Write and/or show every output of ``results``, a summary line per query."""
+    """Write and/or show every output of ``results``, a summary line per query (``tables``:
+    also to the tables ``tables<output name>``)."""
     from wql.spark.layout import write_output
 
     for r in results.queries:
@@ -219,6 +240,9 @@ def _write_results(
                 target = _join(out_dir, out_name)
                 status.step(f"{name}: writing {out_name} -> {target}")
                 write_output(df, target, fmt)
+            if tables is not None:
+                status.step(f"{name}: writing {out_name} -> table {tables}{out_name}")
+                results.write_table(out_name, tables + out_name)
             if show:
                 status.step(f"{name}: reading {out_name}")
                 rows = df.orderBy(*_show_order(r.plan, df, out_name == r.name))

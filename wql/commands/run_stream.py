@@ -91,8 +91,13 @@ def run_stream(
     """Stream every file of ``args.files`` (compiled for streams) into ``args.output``."""
     from wql.spark.stream_sinks import refuse_drained
 
-    if not args.output or not args.checkpoint:
-        raise WqlError("--stream needs --output DIR and --checkpoint DIR", code=ErrorCode.USAGE)
+    if not (args.output or args.output_table) or not args.checkpoint:
+        raise WqlError(
+            "--stream needs --output DIR (or --output-table PREFIX) and --checkpoint DIR",
+            code=ErrorCode.USAGE,
+        )
+    # with tables only, the operators' tagged streams live beside the checkpoints
+    output = args.output or str(Path(args.checkpoint) / "_wql_outputs")
     trigger = parse_trigger(args.trigger)
     if args.drain and trigger is not None:
         raise WqlError(
@@ -104,13 +109,14 @@ def run_stream(
         (
             display_name(path),
             c,
-            Path(args.output) / stem if many else Path(args.output),
+            Path(output) / stem if many else Path(output),
             Path(args.checkpoint) / stem if many else Path(args.checkpoint),
+            _table_prefix(args.output_table, stem, many),
         )
         for path, stem, c in zip(args.files, stems, compiled, strict=True)
     ]
     # a drained stream has ended: refused by its checkpoint's files, before Spark starts
-    for _, c, _, ck in files:
+    for _, c, _, ck, _ in files:
         for name in c.queries:
             refuse_drained(name, ck / name)
     conf = dict(conf)
@@ -133,16 +139,22 @@ def run_stream(
     # an interval= run prints its summaries once stopped, unless py4j was interrupted
     summarise_at_stop = trigger is not None
     # the end streams live under the checkpoint folder, the tagged sinks under the output
-    with StreamProgress(spark, status, internal=(args.checkpoint, args.output)):
+    with StreamProgress(spark, status, internal=(args.checkpoint, output)):
         try:
             with spark_failures("streaming"):
-                for name, c, out, ck in files:
+                for name, c, out, ck, tables in files:
                     file_started = time.perf_counter()
                     results = _apply(spark, c)
-                    status.step(f"{name}: streaming {', '.join(c.queries)} -> {out}")
+                    status.step(f"{name}: streaming {', '.join(c.queries)} -> {tables or out}")
                     try:
                         sinks = start_streams(
-                            results, out, ck, fmt=args.format, trigger=trigger, drain=args.drain
+                            results,
+                            out,
+                            ck,
+                            fmt=args.format,
+                            trigger=trigger,
+                            drain=args.drain,
+                            table_prefix=tables,
                         )
                     except WqlError as e:
                         raise e.with_source(c.text, c.filename) from None
@@ -178,6 +190,13 @@ def run_stream(
 
 
 INTERRUPTED = "interrupted; stopped (the checkpoints resume the run)"
+
+
+def _table_prefix(prefix: str | None, stem: str, many: bool) -> str | None:
+    """The table names' prefix of one file's outputs (``--output-table``)."""
+    if prefix is None:
+        return None
+    return f"{prefix}{stem}_" if many else prefix
 
 
 def _apply(spark: Any, c: Any) -> Any:
@@ -226,8 +245,6 @@ def _summaries(
     then rows waiting in windows are in no count but ``in``), when
     ``in = fired + late + dropped``.
     """
-    from wql.spark.stream_sinks import committed_rows
-
     counters = sinks.counters(spark)
     seconds = time.perf_counter() - started
     for r in results.queries:
@@ -235,7 +252,16 @@ def _summaries(
         c = dict(counters.get(r.name, {}))
         if not drained:
             c.pop("rows_fired", None)
-        out = sinks.outputs.get(r.name)
-        c["rows_out"] = committed_rows(spark, out, fmt) if out is not None else 0
+        c["rows_out"] = _committed(spark, sinks, r.name, fmt)
         tags = ("stream", "drained") if drained else ("stream",)
         status.line(summary_line(file, r.name, r.engine, c, seconds, tags))
+
+
+def _committed(spark: Any, sinks: Any, name: str, fmt: str) -> int:
+    """Rows the output ``name`` committed so far: its table's, else its folder's."""
+    from wql.spark.stream_sinks import committed_rows
+
+    if name in sinks.tables:
+        return int(spark.table(sinks.tables[name]).count())
+    out = sinks.outputs.get(name)
+    return committed_rows(spark, out, fmt) if out is not None else 0

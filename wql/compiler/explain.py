@@ -190,7 +190,7 @@ def explain_join(q: P.WindowJoin, program: P.Program | None = None) -> str:
             add(f"  {side.qualifier}: view {side.source.name} ({cols})")
             add(f"    windows: {window_text(side.windows)} ({side.bounds[0]}, {side.bounds[1]})")
         if program is not None and side.source.view is not None:
-            chain = " -> ".join(p.name for p in program.pipeline(program.view(side.source.view)))
+            chain = P.chain_text(program.pipeline(program.view(side.source.view)))
             add(f"    pipeline: source {program.root_source(q).name} -> {chain}")
     add("  joined:")
     for side in q.sides:
@@ -289,7 +289,7 @@ def _view_input(q: P.OperatorStage, program: P.Program | None) -> list[str]:
         '    order: the view\'s rows as they fire (docs/architecture.md, "Contract: pipelines")'
     )
     if program is not None:
-        chain = " -> ".join(p.name for p in program.pipeline(q))
+        chain = P.chain_text(program.pipeline(q))
         lines.append(f"    pipeline: source {program.root_source(q).name} -> {chain}")
     return lines
 

@@ -9,7 +9,7 @@ and span; this module re-parses that text with sqlglot's Spark dialect and
   Spark), with "did you mean" suggestions for unknown ones;
 * infers WQL types (sqlglot's ``annotate_types`` plus WQL's own rules for
   aggregates) and rejects the type errors it can see;
-* finds aggregate calls (only the spec's aggregates; no nesting, none where a
+* finds aggregate calls (only the aggregates docs/language.md lists; no nesting, none where a
   per-row value is needed);
 * prints canonical Spark SQL (``F.expr``/``selectExpr`` run it unchanged).
 

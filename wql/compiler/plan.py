@@ -43,12 +43,16 @@ column               type         meaning
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from wql.compiler import types as T
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, Span, WqlSemanticError
+
+_T = TypeVar("_T")
 
 # ---------------------------------------------------------------------------
 # Basics
@@ -121,7 +125,8 @@ def _spellings(column: str) -> tuple[str, str]:
 class EventTime:
     """Event time: the TIMESTAMP column and the bounded-out-of-orderness delay.
 
-    The watermark after a row is ``max_ts_seen - delay_ms - 1`` (spec §3).
+    The watermark after a row is ``max_ts_seen - delay_ms - 1`` (docs/architecture.md,
+    "Contract: batch replay on Spark").
     ``idle_ms`` (``IDLE AFTER``): once no row has arrived for that long in
     processing time, the watermark advances as if event time passed with
     processing time since the last row: ``max_ts_seen + (now - last arrival)
@@ -213,9 +218,14 @@ class SourceDecl:
         return self.option("path")
 
     @property
+    def table(self) -> str | None:
+        """The table of Spark's catalog the source reads (``WITH (table = 'db.events')``)."""
+        return self.option("table")
+
+    @property
     def reader_options(self) -> tuple[tuple[str, str], ...]:
         """Options to pass to Spark's reader: everything but WQL's own keys."""
-        own = {"format", "path", "arrival_order", "processing_time"}
+        own = {"format", "path", "table", "arrival_order", "processing_time"}
         return tuple((k, v) for k, v in self.options if k not in own)
 
 
@@ -241,7 +251,7 @@ class SourceRef:
 
     For a source, ``event_time`` is the FROM clause's WATERMARK FOR when
     given, else the declaration's; ``processing_time`` and ``arrival_order``
-    name source columns used by batch replay (spec §3), from the source's
+    name source columns used by batch replay (docs/architecture.md), from the source's
     WITH options.
 
     For a view (``view`` is its query name, as ``name``), ``columns`` are
@@ -1243,22 +1253,9 @@ class WindowRank:
             _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
 
     @property
-    def input_columns(self) -> tuple[Column, ...]:
-        """The input relation (see the class docstring)."""
-        if self.window is None:
-            return self.source.columns
-        return self.source.columns + tuple(Column(n, T.TIMESTAMP) for n in WINDOW_TABLE_COLUMNS)
-
-    @property
     def window_bounds(self) -> tuple[str, str]:
         """The input columns holding window_start and window_end."""
         return self.bounds or ("window_start", "window_end")
-
-    @property
-    def ranked_schema(self) -> tuple[Column, ...]:
-        return tuple(Column(c.name, c.type) for c in self.inner) + (
-            Column(self.rank_column, T.BIGINT),
-        )
 
     @property
     def inputs(self) -> tuple[SourceRef, ...]:
@@ -1468,6 +1465,22 @@ def engine_of(q: Stage) -> str:
     return q.engine.engine if q.engine is not None else "operator"
 
 
+#: The longest pipeline a text names in full (see :func:`chain_text`).
+CHAIN_TEXT_LIMIT = 12
+
+
+def chain_text(stages: tuple[Stage, ...]) -> str:
+    """``a -> b -> c``: the names of a pipeline's stages; a pipeline longer than
+    :data:`CHAIN_TEXT_LIMIT` shows its first and last four around how many are left
+    out, so that the texts of its N queries (one each in ``wql explain``) stay linear
+    in N."""
+    if len(stages) <= CHAIN_TEXT_LIMIT:
+        return " -> ".join(s.name for s in stages)
+    head = " -> ".join(s.name for s in stages[:4])
+    tail = " -> ".join(s.name for s in stages[-4:])
+    return f"{head} -> ({len(stages) - 8} more) -> {tail}"
+
+
 def inputs_of(q: Stage) -> tuple[SourceRef, ...]:
     """What a stage reads: its source or view, or both sides' (a join)."""
     return q.inputs
@@ -1498,24 +1511,58 @@ class Program:
                 code=ErrorCode.DUPLICATE_NAME,
             )
 
+    # Lookups by name and the pipelines are computed once per program: a file of N
+    # chained views asks for every query's pipeline, which scanning the queries per
+    # name made cubic in N (docs/benchmarks.md, "Long pipelines").
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Stage]:
+        """Every stage by lower-cased name, this file's first (as :meth:`view` finds them)."""
+        index: dict[str, Stage] = {}
+        for q in (*self.queries, *self.views):
+            index.setdefault(q.name.lower(), q)
+        return index
+
+    @functools.cached_property
+    def _own(self) -> frozenset[str]:
+        """The lower-cased names of this file's queries."""
+        return frozenset(q.name.lower() for q in self.queries)
+
+    @functools.cached_property
+    def _pipelines(self) -> dict[str, tuple[Stage, ...]]:
+        """The pipelines of the stages computed so far, by lower-cased name."""
+        return {}
+
+    @functools.cached_property
+    def _roots(self) -> dict[str, tuple[SourceRef, ...]]:
+        """The root sources of the views computed so far, by lower-cased name."""
+        return {}
+
+    @functools.cached_property
+    def _readers(self) -> dict[str, tuple[Stage, ...]]:
+        """This file's queries by the name of the view they read."""
+        readers: dict[str, list[Stage]] = {}
+        for r in self.queries:
+            for name in dict.fromkeys(s.view for s in inputs_of(r) if s.view is not None):
+                readers.setdefault(name, []).append(r)
+        return {name: tuple(rs) for name, rs in readers.items()}
+
     def source(self, name: str) -> SourceDecl | None:
         low = name.lower()
         return next((s for s in self.sources if s.name.lower() == low), None)
 
     def query(self, name: str) -> Stage:
-        low = name.lower()
-        for q in self.queries:
-            if q.name.lower() == low:
-                return q
-        raise KeyError(name)
+        q = self._by_name.get(name.lower())
+        # another file's view is not a query of this file
+        if q is None or q.name.lower() not in self._own:
+            raise KeyError(name)
+        return q
 
     def view(self, name: str) -> Stage:
         """The query called ``name``: this file's, else one of another file it reads."""
-        low = name.lower()
-        for q in (*self.queries, *self.views):
-            if q.name.lower() == low:
-                return q
-        raise KeyError(name)
+        try:
+            return self._by_name[name.lower()]
+        except KeyError:
+            raise KeyError(name) from None
 
     def upstreams(self, q: Stage) -> tuple[Stage, ...]:
         """The views ``q`` reads (none when it reads sources only)."""
@@ -1528,31 +1575,74 @@ class Program:
 
     def pipeline(self, q: Stage) -> tuple[Stage, ...]:
         """Every query ``q`` depends on, upstream first, ``q`` last (a chain, or the DAG
-        of a join's inputs)."""
-        out: list[Stage] = []
+        of a join's inputs): the stages a depth-first walk from ``q`` to its sources
+        meets, each once, where it is first complete."""
+        ups = [s.view for s in inputs_of(q) if s.view is not None]
+        return _joined([self._upward(v, self._pipelines, _joined) for v in ups], q)
 
-        def visit(stage: Stage) -> None:
-            for up in self.upstreams(stage):
-                visit(up)
-            if all(s.name != stage.name for s in out):
-                out.append(stage)
-
-        visit(q)
-        return tuple(out)
+    def _upward(
+        self, name: str, memo: dict[str, _T], combine: Callable[[list[_T], Stage], _T]
+    ) -> _T:
+        """``combine(<the same of each view it reads>, view)`` for the view called
+        ``name``, memoised in ``memo``, without recursion (a chain may be longer than
+        Python's recursion limit)."""
+        todo = [name.lower()]
+        while todo:
+            low = todo[-1]
+            if low in memo:
+                todo.pop()
+                continue
+            stage = self.view(low)
+            ups = [s.view.lower() for s in inputs_of(stage) if s.view is not None]
+            missing = [u for u in ups if u not in memo]
+            if missing:
+                if any(u in todo for u in missing):
+                    raise ValueError(f"views read each other in a cycle through {stage.name}")
+                todo.extend(missing)
+                continue
+            memo[low] = combine([memo[u] for u in ups], stage)
+            todo.pop()
+        return memo[name.lower()]
 
     def readers(self, q: Stage) -> tuple[Stage, ...]:
         """This file's queries that read ``q``."""
-        return tuple(r for r in self.queries if any(s.view == q.name for s in inputs_of(r)))
+        return self._readers.get(q.name, ())
 
     def root_sources(self, q: Stage) -> tuple[SourceRef, ...]:
         """The sources ``q``'s pipeline starts from (one for a chain), in reading order."""
-        roots: dict[str, SourceRef] = {}
-        for stage in self.pipeline(q):
-            for s in inputs_of(stage):
-                if s.view is None:
-                    roots.setdefault(s.name.lower(), s)
-        return tuple(roots.values())
+        ups = [s.view for s in inputs_of(q) if s.view is not None]
+        return _roots([self._upward(v, self._roots, _roots) for v in ups], q)
 
     def root_source(self, q: Stage) -> SourceRef:
         """The source ``q``'s pipeline starts from (the binder allows one per pipeline)."""
         return self.root_sources(q)[0]
+
+
+def _joined(pipelines: list[tuple[Stage, ...]], last: Stage) -> tuple[Stage, ...]:
+    """The upstream ``pipelines`` in order, each stage once (by name, where it first
+    appears), then ``last``."""
+    if len(pipelines) == 1:
+        # a chain: the one upstream pipeline holds each stage once, and not ``last``
+        # (a view cannot read itself, the binder refuses it)
+        return (*pipelines[0], last)
+    out: dict[str, Stage] = {}
+    for stages in pipelines:
+        for s in stages:
+            out.setdefault(s.name, s)
+    out.setdefault(last.name, last)
+    return tuple(out.values())
+
+
+def _roots(upstream: list[tuple[SourceRef, ...]], stage: Stage) -> tuple[SourceRef, ...]:
+    """The root sources of ``stage``, given those of the views it reads in order: theirs,
+    then the sources it reads itself, each once (by lower-cased name, where first met)."""
+    if len(upstream) == 1 and all(s.view is not None for s in inputs_of(stage)):
+        return upstream[0]
+    roots: dict[str, SourceRef] = {}
+    for sources in upstream:
+        for s in sources:
+            roots.setdefault(s.name.lower(), s)
+    for s in inputs_of(stage):
+        if s.view is None:
+            roots.setdefault(s.name.lower(), s)
+    return tuple(roots.values())

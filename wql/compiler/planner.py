@@ -28,7 +28,7 @@ from typing import Any
 from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
 from wql.compiler.explain import duration, evictor_text, trigger_text
-from wql.compiler.stream_plan import stream_plan
+from wql.compiler.stream_plan import StreamMemo, stream_plan
 from wql.errors import ErrorCode, WqlError, WqlErrors, WqlUnsupportedError
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
@@ -59,13 +59,15 @@ def choose_engines(
     queries = []
     # the views planned so far (this file's, in file order, and other files')
     planned = {v.name.lower(): v for v in program.views}
+    # every stream stage's operator plan and link, built once for all queries
+    memo = StreamMemo()
     for q in program.queries:
         try:
             stream = is_stream(program.root_source(q), streaming)
             views = [s for s in P.inputs_of(q) if s.view is not None]
             # how it runs on a stream, once: a positioned refusal of what one stream
             # processor cannot run, else the plan the stream host runs
-            how = stream_plan(q, program) if stream else None
+            how = stream_plan(q, program, memo) if stream else None
             upstream = planned.get(views[0].view.lower()) if views and views[0].view else None
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
             if how is not None and choice.engine == "operator":
@@ -105,7 +107,7 @@ def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P
     view = next(s for s in P.inputs_of(q) if s.view is not None)
     how = P.Reason(
         "runs on a stream in the pipeline processor: ONE stateful processor holds the "
-        f"operators of {' -> '.join(s.name for s in chain)} for all keys (parallelism 1), "
+        f"operators of {P.chain_text(chain)} for all keys (parallelism 1), "
         "and at each watermark rise a stage fires, its rows reach the next stage, and only "
         "then does that stage rise, as in Flink's operator chain",
         view.span,

@@ -38,6 +38,7 @@ Spark's is not worth the reach.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from wql.compiler import plan as P
@@ -69,22 +70,41 @@ _SUPPORTED = (
 )
 
 
-def stream_plan(q: P.Stage, program: P.Program) -> P.StreamPlan:
+@dataclass
+class StreamMemo:
+    """What planning one program's stream stages has built so far, so that every
+    stage's operator plan and every link is built once however many queries read
+    it (a file of N chained views would otherwise cost N² of each:
+    docs/benchmarks.md, "Long pipelines"). Keyed by the stages' ``id``: a memo
+    must not outlive the program it was made for."""
+
+    ops: dict[int, OperatorPlan] = field(default_factory=dict)
+    links: dict[tuple[int, int, bool], P.Link] = field(default_factory=dict)
+
+    def op(self, s: P.OperatorStage) -> OperatorPlan:
+        op = self.ops.get(id(s))
+        if op is None:
+            op = self.ops[id(s)] = build_stage(s)
+        return op
+
+
+def stream_plan(q: P.Stage, program: P.Program, memo: StreamMemo | None = None) -> P.StreamPlan:
     """How ``q`` runs on a stream; raises a positioned :class:`WqlUnsupportedError`
-    for what one stream processor cannot run exactly."""
-    return _STREAM_PLANS[type(q)](q, program)
+    for what one stream processor cannot run exactly. ``memo``: what earlier calls
+    for the same ``program`` built (see :class:`StreamMemo`)."""
+    return _STREAM_PLANS[type(q)](q, program, StreamMemo() if memo is None else memo)
 
 
-def stream_chain(q: P.OperatorStage, program: P.Program) -> P.StreamChain:
+def stream_chain(q: P.OperatorStage, program: P.Program, memo: StreamMemo) -> P.StreamChain:
     """The chain of ``q`` over the views it reads (none: over its source)."""
     if q.source.view is None:
         return P.StreamChain()
-    chain, links = _linked(program.pipeline(q))
+    chain, links = _linked(program.pipeline(q), memo)
     return P.StreamChain(chain[:-1], links)
 
 
 def _linked(
-    stages: tuple[P.Stage, ...],
+    stages: tuple[P.Stage, ...], memo: StreamMemo
 ) -> tuple[tuple[P.OperatorStage, ...], tuple[P.Link, ...]]:
     """The chain ``stages`` (upstream first) and each reader's :class:`~wql.compiler.plan.Link`
     (``stages[i + 1]`` reads ``stages[i]``); raises a positioned
@@ -98,7 +118,7 @@ def _linked(
                 "run the join in batch",
             )
     chain = tuple(s for s in stages if not isinstance(s, P.WindowJoin))
-    ops = [build_stage(s) for s in chain]
+    ops = [memo.op(s) for s in chain]
     for s, op in zip(chain, ops, strict=True):
         if op.uses_processing_time:
             raise _refuse(
@@ -109,7 +129,12 @@ def _linked(
             )
     links = []
     for up, down, up_op, down_op in zip(chain, chain[1:], ops, ops[1:], strict=False):
-        links.append(_link(up, down, up_op, down_op, last=down is chain[-1]))
+        last = down is chain[-1]
+        link = memo.links.get((id(up), id(down), last))
+        if link is None:
+            # a refusal is not kept: it ends the planning of this query, raised anew
+            link = memo.links[(id(up), id(down), last)] = _link(up, down, up_op, down_op, last=last)
+        links.append(link)
     return chain, tuple(links)
 
 
@@ -251,7 +276,7 @@ _JOIN_SUPPORTED = (
 )
 
 
-def stream_join(join: P.WindowJoin, program: P.Program) -> P.StreamJoin:
+def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.StreamJoin:
     """How the window join runs on a stream; raises a positioned
     :class:`WqlUnsupportedError` for one the join processor cannot run exactly."""
     from wql.compiler.expressions import sql_conjuncts, to_sql
@@ -262,8 +287,8 @@ def stream_join(join: P.WindowJoin, program: P.Program) -> P.StreamJoin:
     for c in join.output:
         used |= {n.lower() for n in c.expr.columns}
     sides = (
-        _join_input(join, join.left, program, used),
-        _join_input(join, join.right, program, used),
+        _join_input(join, join.left, program, used, memo),
+        _join_input(join, join.right, program, used, memo),
     )
     left = {n.lower(): i for i, n in enumerate(join.left.internal)}
     right = {n.lower(): i for i, n in enumerate(join.right.internal)}
@@ -333,7 +358,7 @@ def _equi_pair(
 
 
 def _join_input(
-    join: P.WindowJoin, side: P.JoinSide, program: P.Program, used: set[str]
+    join: P.WindowJoin, side: P.JoinSide, program: P.Program, used: set[str], memo: StreamMemo
 ) -> P.JoinInput:
     reads = [n.lower() in used for n in side.internal]
     positions: list[int | None] = [None, None, None]
@@ -352,7 +377,7 @@ def _join_input(
         return P.JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
     view = program.view(side.source.view)
     pipeline = program.pipeline(view)
-    chain, links = _linked(pipeline)  # refuses a join in the view's pipeline
+    chain, links = _linked(pipeline, memo)  # refuses a join in the view's pipeline
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
@@ -366,7 +391,7 @@ def _join_input(
             view.having.span or side.span,
             "filter in the join's WHERE instead, or run the join in batch",
         )
-    columns = _copied(view, build_stage(view))
+    columns = _copied(view, memo.op(view))
     event_time = None
     if side.window is not None:
         et = side.source.event_time
@@ -407,7 +432,7 @@ def _join_input(
 
 #: The stream plan of each kind of stage (tests/spark/test_stage_dispatch.py checks
 #: that every kind has one).
-_STREAM_PLANS: dict[type, Callable[[Any, P.Program], P.StreamPlan]] = {
+_STREAM_PLANS: dict[type, Callable[[Any, P.Program, StreamMemo], P.StreamPlan]] = {
     P.Query: stream_chain,
     P.WindowRank: stream_chain,
     P.WindowJoin: stream_join,

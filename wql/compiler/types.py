@@ -1,7 +1,7 @@
 """WQL's scalar types and their mapping to and from Spark.
 
-The language (spec §1) declares ``STRING``, ``INT``, ``BIGINT``, ``DOUBLE``,
-``BOOLEAN``, ``TIMESTAMP`` (millisecond precision, UTC), ``DATE`` and
+The language (docs/language.md, "CREATE SOURCE") declares ``STRING``, ``INT``, ``BIGINT``,
+``DOUBLE``, ``BOOLEAN``, ``TIMESTAMP`` (millisecond precision, UTC), ``DATE`` and
 ``DECIMAL(p, s)``. The compiler additionally needs ``INTERVAL`` (window sizes,
 dynamic session gaps), ``ARRAY<T>`` (the result of ``COLLECT_LIST``) and
 ``NULL`` (the type of a bare ``NULL`` literal). ``TINYINT``, ``SMALLINT``,
@@ -114,7 +114,7 @@ def array_of(element: WqlType) -> WqlType:
     return WqlType("ARRAY", element=element)
 
 
-# Types a CREATE SOURCE column may declare (spec §1), by name.
+# Types a CREATE SOURCE column may declare (docs/language.md), by name.
 DECLARABLE: dict[str, WqlType] = {
     "STRING": STRING,
     "INT": INT,
@@ -155,21 +155,6 @@ def parse_type_name(text: str, span: Span | None = None) -> WqlType:
         expected=sorted(set(DECLARABLE) - {"INTEGER"}) + ["DECIMAL(p, s)"],
         code=ErrorCode.UNKNOWN_NAME,
     )
-
-
-def common_numeric(a: WqlType, b: WqlType) -> WqlType:
-    """The type of ``a + b`` for numeric operands (Spark's widening, simplified for DECIMAL)."""
-    if a.is_unknown:
-        return b
-    if b.is_unknown:
-        return a
-    if a.kind == "DECIMAL" and b.kind == "DECIMAL":
-        assert a.precision is not None and a.scale is not None
-        assert b.precision is not None and b.scale is not None
-        scale = max(a.scale, b.scale)
-        whole = max(a.precision - a.scale, b.precision - b.scale)
-        return DECIMAL(min(38, whole + scale + 1), scale)
-    return a if _NUMERIC_RANK.get(a.kind, 0) >= _NUMERIC_RANK.get(b.kind, 0) else b
 
 
 def to_spark(t: WqlType):

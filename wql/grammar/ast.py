@@ -677,7 +677,7 @@ class QueryForm(enum.Enum):
 
 @dataclass(frozen=True)
 class Query(Node):
-    """One windowed query, clauses in the spec's order.
+    """One windowed query, clauses in the grammar's order (docs/language.md).
 
     ``SELECT ... FROM ... [WHERE] GROUP BY ... [HAVING] [ALLOWED LATENESS]
     [TRIGGER] [EVICT] [EMIT] [LATE DATA TO]``. Absent clauses are ``None``;

@@ -186,7 +186,7 @@ def _any_query_lines(
 
 def _source_lines(source: ast.CreateSource) -> list[_Line]:
     lines = [_Line(f"CREATE SOURCE {format_ident(source.name)} (", _anchor(source))]
-    # Types line up in one column, as in the spec's examples.
+    # Types line up in one column, as in docs/language.md's examples.
     width = max((len(format_ident(c.name)) for c in source.columns), default=0)
     entries: list[tuple[str, int | None]] = [
         (f"{format_ident(c.name):<{width}} {_type(c.type)}", _anchor(c)) for c in source.columns

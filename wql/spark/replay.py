@@ -36,7 +36,7 @@ computes, for every row, the global watermark that row sees:
   window strategy (it needs each row's gap to the previous arrival in
   replay order).
 
-Three strategies compute the same columns (tests check they agree):
+Two strategies compute the same columns (tests check they agree):
 
 * :data:`STRATEGY_WINDOW` — two unpartitioned SQL window functions (running
   maximum, row number) over the replay order: one statistics job, then
@@ -49,12 +49,7 @@ Three strategies compute the same columns (tests check they agree):
   them into per-bucket offsets and prefix maxima (a few numbers); the same
   window functions then run *partitioned by bucket*, each bucket's first row
   starting from its prefix. No step puts all rows in one task.
-* :data:`STRATEGY_PARTITIONED` — a persisted global sort and two
-  ``mapInArrow`` passes (per-partition statistics, then NumPy running
-  maxima). Kept for the measurements: it pays for the persisted sort and
-  two Python passes.
-
-A fourth, :data:`STRATEGY_SUMMARY`, numbers nothing: it leaves the
+A third, :data:`STRATEGY_SUMMARY`, numbers nothing: it leaves the
 watermarks to the caller's own tasks (``replay(..., in_task=True)``; the
 batch host's key partitions), which compute them from a compact global
 summary. It applies when the watermark is the only clock (no
@@ -117,13 +112,11 @@ or arrival-order column. Nothing is lost silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -153,7 +146,6 @@ REASON_NULL_ARRIVAL_ORDER = "null arrival order"
 
 STRATEGY_AUTO = "auto"
 STRATEGY_BUCKETED = "bucketed"
-STRATEGY_PARTITIONED = "partitioned"
 STRATEGY_WINDOW = "window"
 STRATEGY_SUMMARY = "summary"
 
@@ -511,37 +503,11 @@ def replay(
         return _replay_bucketed(prepared)
     strategies = {
         STRATEGY_BUCKETED: _replay_bucketed,
-        STRATEGY_PARTITIONED: _replay_partitioned,
         STRATEGY_WINDOW: _replay_window,
     }
     if strategy in strategies:
         return strategies[strategy](prepared)
     raise ValueError(f"unknown replay strategy {strategy!r}")
-
-
-def watermarks_before(ts: np.ndarray, carry: int, delay_ms: int) -> tuple[np.ndarray, int]:
-    """Per row ``max(carry, ts of earlier rows) - delay - 1`` (``MIN_TIME`` while nothing seen).
-
-    ``ts`` is int64 with ``MIN_TIME`` for rows that carry no event time;
-    ``carry`` is the maximum event time seen before this chunk. Returns the
-    watermarks and the new carry.
-    """
-    n = len(ts)
-    if n == 0:
-        return np.empty(0, dtype=np.int64), carry
-    running = np.maximum.accumulate(ts)
-    before = np.empty(n, dtype=np.int64)
-    before[0] = carry
-    np.maximum(running[:-1], carry, out=before[1:])
-    return _minus_delay(before, delay_ms), int(max(carry, running[-1]))
-
-
-def running_clock(pt: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
-    """Processing clock per row: running max of ``pt`` including the row, after ``carry``."""
-    if len(pt) == 0:
-        return np.empty(0, dtype=np.int64), carry
-    clock = np.maximum(np.maximum.accumulate(pt), carry)
-    return clock.astype(np.int64), int(clock[-1])
 
 
 # --------------------------------------------------------------------------- strategies
@@ -559,135 +525,6 @@ class _Staged:
     spec: ReplaySpec
     #: the rows not replayed, with their reason
     dropped: DataFrame
-
-
-_STATS_SCHEMA = T.StructType(
-    [
-        T.StructField("pid", T.IntegerType()),
-        T.StructField("rows", T.LongType()),
-        T.StructField("max_ts", T.LongType()),
-        T.StructField("max_pt", T.LongType()),
-        T.StructField("reason", T.StringType()),
-        T.StructField("dropped", T.LongType()),
-    ]
-)
-
-
-def _replay_partitioned(prepared: _Staged) -> Replay:
-    staged, order, spec, dropped = prepared.df, prepared.order, prepared.spec, prepared.dropped
-    # Range-partitioned global sort: partition i holds a consecutive slice of the replay.
-    # Persisted so both passes below see exactly the same partitions.
-    ordered = staged.orderBy(*[F.col(c).asc_nulls_first() for c in order]).persist()
-
-    def stats(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        assert ctx is not None, "runs inside a Spark task"
-        pid = ctx.partitionId()
-        rows = 0
-        max_ts = MIN_TIME
-        max_pt = MIN_TIME
-        reasons: dict[str, int] = {}
-        for batch in batches:
-            rows += batch.num_rows
-            drop = batch.column(_DROP)
-            keep = pc.is_null(drop)
-            ts = pc.filter(batch.column(TS), keep)
-            pt = pc.filter(batch.column(PT), keep)
-            if len(ts) and ts.null_count < len(ts):
-                max_ts = max(max_ts, pc.max(ts).as_py())
-            if len(pt) and pt.null_count < len(pt):
-                max_pt = max(max_pt, pc.max(pt).as_py())
-            if drop.null_count < len(drop):
-                counts = pc.value_counts(pc.drop_null(drop))
-                for item in counts.to_pylist():
-                    reasons[item["values"]] = reasons.get(item["values"], 0) + item["counts"]
-        out: dict[str, list[Any]] = {
-            "pid": [pid],
-            "rows": [rows],
-            "max_ts": [max_ts],
-            "max_pt": [max_pt],
-            "reason": [None],
-            "dropped": [0],
-        }
-        for reason, n in sorted(reasons.items()):
-            for k, v in (
-                ("pid", pid),
-                ("rows", 0),
-                ("max_ts", MIN_TIME),
-                ("max_pt", MIN_TIME),
-                ("reason", reason),
-                ("dropped", n),
-            ):
-                out[k].append(v)
-        yield pa.RecordBatch.from_pydict(out, schema=_arrow_schema(_STATS_SCHEMA))
-
-    collected = ordered.select(TS, PT, _DROP).mapInArrow(stats, _STATS_SCHEMA).collect()
-    per_partition: dict[int, tuple[int, int, int]] = {}
-    dropped_counts: dict[str, int] = {}
-    for row in collected:
-        if row["reason"] is not None:
-            dropped_counts[row["reason"]] = dropped_counts.get(row["reason"], 0) + row["dropped"]
-        else:
-            per_partition[row["pid"]] = (row["rows"], row["max_ts"], row["max_pt"])
-    # prefix sums / maxima over partitions in partition order = replay order
-    starts: dict[int, tuple[int, int, int]] = {}
-    offset, carry_ts, carry_pt = 0, MIN_TIME, MIN_TIME
-    for pid in sorted(per_partition):
-        rows, max_ts, max_pt = per_partition[pid]
-        starts[pid] = (offset, carry_ts, carry_pt)
-        offset += rows
-        carry_ts = max(carry_ts, max_ts)
-        carry_pt = max(carry_pt, max_pt)
-    rows_in = offset
-    delay = spec.delay_ms
-    out_fields = [
-        f for f in ordered.schema.fields if f.name not in (INPUT_FILE, INPUT_ID, ARRIVAL, _DROP)
-    ]
-    out_schema = T.StructType(
-        [
-            *[f for f in out_fields if f.name not in (TS, PT)],
-            T.StructField(SEQ, T.LongType(), False),
-            T.StructField(TS, T.LongType()),
-            T.StructField(WM, T.LongType(), False),
-            T.StructField(PT, T.LongType()),
-        ]
-    )
-    out_names = out_schema.names
-    has_pt = spec.processing_time is not None
-
-    def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        assert ctx is not None, "runs inside a Spark task"
-        pid = ctx.partitionId()
-        seq, carry, clock = starts.get(pid, (0, MIN_TIME, MIN_TIME))
-        for batch in batches:
-            n = batch.num_rows
-            ts_col = batch.column(TS)
-            ts = ts_col.fill_null(MIN_TIME).to_numpy(zero_copy_only=False).astype(np.int64)
-            keep_mask = pc.is_null(batch.column(_DROP))
-            keep = keep_mask.to_numpy(zero_copy_only=False)
-            # dropped rows neither advance the clocks nor appear in the replay
-            ts = np.where(keep, ts, MIN_TIME)
-            wm, carry = watermarks_before(ts, carry, delay)
-            columns = {name: batch.column(name) for name in out_names if name in batch.schema.names}
-            columns[SEQ] = pa.array(np.arange(seq, seq + n, dtype=np.int64))
-            columns[WM] = pa.array(wm)
-            if has_pt:
-                pt = batch.column(PT).fill_null(MIN_TIME).to_numpy(zero_copy_only=False)
-                clock_col, clock = running_clock(np.where(keep, pt, MIN_TIME), clock)
-                columns[PT] = pa.array(clock_col)
-            seq += n
-            out = pa.RecordBatch.from_arrays([columns[c] for c in out_names], names=out_names)
-            yield out.filter(keep_mask)
-
-    result = ordered.mapInArrow(number, out_schema)
-    return Replay(
-        result, dropped, rows_in, dropped_counts, _known(carry_ts), _known(carry_pt), [ordered]
-    )
 
 
 def _replay_bucketed(prepared: _Staged) -> Replay:
@@ -990,9 +827,3 @@ def _field(df: DataFrame, name: str) -> T.StructField:
         f"column '{name}' is not in the source (columns: {', '.join(df.columns)})",
         code=ErrorCode.SCHEMA,
     )
-
-
-def _arrow_schema(schema: T.StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")

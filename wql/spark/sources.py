@@ -9,6 +9,13 @@ with ``header = 'true'`` the columns are matched *by name* from the header
 (Spark would otherwise match the declared schema by position), so a missing
 column is a clear error before anything runs.
 
+Tables (:func:`read_table`): ``WITH (table = 'db.events')`` reads a table
+of Spark's catalog instead of files, in batch (``spark.read.table``) and on
+streams (``spark.readStream.table``). The table must exist and hold every
+declared column with the declared type or one that converts without loss
+(as below); a mismatch is an error at the column's declaration, naming the
+table's column and type.
+
 Checking (:func:`conform`): a DataFrame passed for a declared source must
 have every declared column (case-insensitive) with the declared type or one
 that converts without loss (a smaller integer, any integer or float for
@@ -32,7 +39,15 @@ from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlError, WqlSemanticError
 
-__all__ = ["conform", "declared_schema", "read_source", "read_stream_source", "resolve_path"]
+__all__ = [
+    "conform",
+    "declared_schema",
+    "malformed_rows",
+    "read_source",
+    "read_stream_source",
+    "read_table",
+    "resolve_path",
+]
 
 _TEXT_FORMATS = ("csv", "json", "text")
 _WIDENS_TO: dict[str, tuple[str, ...]] = {
@@ -55,6 +70,8 @@ def resolve_path(path: str, base_dir: Path | None) -> str:
 
 def read_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> DataFrame:
     """The DataFrame a declared source's WITH options describe (checked with :func:`conform`)."""
+    if decl.table is not None:
+        return read_table(spark, decl)
     if not decl.path:
         raise WqlSemanticError(
             f"source {decl.name!r} has no path to read",
@@ -101,8 +118,11 @@ def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) ->
 
     ``path`` must be a folder and ``format`` is required; the schema is the
     declaration (Spark's streaming file source needs one), in the CSV
-    header's order when the files already there have a header.
+    header's order when the files already there have a header. A source naming a
+    ``table`` streams that catalog table (:func:`read_table`).
     """
+    if decl.table is not None:
+        return read_table(spark, decl, stream=True)
     if not decl.path:
         raise WqlSemanticError(
             f"source {decl.name!r} has no path to stream from",
@@ -138,6 +158,100 @@ def read_stream_source(spark: Any, decl: P.SourceDecl, base_dir: Path | None) ->
             decl.span,
             code=ErrorCode.SOURCE_DATA,
         ) from None
+
+
+def read_table(spark: Any, decl: P.SourceDecl, *, stream: bool = False) -> DataFrame:
+    """The catalog table ``decl`` names (``WITH (table = ...)``), read or streamed, its
+    schema checked against the declaration (positioned errors naming the column)."""
+    table = decl.table
+    assert table is not None
+    what = "stream" if stream else "read"
+    try:
+        exists = spark.catalog.tableExists(table)
+    except Exception as e:  # noqa: BLE001 - a malformed name is Spark's to judge
+        raise WqlSemanticError(
+            f"source {decl.name!r}: Spark cannot {what} table {table!r}: {_first_line(e)}",
+            decl.span,
+            code=ErrorCode.SOURCE_DATA,
+        ) from None
+    if not exists:
+        raise WqlSemanticError(
+            f"source {decl.name!r}: no table {table!r} in Spark's catalog",
+            decl.span,
+            hint="create it first, or give the database: table = 'db.events'",
+            code=ErrorCode.SOURCE_DATA,
+        )
+    try:
+        df = spark.readStream.table(table) if stream else spark.read.table(table)
+    except Exception as e:  # noqa: BLE001 - Spark's reader errors become positioned WQL errors
+        raise WqlSemanticError(
+            f"source {decl.name!r}: Spark cannot {what} table {table!r}: {_first_line(e)}",
+            decl.span,
+            code=ErrorCode.SOURCE_DATA,
+        ) from None
+    _check_table_schema(decl, df, table)
+    return df
+
+
+def _check_table_schema(decl: P.SourceDecl, df: DataFrame, table: str) -> None:
+    """Every declared column in ``table`` with a type that converts without loss."""
+    fields = {f.name.lower(): f for f in df.schema.fields}
+    for col in decl.columns:
+        f = fields.get(col.name.lower())
+        if f is None:
+            raise WqlSemanticError(
+                f"column {col.name!r} of source {decl.name!r} is not in table {table!r}",
+                col.span or decl.span,
+                hint=f"the table's columns: {', '.join(df.columns)}",
+                code=ErrorCode.SCHEMA,
+            )
+        try:
+            actual = T.from_spark(f.dataType, column=f.name)
+        except WqlError:
+            actual = None
+        if actual is None or not _compatible(actual, col.type):
+            has = actual.ddl if actual is not None else f.dataType.simpleString()
+            raise WqlSemanticError(
+                f"column {col.name!r} of source {decl.name!r} is declared {col.type.ddl} but "
+                f"table {table!r} has {f.name} {has}",
+                col.span or decl.span,
+                code=ErrorCode.SCHEMA,
+            )
+
+
+#: The column Spark's PERMISSIVE mode puts a malformed record's text in (malformed_rows).
+_MALFORMED = "__wql_malformed"
+
+
+def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int:
+    """The rows of ``decl``'s CSV or JSON files with a value that does not parse.
+
+    :func:`read_source` keeps them, the value NULL (Spark's PERMISSIVE mode, the
+    default); this reads the files again with Spark's corrupt-record column and
+    counts the rows that have it, so that they are reported (``malformed`` in the
+    counters). 0 for other formats, other modes and table sources.
+    """
+    if decl.table is not None or not decl.path:
+        return 0
+    fmt = (decl.format or Path(decl.path).suffix.lstrip(".")).lower()
+    options = dict(decl.reader_options)
+    if fmt not in ("csv", "json") or options.get("mode", "PERMISSIVE").upper() != "PERMISSIVE":
+        return 0
+    path = resolve_path(decl.path, base_dir)
+    schema = _file_schema(spark, decl, path, fmt, options, empty_ok=False)
+    df = (
+        spark.read.format(fmt)
+        .options(**options)
+        .option("columnNameOfCorruptRecord", _MALFORMED)
+        .schema(f"{schema}, {_MALFORMED} STRING")
+        .load(path)
+    )
+    # Every column is read (a hash of them all): Spark parses only the columns a query
+    # reads, so a bad value elsewhere would not be seen, and it refuses a query of
+    # the corrupt-record column alone.
+    every = F.hash(*[F.col(sql_identifier(c)) for c in df.columns if c != _MALFORMED])
+    counted = F.count(F.when(F.col(_MALFORMED).isNotNull(), every))
+    return int(df.agg(counted).first()[0])
 
 
 def _required_format(decl: P.SourceDecl, fmt: str | None, message: str, hint: str) -> str:

@@ -110,6 +110,8 @@ class StreamSinks:
     operators: dict[str, Path] = field(default_factory=dict)
     drained: set[str] = field(default_factory=set)
     monitors: dict[str, IdleMonitor] = field(default_factory=dict)
+    #: output name -> the catalog table it is written to (``start_streams(table_prefix=)``)
+    tables: dict[str, str] = field(default_factory=dict)
 
     @property
     def queries(self) -> list[Any]:
@@ -149,8 +151,13 @@ def start_streams(
     fmt: str = "parquet",
     trigger: str | None = None,
     drain: bool = False,
+    table_prefix: str | None = None,
 ) -> StreamSinks:
     """Write every output of streaming ``results`` (:class:`wql.api.Results`) exactly once.
+
+    ``table_prefix``: write each output to the table ``table_prefix + <name>`` of
+    Spark's catalog (``DataStreamWriter.toTable``, created on first use) instead of
+    ``output_dir/<name>``; ``output_dir`` still holds the operators' tagged streams.
 
     ``trigger`` is ``None`` for available-now (this call then returns after
     every stage finished) or a Spark processing-time interval (the queries
@@ -227,7 +234,7 @@ def start_streams(
                 sinks.monitors[r.name] = monitor
         first.append((r, run))
     try:
-        stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
+        stage1 = _start_operators(first, sinks, out, ck, fmt, trigger, table_prefix)
         sinks.stages.append(stage1)
         _follow_idle(first, stage1, sinks, trigger)
         if trigger is None:
@@ -240,7 +247,7 @@ def start_streams(
                 for r, run in first:
                     if run is not None and run.drainable:
                         _write_once(ck / r.name / END_DIR / END_FILE, _now_json("drained_at"))
-                stage1 = _start_operators(first, sinks, out, ck, fmt, trigger)
+                stage1 = _start_operators(first, sinks, out, ck, fmt, trigger, table_prefix)
                 sinks.stages.append(stage1)
                 _await(stage1)
                 _follow_idle(first, stage1, sinks, trigger)
@@ -261,7 +268,15 @@ def start_streams(
             result, late = run.read(tagged)
             sinks.outputs[r.name] = out / r.name
             stage2.append(
-                _sink(result, out / r.name, ck / r.name / "result", fmt, trigger, f"{r.name}")
+                _sink(
+                    result,
+                    out / r.name,
+                    ck / r.name / "result",
+                    fmt,
+                    trigger,
+                    f"{r.name}",
+                    _table(sinks, table_prefix, r.name),
+                )
             )
             if r.late_name is not None and late is not None:
                 sinks.outputs[r.late_name] = out / r.late_name
@@ -273,6 +288,7 @@ def start_streams(
                         fmt,
                         trigger,
                         f"{r.late_name}",
+                        _table(sinks, table_prefix, r.late_name),
                     )
                 )
         sinks.stages.append(stage2)
@@ -291,13 +307,17 @@ def _start_operators(
     ck: Path,
     fmt: str,
     trigger: str | None,
+    table_prefix: str | None = None,
 ) -> list[Any]:
     """Start stage 1: native queries to their outputs, operator queries to the tagged sinks."""
     stage1 = []
     for r, run in first:
         if run is None:
             sinks.outputs[r.name] = out / r.name
-            stage1.append(_sink(r.df, out / r.name, ck / r.name / "result", fmt, trigger, r.name))
+            table = _table(sinks, table_prefix, r.name)
+            stage1.append(
+                _sink(r.df, out / r.name, ck / r.name / "result", fmt, trigger, r.name, table)
+            )
             continue
         path = out / TAGGED_DIR / r.name
         sinks.tagged[r.name] = path
@@ -356,25 +376,48 @@ def _now_json(key: str) -> str:
     return json.dumps({key: dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}) + "\n"
 
 
+def _table(sinks: StreamSinks, prefix: str | None, name: str) -> str | None:
+    """The table output ``name`` goes to (None: its folder), recorded in ``sinks``."""
+    if prefix is None:
+        return None
+    sinks.tables[name] = prefix + name
+    return prefix + name
+
+
 def _sink(
-    df: DataFrame, path: Path, checkpoint: Path, fmt: str, trigger: str | None, name: str
+    df: DataFrame,
+    path: Path,
+    checkpoint: Path,
+    fmt: str,
+    trigger: str | None,
+    name: str,
+    table: str | None = None,
 ) -> Any:
-    writer = (
-        L.writable(df, fmt)
-        .writeStream.format(fmt)
-        .outputMode("append")
-        .option("path", str(path))
-        .option("checkpointLocation", str(checkpoint))
-        .queryName(f"wql {name}".replace(" ", "_"))
-    )
-    if fmt == "csv":
-        writer = writer.option("header", "true")
+    if table is not None:
+        # a table is written in its own format (a new one in Spark's default, parquet)
+        writer = (
+            df.writeStream.outputMode("append")
+            .option("checkpointLocation", str(checkpoint))
+            .queryName(f"wql {name}".replace(" ", "_"))
+        )
+    else:
+        writer = (
+            L.writable(df, fmt)
+            .writeStream.format(fmt)
+            .outputMode("append")
+            .option("path", str(path))
+            .option("checkpointLocation", str(checkpoint))
+            .queryName(f"wql {name}".replace(" ", "_"))
+        )
+        if fmt == "csv":
+            writer = writer.option("header", "true")
     writer = (
         writer.trigger(availableNow=True)
         if trigger is None
         else writer.trigger(processingTime=trigger)
     )
-    return writer.start()
+    # the table's own location (a catalog table), exactly once as a file sink
+    return writer.toTable(table) if table is not None else writer.start()
 
 
 def _first_batch(query: Any) -> None:

@@ -1,13 +1,13 @@
 """The native backend: a plan query as Spark's own operators.
 
 A query runs natively only when Spark's result is provably the operator
-engine's result (spec §4): an event-time TUMBLE/HOP/CUMULATE/SESSION window
+engine's result (docs/native.md): an event-time TUMBLE/HOP/CUMULATE/SESSION window
 with the default watermark trigger, no evictor, no lateness options, replay
 in event-time order, and aggregates Spark computes the same way.
 :func:`native_blockers` says why a query is not such a query;
 ``docs/native.md`` has the measurements behind every rule.
 
-Why the result is the operator's: replayed in event-time order (spec §3)
+Why the result is the operator's: replayed in event-time order (docs/architecture.md)
 no row is ever late (its watermark is below its own timestamp), so every
 window the operator creates fires exactly once, ON_TIME, at end of input at
 the latest, holding every row assigned to it. Spark's batch aggregation
@@ -79,6 +79,7 @@ from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.limits import recursion_headroom
 
 DIALECT = "spark"
+_DIALECT = sqlglot.Dialect.get_or_raise(DIALECT)
 
 #: Columns the native lowering adds; the prefix keeps them apart from source columns.
 TS = "__wql_ts"  # event time, BIGINT ms, floored
@@ -804,6 +805,9 @@ def program_to_sql(program: NativeProgram, pretty: bool = True) -> str:
 
 
 def _program_to_sql(program: NativeProgram, pretty: bool) -> str:
+    # Every node below is built fresh for this statement (a parse is copied out of the
+    # cache), so the builders and the printer work on it in place instead of copying
+    # the whole tree at each step (each copy grew with the nesting).
     relation: exp.Expr = exp.to_table(_q(program.source), dialect=DIALECT)
     depth = 0
 
@@ -816,6 +820,9 @@ def _program_to_sql(program: NativeProgram, pretty: bool) -> str:
             this=rel, alias=exp.TableAlias(this=exp.to_identifier(f"__wql_r{depth}"))
         )
 
+    def select(items: list[exp.Expr], rel: exp.Expr) -> exp.Select:
+        return exp.Select().select(*items, copy=False).from_(rel, copy=False)
+
     for step in program.steps:
         if isinstance(step, Watermark):
             continue
@@ -824,23 +831,23 @@ def _program_to_sql(program: NativeProgram, pretty: bool) -> str:
             if isinstance(relation, exp.Select) and _filterable(relation, cond):
                 relation = relation.where(cond, copy=False)
             elif isinstance(relation, exp.Table):
-                relation = exp.select(exp.Star()).from_(relation).where(cond, copy=False)
+                relation = select([exp.Star()], relation).where(cond, copy=False)
             else:
-                relation = exp.select(exp.Star()).from_(wrap(relation)).where(cond, copy=False)
+                relation = select([exp.Star()], wrap(relation)).where(cond, copy=False)
             continue
         if isinstance(step, Project):
             items = [_aliased(i) for i in step.items]
             if step.keep:
                 items.insert(0, exp.Star())
-            relation = exp.select(*items).from_(wrap(relation))
+            relation = select(items, wrap(relation))
             continue
         if isinstance(step, GroupAggregate):
             out = [_aliased(i) for i in (*step.keys, *step.aggregates)]
             groups = [_parse(i.sql) for i in step.keys]
-            relation = exp.select(*out).from_(wrap(relation)).group_by(*groups, copy=False)
+            relation = select(out, wrap(relation)).group_by(*groups, copy=False)
             continue
         raise AssertionError(step)  # pragma: no cover
-    return relation.sql(dialect=DIALECT, pretty=pretty)
+    return _DIALECT.generate(relation, copy=False, pretty=pretty)
 
 
 def _filterable(select: exp.Select, cond: exp.Expr) -> bool:
@@ -856,6 +863,14 @@ def _filterable(select: exp.Select, cond: exp.Expr) -> bool:
 
 
 def _parse(sql: str) -> exp.Expr:
+    """``sql`` parsed, a fresh tree the caller may change (a copy of the cached parse:
+    copying is cheaper than parsing again)."""
+    return _parsed(sql).copy()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(sql: str) -> exp.Expr:
+    # shared: never changed, only copied by _parse
     return sqlglot.parse_one(sql, read=DIALECT)
 
 
@@ -865,4 +880,4 @@ def _aliased(item: Item) -> exp.Expr:
         return node
     if isinstance(node, exp.Column) and node.name == item.alias:
         return node
-    return exp.alias_(node, exp.to_identifier(item.alias, quoted=True))
+    return exp.alias_(node, exp.to_identifier(item.alias, quoted=True), copy=False)

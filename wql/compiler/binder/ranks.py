@@ -103,9 +103,7 @@ def _ties(ctx: BindContext, windowed: Windowed) -> tuple[str, ...] | None:
             (
                 c.name
                 for c in view.output
-                if c.expr.columns == (k.name,)
-                and len(c.expr.columns) == 1
-                and c.expr.sql.strip("`").lower() == k.name.lower()
+                if c.expr.columns == (k.name,) and _names(c.expr.sql, k.name)
             ),
             None,
         )
@@ -113,6 +111,15 @@ def _ties(ctx: BindContext, windowed: Windowed) -> tuple[str, ...] | None:
             return None
         out.append(column)
     return tuple(out)
+
+
+def _names(sql: str, column: str) -> bool:
+    """Whether ``sql`` is a plain reference to ``column``: its name, bare or back-quoted
+    (a back-quote inside a quoted name is doubled: `` `a``b` `` is ``a`b``)."""
+    s = sql.strip()
+    if len(s) > 1 and s[0] == s[-1] == "`":
+        s = s[1:-1].replace("``", "`")
+    return s.lower() == column.lower()
 
 
 def _partition(

@@ -21,7 +21,7 @@ from wql.compiler.binder.sources import bind_watermark, resolve_source
 from wql.compiler.binder.views import bind_view_source, reads_view
 from wql.compiler.binder.windows import bind_window
 from wql.compiler.expressions import Relation
-from wql.errors import ErrorCode, Span
+from wql.errors import ErrorCode
 from wql.grammar import ast
 from wql.grammar.formatter import format_window
 
@@ -201,7 +201,3 @@ def column_of(ctx: BindContext, windowed: Windowed, ident: ast.Ident, clause: st
             code=ErrorCode.UNKNOWN_NAME,
         )
     return col
-
-
-def span_or(node: ast.Node, fallback: Span | None) -> Span | None:
-    return node.span if node.span is not None else fallback

@@ -74,6 +74,17 @@ def bind_source(ctx: BindContext, st: ast.CreateSource) -> None:
             )
             continue
         options.append((key, opt.value))
+    if "table" in dict(options) and "path" in dict(options):
+        # a source is read from one place: a catalog table or files
+        opt_span = next(o.span for o in st.options if o.key.lower() == "table")
+        ctx.errors.append(
+            ctx.error(
+                f"source {name!r} names both a table and a path",
+                opt_span,
+                hint="keep table = '...' (a table of Spark's catalog) or path = '...' (files)",
+                code=ErrorCode.SEMANTIC,
+            )
+        )
     relation = tuple(columns)
     event_time = None
     if st.watermark is not None:

@@ -1,6 +1,6 @@
 """Binding TRIGGER and EVICT: one handler per AST trigger and evictor class.
 
-Also the default trigger of each window (spec §2) when the query gives none:
+Also the default trigger of each window (docs/language.md, "Triggers") when the query gives none:
 event time WATERMARK, processing time PROCESSING TIME, ``COUNT_WINDOW(n)``
 PURGING COUNT(n), ``COUNT_WINDOW(n, s)`` COUNT(s) (with EVICT COUNT(n), see
 ``queries.py``); ``GLOBAL()`` has none and needs a TRIGGER clause.
@@ -24,7 +24,7 @@ from wql.grammar import ast
 
 
 def default_trigger(window: P.Window) -> P.Trigger | None:
-    """The trigger a window fires with when no TRIGGER is given (spec §2)."""
+    """The trigger a window fires with when no TRIGGER is given (docs/language.md, "Triggers")."""
     if isinstance(window, P.CountWindow):
         if window.slide is None:
             return P.PurgingTrigger(P.CountTrigger(window.size, window.span), window.span)
