@@ -88,6 +88,7 @@ def test_example_streams_to_its_batch_output(uninterrupted, path):
             assert sum(streamed[name].values()) > sum(got.values()), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
 def test_example_stop_and_restart_gives_the_uninterrupted_output(
     spark, uninterrupted, path, tmp_path
@@ -117,6 +118,7 @@ def _batch_counters(path: Path) -> dict[str, dict]:
         results.release()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
 def test_a_drained_example_stream_gives_the_batch_output_and_counters(spark, path, tmp_path):
     """The files without the sentinel, then --drain: the watermark jumps to +inf, every
