@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pytest
 
-import wql
 from tests.spark.example_stream_helpers import CHUNKS, StreamedExample
 from tests.spark.examples_helpers import example_files, expected_outputs
 from wql.errors import WqlError
@@ -103,24 +102,21 @@ def test_example_stop_and_restart_gives_the_uninterrupted_output(
     assert ex.run() == reference  # same checkpoint: resumes after micro-batch 1
 
 
-def _batch_counters(path: Path) -> dict[str, dict]:
-    """Per query, what its batch run counted: rows reaching the operator (after WHERE),
-    fired, late, dropped by reason."""
-    results = wql.compile_file(path).apply()
-    try:
-        out = {}
-        for r in results.queries:
-            c = r.counters
-            reached = c["rows_in"] - c.get("rows_filtered", 0)
-            out[r.name] = (reached, c["rows_fired"], c["late_rows"], dict(c["dropped"]))
-        return out
-    finally:
-        results.release()
+def _batch_counters(run) -> dict[str, dict]:
+    """Per query, what its batch run (``example_run``) counted: rows reaching the
+    operator (after WHERE), fired, late, dropped by reason."""
+    out = {}
+    for name, c in run.counters.items():
+        reached = c["rows_in"] - c.get("rows_filtered", 0)
+        out[name] = (reached, c["rows_fired"], c["late_rows"], dict(c["dropped"]))
+    return out
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
-def test_a_drained_example_stream_gives_the_batch_output_and_counters(spark, path, tmp_path):
+def test_a_drained_example_stream_gives_the_batch_output_and_counters(
+    spark, example_run, path, tmp_path
+):
     """The files without the sentinel, then --drain: the watermark jumps to +inf, every
     remaining window fires (as at the end of batch replay), rows in windows that
     never fire are counted; then the checkpoint refuses another run."""
@@ -134,7 +130,7 @@ def test_a_drained_example_stream_gives_the_batch_output_and_counters(spark, pat
         got = Counter({r: n for r, n in streamed[name].items() if r[:2] not in skip})
         assert got == Counter(r for r in rows if r[:2] not in skip), name
     assert ex.drained == set(ex.counters)
-    for name, (reached, fired, late, dropped) in _batch_counters(path).items():
+    for name, (reached, fired, late, dropped) in _batch_counters(example_run(path)).items():
         c = ex.counters[name]
         assert (c["rows_in"], c["rows_fired"], c["late_rows"], c["dropped"]) == (
             reached,
