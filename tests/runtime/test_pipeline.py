@@ -155,7 +155,7 @@ def _run_stage(
     groups=st.integers(1, 3),
     fast=st.booleans(),
 )
-def test_per_key_pipeline_equals_theglobal_run(
+def test_per_key_pipeline_equals_the_global_run(
     configs: list[OperatorConfig], rekeys: list[str], rows: list, groups: int, fast: bool
 ) -> None:
     want = global_run(configs, rekeys, rows)

@@ -224,7 +224,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("seed", "case"), list(enumerate(CASES)))
-def test_random_pipelines_equal_oneglobal_run(spark, partitions, seed, case):
+def test_random_pipelines_equal_one_global_run(spark, partitions, seed, case):
     rnd = random.Random(seed)
     up, down = case
     text = f"""
