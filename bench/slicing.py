@@ -1,4 +1,4 @@
-"""HOP/CUMULATE slicing in the operator runtime: sliced vs per-window vs vectorized, vs TUMBLE.
+"""HOP/CUMULATE slices in the operator runtime: the columnar slices vs per-window, vs TUMBLE.
 
 One command (from the repository root)::
 
@@ -7,13 +7,12 @@ One command (from the repository root)::
 Input: the bids of ``bench/nexmark.py``'s generator (N events, default
 200 000), in generation order with the watermark ``max(dateTime before) -
 4 s - 1 ms``, keyed by auction (``--no-key``: one key, every bid in it).
-Each query is ``COUNT(*)`` per window, run in this process (no Spark) three
+Each query is ``COUNT(*)`` per window, run in this process (no Spark) two
 ways on the same rows, in batches of 100 000:
 
 - ``vectorized``: ``process_batch``, the default batch form: for HOP and
   CUMULATE the columnar (key, slice) arrays (``wql.runtime.columnar``), for
   TUMBLE the NumPy path;
-- ``sliced``: ``WindowOperator(config, slicing=True)``, per row;
 - ``per-window``: the default per-row path (``WindowOperator(config)``).
 
 Queries: TUMBLE 60 s (the baseline), HOP 1 s / 60 s (60 windows per row),
@@ -63,7 +62,7 @@ QUERIES = (
 
 
 def run(config: OperatorConfig, keys: list, ts: np.ndarray, wm: np.ndarray, mode: str) -> int:
-    op = WindowOperator(config, slicing=mode == "sliced")
+    op = WindowOperator(config)
     emitted = 0
     ts_list, wm_list = ts.tolist(), wm.tolist()
     for a in range(0, len(keys), BATCH):
@@ -104,16 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---:|---:|---:|---:|")
     for name, assigner in QUERIES:
         config = OperatorConfig(assigner, AGGS)
-        modes = (
-            ("vectorized", "per-window")
-            if name.startswith("TUMBLE")
-            else (
-                "vectorized",
-                "sliced",
-                "per-window",
-            )
-        )
-        for mode in modes:
+        for mode in ("vectorized", "per-window"):
             started = time.process_time()
             out = run(config, keys, ts, wm, mode)
             cpu = time.process_time() - started

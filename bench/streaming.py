@@ -130,7 +130,7 @@ def snapshot_size(folder: Path) -> tuple[float, int]:
     """Mean bytes of one key's runtime snapshot after the first batch, and the key count."""
     from wql.compiler import compile_source
     from wql.compiler.backends.operator import build_operator
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
     q = compile_source(QUERY.format(path=folder), engine="operator").queries[0]
     op = WindowOperator(build_operator(q).config)

@@ -272,8 +272,6 @@ def test_default_trigger_without_lateness_every_window_ends_with_a_last_pane(ste
     ("path", "name"),
     [
         *(("per-row", name) for name in CONFIGS if name != "count-window"),
-        ("sliced", "hop"),
-        ("sliced", "cumulate"),
     ],
 )
 @settings(max_examples=25, deadline=None)
@@ -288,7 +286,7 @@ def test_marking_fast_paths_equal_the_plain_path(path, name, data, rows, latenes
         allowed_lateness=lateness,
         mark_last=True,
     )
-    fast = WindowOperator(config, slicing=path == "sliced")
+    fast = WindowOperator(config)
     plain = WindowOperator(config, fast=False)
     clock = -60
     for key, ts, v, s, gap, step in rows:

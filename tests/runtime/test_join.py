@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from wql.runtime.assigners import SlidingWindows, TumblingWindows
 from wql.runtime.join import JoinConfig, JoinSide, WindowJoinOperator, as_timestamp
-from wql.runtime.operators import make_operator
+from wql.runtime.operator_factory import make_operator
 from wql.runtime.windows import MIN_TIME
 
 

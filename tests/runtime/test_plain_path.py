@@ -2,7 +2,7 @@
 
 ``fast=False`` is the plain Flink port: the assigner's ``assign_windows``
 and the trigger's own ``on_element`` / ``on_merge`` / ``on_event_time`` for
-every row, no fast per-row path, no slicing, no vectorized batches. Each
+every row, no fast per-row path, no slices, no vectorized batches. Each
 fast path is fed the same out-of-order rows, clocks, lateness and late
 output as the plain path:
 
@@ -10,9 +10,6 @@ output as the plain path:
   ``WindowPath`` (inlined TUMBLE/HOP/CUMULATE assignment, inlined default
   trigger and cleanup timers; assignment only under another trigger or on
   processing time) and ``SessionPath`` (static and dynamic gaps);
-- ``sliced``: ``slicing=True`` (HOP / CUMULATE, ``wql.runtime.slicing``),
-  with every aggregate kind and, at a random row, a float value that
-  switches slicing off (the exactness policy);
 - ``batch``: ``process_batch`` on batches of random sizes (the vectorized
   path where it applies, the per-row loop where it declines);
 - ``columnar``: ``process_batch`` on HOP / CUMULATE at lateness 0 with the
@@ -93,9 +90,6 @@ def _same(fast: WindowOperator, plain: WindowOperator) -> None:
     ("path", "name"),
     [
         *(("per-row", name) for name in CONFIGS if name != "count-window"),
-        ("sliced", "hop"),
-        ("sliced", "hop-any-size"),
-        ("sliced", "cumulate"),
         *(("batch", name) for name in ("tumble", "hop", "cumulate", "session")),
         ("batch", "dynamic-session"),
         ("batch", "count-window"),
@@ -123,9 +117,9 @@ def test_fast_path_equals_plain_path(path: str, name: str, data: Any, rows: list
         # a pipeline stage: every emitted row ends with what fired it
         tag_firings=data.draw(st.booleans()),
     )
-    fast = WindowOperator(config, slicing=path == "sliced")
+    fast = WindowOperator(config)
     plain = WindowOperator(config, fast=False)
-    want = "Slicer" if path == "sliced" else expected
+    want = expected
     if path == "columnar" and ColumnarWindows.applies(config):  # HOP: unless size < slide
         want = "ColumnarWindows"
     assert (None if fast._path is None else type(fast._path).__name__) == want
@@ -153,14 +147,14 @@ def test_fast_path_equals_plain_path(path: str, name: str, data: Any, rows: list
     clock = -60
     for i, (key, ts, v, s, gap, step) in enumerate(rows):
         if i == restore_at:
-            fast = WindowOperator.restore(config, fast.snapshot(), slicing=path == "sliced")
+            fast = WindowOperator.restore(config, fast.snapshot())
         if per_key:
             saved, plain_saved = fast.snapshot_key(key), plain.snapshot_key(key)
             assert snap.loads(saved) == snap.loads(plain_saved)
             fast.restore_key(key, saved)
             plain.restore_key(key, plain_saved)
         if i == float_at and v is not None:
-            v = v + 0.5  # rounds differently in another order: slicing stops
+            v = v + 0.5  # a float among integers
         clock += step
         for op in (fast, plain):
             op.advance_watermark(clock)

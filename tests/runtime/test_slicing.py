@@ -1,11 +1,11 @@
-"""Sliced HOP/CUMULATE (``wql.runtime.slicing``): what only slicing has.
+"""Sliced HOP/CUMULATE (``wql.runtime.columnar``): what only the slices have.
 
 That the sliced operator equals ``WindowOperator(config, fast=False)`` on
-random streams (every aggregate kind, lateness, late output, a whole
-snapshot restored mid-way, per-key restores, a float that switches slicing
-off) is the sliced case of ``test_plain_path.py``. Here: one accumulator per
-slice, slices freed with their last window, per-key snapshots holding the
-per-window state, and where slicing applies.
+random batches (a whole snapshot or every key's restored mid-way) is the
+columnar case of ``test_plain_path.py``. Here: one partial per (key,
+slice), slices freed with their last window, a value the slices cannot
+merge exactly handing over to the per-window path, per-key snapshots
+holding the per-window state, and where slices apply.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.runtime.strategies import ALL_AGGS
-from wql.runtime import AggregateSpec, OperatorConfig, WindowOperator
+from wql.runtime import AggregateSpec, OperatorConfig, RowBatch, WindowOperator
 from wql.runtime import snapshot as snap
 from wql.runtime.assigners import CumulateWindows, SlidingWindows, TumblingWindows
+from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.fastpath import WindowPath
-from wql.runtime.slicing import Slicer
 from wql.runtime.triggers import CountTrigger
 
 AGGS = ALL_AGGS
@@ -68,7 +68,7 @@ def _assert_same(sliced: WindowOperator, plain: WindowOperator) -> None:
 def test_sliced_per_key_snapshots_equal_per_window(assigner, rows) -> None:
     # the streaming host's round trip: every key restored from its snapshot before its row
     config = OperatorConfig(assigner, AGGS, allowed_lateness=5)
-    sliced = WindowOperator(config, slicing=True)
+    sliced = WindowOperator(config)
     plain = WindowOperator(config, fast=False)
     wm = -60
     for key, ts, v, s, step in rows:
@@ -83,34 +83,41 @@ def test_sliced_per_key_snapshots_equal_per_window(assigner, rows) -> None:
         _assert_same(sliced, plain)
 
 
-def test_slicing_keeps_one_accumulator_per_slice() -> None:
+def _batch(rows: list[tuple[int, object]], wm: int = -100) -> RowBatch:
+    return RowBatch(
+        [("k",)] * len(rows), [t for t, _ in rows], ([v for _, v in rows],), [wm] * len(rows)
+    )
+
+
+def test_slices_keep_one_partial_per_key_and_slice() -> None:
     # HOP 60 / 1: a row updates one slice, not 60 windows
     config = OperatorConfig(SlidingWindows(60, 1), (AggregateSpec("SUM", 0),))
-    sliced = WindowOperator(config, slicing=True)
-    for t in range(100):
-        sliced.process_element(("k",), t, (t,))
-    assert isinstance(sliced._path, Slicer)
-    assert len(sliced._path.slices[("k",)]) == 100
-    assert sliced.open_windows() == 159  # windows [t - 59, t + 1) for t in -59..99
-    sliced.advance_watermark(59)
-    out = sliced.drain()
+    op = WindowOperator(config)
+    assert op.process_batch(_batch([(t, t) for t in range(100)]))
+    assert isinstance(op._path, ColumnarWindows)
+    assert len(op._path.table.enc) == 100
+    assert op.open_windows() == 159  # windows [t - 59, t + 1) for t in -59..99
+    op.advance_watermark(59)
+    out = op.drain()
     # window [0, 60) holds rows 0..59: 59 * 60 / 2 = 1770
     assert out[-1][1:4] == (0, 60, 59) and out[-1][-1] == 1770
-    # slices of windows that are cleaned up are freed
-    assert min(sliced._path.slices[("k",)]) == 1
+    # slices whose every window has fired are freed: slice 0 ended with [0, 60)
+    assert len(op._path.table.enc) == 99
 
 
-def test_float_values_switch_slicing_off_exactly() -> None:
+def test_float_values_hand_the_slices_to_the_per_window_path_exactly() -> None:
     config = OperatorConfig(SlidingWindows(30, 10), (AggregateSpec("SUM", 0),))
-    sliced = WindowOperator(config, slicing=True)
+    fast = WindowOperator(config)
     plain = WindowOperator(config, fast=False)
-    for op in (sliced, plain):
-        op.process_element(("k",), 1, (1,))
-        op.process_element(("k",), 12, (0.1,))
-        op.process_element(("k",), 25, (0.2,))
+    fast.process_batch(_batch([(1, 1)]))
+    fast.process_batch(_batch([(12, 0.1), (25, 0.2)]))
+    for t, v in ((1, 1), (12, 0.1), (25, 0.2)):
+        plain.advance_watermark(-100)
+        plain.process_element(("k",), t, (v,))
+    for op in (fast, plain):
         op.end_of_input()
-    assert type(sliced._path) is WindowPath  # back on the per-window path
-    _assert_same(sliced, plain)
+    assert type(fast._path) is WindowPath  # the per-window path took over
+    _assert_same(fast, plain)
 
 
 def test_only_hop_and_cumulate_with_the_default_trigger_are_sliced() -> None:
@@ -118,11 +125,13 @@ def test_only_hop_and_cumulate_with_the_default_trigger_are_sliced() -> None:
     cumulate = OperatorConfig(CumulateWindows(2, 10), aggs)
 
     def sliced(op: WindowOperator) -> bool:
-        return isinstance(op._path, Slicer)
+        return isinstance(op._path, ColumnarWindows)
 
-    assert sliced(WindowOperator(cumulate, slicing=True))
-    assert not sliced(WindowOperator(cumulate))  # opt-in
-    assert not sliced(WindowOperator(cumulate, fast=False, slicing=True))
-    assert not sliced(WindowOperator(OperatorConfig(TumblingWindows(10), aggs), slicing=True))
+    assert sliced(WindowOperator(cumulate))
+    assert sliced(WindowOperator(OperatorConfig(SlidingWindows(10, 2), aggs)))
+    assert not sliced(WindowOperator(cumulate, fast=False))
+    assert not sliced(WindowOperator(OperatorConfig(TumblingWindows(10), aggs)))
     counted = OperatorConfig(SlidingWindows(10, 2), aggs, trigger=CountTrigger(3))
-    assert not sliced(WindowOperator(counted, slicing=True))
+    assert not sliced(WindowOperator(counted))
+    late = OperatorConfig(SlidingWindows(10, 2), aggs, allowed_lateness=1)
+    assert not sliced(WindowOperator(late))

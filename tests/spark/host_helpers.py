@@ -17,7 +17,7 @@ from typing import Any
 
 from wql.compiler import compile_source
 from wql.compiler.backends.operator import build_operator
-from wql.runtime.operator import WindowOperator
+from wql.runtime.window_operator import WindowOperator
 
 MIN_TIME = -(2**63)
 EPOCH = dt.datetime(1970, 1, 1)

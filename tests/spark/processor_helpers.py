@@ -19,7 +19,7 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 
 from wql.compiler import compile_source
 from wql.compiler.backends.operator import build_operator
-from wql.runtime.operator import WindowOperator
+from wql.runtime.window_operator import WindowOperator
 from wql.spark.streaming import (
     END_MS,
     WindowProcessor,

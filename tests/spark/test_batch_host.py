@@ -304,11 +304,8 @@ def test_operator_partitions_follow_the_cores_unless_configured(spark):
         spark.conf.set("spark.sql.shuffle.partitions", "4")
 
 
-def test_sliced_operators_give_the_per_window_results(spark):
-    # HOP 1 s / 3 s: every row lands in 3 windows; with spark.wql.operator.slicing the
-    # operator keeps one accumulator per 1 s slice and must emit the same rows
-    from wql.spark.batch import OPERATOR_SLICING_CONF
-
+def test_hop_operators_give_every_window(spark):
+    # HOP 1 s / 3 s: every row lands in 3 windows (one partial per 1 s slice)
     text = source(10, " WITH (arrival_order = 'arr')") + (
         "SELECT k, window_start, window_end, COUNT(*) AS n, MIN(arr) AS first_arr "
         "FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND)"
@@ -324,14 +321,9 @@ def test_sliced_operators_give_the_per_window_results(spark):
         ("b", ts(1000), ts(4000), 1, 2),
         ("b", ts(2000), ts(5000), 1, 2),
     ]
-    try:
-        for slicing in ("false", "true"):
-            spark.conf.set(OPERATOR_SLICING_CONF, slicing)
-            result, late, counters = host(spark, text, rows)
-            assert sorted(result) == expected, slicing
-            assert late == [] and counters["rows_emitted"] == 8
-    finally:
-        spark.conf.unset(OPERATOR_SLICING_CONF)
+    result, late, counters = host(spark, text, rows)
+    assert sorted(result) == expected
+    assert late == [] and counters["rows_emitted"] == 8
 
 
 _KEY_COLUMNS = {

@@ -12,7 +12,10 @@ and drains the emitted rows. Modules:
 - ``merging``: MergingWindowSet
 - ``state`` / ``timers``: per-key state with namespaces, the timer service
 - ``config``: OperatorConfig, RowBatch, Counters, count_windows
-- ``operator``: WindowOperator
+- ``window_operator``: WindowOperator, the plain Flink port and the interface
+  its fast paths (``fastpath``, ``columnar``, ``vectorized``) work through
+- ``operator_factory``: make_operator (the operator of a stage's config); picks
+  and installs WindowOperator's fast paths when this package is imported
 - ``snapshot``: the versioned, restricted snapshot format
 - ``testing``: a harness speaking the ``key:value@ts`` / ``WM t`` notation
 """
@@ -45,7 +48,9 @@ from wql.runtime.config import (
 )
 from wql.runtime.evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor
 from wql.runtime.merging import MergingWindowSet
-from wql.runtime.operator import WindowOperator
+
+# installs WindowOperator's fast paths (the operator core does not import them)
+from wql.runtime.operator_factory import make_operator
 from wql.runtime.snapshot import SnapshotError
 from wql.runtime.triggers import (
     AllTrigger,
@@ -67,6 +72,7 @@ from wql.runtime.triggers import (
     TriggerContext,
     TriggerResult,
 )
+from wql.runtime.window_operator import WindowOperator
 from wql.runtime.windows import GLOBAL_WINDOW, MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow
 
 __all__ = [
@@ -121,6 +127,7 @@ __all__ = [
     "TriggerResult",
     "TumblingWindows",
     "WindowAssigner",
+    "make_operator",
     "WindowOperator",
     "count_windows",
 ]

@@ -14,8 +14,8 @@ its result type. Everything else reads it:
 - the vectorized path (``wql.runtime.vectorized``) computes each kind's
   ``partial`` with NumPy and folds it into accumulators with the same
   ``merge`` code (:func:`merge_lines`, :func:`result_expression`);
-- slicing (``wql.runtime.slicing``) merges slices with ``Aggregator.merge_all``
-  and stays exact only where ``exact_merge`` says so;
+- the HOP/CUMULATE slices (``wql.runtime.columnar``) combine per-slice partials
+  and stay exact only where ``exact_merge`` says so;
 - the compiler types a call from ``output`` (``wql.compiler.expressions
   .aggregate_type``), the native lowering asks ``rounds`` whether Spark's
   order of addition could change the result (``wql.compiler.planner
@@ -55,7 +55,7 @@ from wql.runtime.windows import MIN_TIME
 
 _NAN = float("nan")
 
-#: Value classes of ``exact_merge`` (see :func:`exact_merge_types`).
+#: Value classes of ``exact_merge`` (read by ``wql.runtime.vectorized.slices``).
 INTEGRAL, STRING, ANY = "integral", "string", "any"
 
 
@@ -274,17 +274,6 @@ AGGREGATE_KINDS: dict[str, AggregateKind] = _kinds(
 
 #: Aggregate kind names, in table order.
 KINDS = tuple(AGGREGATE_KINDS)
-
-
-_CLASS_TYPES = {INTEGRAL: (int, bool), STRING: (str,)}
-
-
-def exact_merge_types(kind: str) -> frozenset[type] | None:
-    """The Python value types ``kind`` merges exactly (``exact_merge``); None: every type."""
-    exact = AGGREGATE_KINDS[kind].exact_merge
-    if ANY in exact:
-        return None
-    return frozenset(t for c in exact for t in _CLASS_TYPES[c])
 
 
 @dataclass(frozen=True)

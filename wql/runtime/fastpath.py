@@ -2,7 +2,9 @@
 
 ``WindowOperator`` is the readable port of Flink's operator: every row goes
 through the assigner and the trigger objects. This module holds what only
-makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
+makes rows cheaper, chosen once per operator by
+``wql.runtime.operator_factory.choose_path`` (which ``WindowOperator.__init__``
+calls through the ``FastPaths`` installed in it; the core imports no path):
 
 - :class:`WindowPath` (non-merging windows): TUMBLE, HOP with a size that is
   a multiple of the slide, and CUMULATE windows are assigned inline (a row
@@ -24,13 +26,12 @@ makes rows cheaper, chosen once per operator (``WindowOperator.__init__``):
   rows it follows for its "in no firing" counter);
 - ``wql.runtime.columnar.ColumnarWindows`` (HOP/CUMULATE at lateness 0, on
   top of :class:`WindowPath`): every key's (key, slice) partials as arrays,
-  for batches;
-- ``wql.runtime.slicing.Slicer`` (opt-in): HOP/CUMULATE with one
-  accumulator per (key, slice), on top of :class:`WindowPath`.
+  for batches.
 
 A path works through the operator's fast-path interface (the last section
 of ``WindowOperator``: key state, timers, emit, arrival numbers, drops) and
-never assigns the operator's fields. ``WindowOperator(config, fast=False)``
+never assigns the operator's fields (:class:`RowPath` is the
+``window_operator.FastPath`` the operator calls). ``WindowOperator(config, fast=False)``
 runs none of them; ``tests/runtime/test_plain_path.py`` demands that every
 path equals it on output, late rows, counters and snapshots.
 """
@@ -55,8 +56,8 @@ from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import MAX_TIME, TimeWindow, Window, make_window
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
     from wql.runtime.state import KeyState
+    from wql.runtime.window_operator import WindowOperator
 
 Key = Hashable
 _BEYOND = 2**64  # above every cleanup time

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from wql.runtime.config import OperatorConfig
-from wql.runtime.operator import WindowOperator, _Context
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
 from wql.runtime.triggers import TriggerResult
+from wql.runtime.window_operator import WindowOperator, _Context
 from wql.runtime.windows import MIN_TIME
 
 _ROW = re.compile(r"^(?P<key>[^:@\s]+)(?::(?P<value>[^@]+))?@(?P<ts>-?\d+)$")

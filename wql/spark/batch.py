@@ -186,9 +186,6 @@ def replay_spec(query: P.OperatorStage, op: OperatorPlan) -> R.ReplaySpec:
 
 
 OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
-#: "true": HOP/CUMULATE operators keep one accumulator per (key, slice)
-#: (``WindowOperator(config, slicing=True)``, docs/runtime.md "Slicing").
-OPERATOR_SLICING_CONF = "spark.wql.operator.slicing"
 
 
 # Up to this many replayed rows the operator runs in ONE partition, gathered
@@ -271,7 +268,6 @@ def partition_task(
     spec: R.ReplaySpec | None,
     replayed: R.Replay | None,
     *,
-    slicing: bool = False,
     clock: GlobalClock | None = None,
 ) -> _PartitionTask:
     """The function the operator stage runs per key partition (``mapInArrow``).
@@ -302,7 +298,6 @@ def partition_task(
         final_watermark=final[0],
         final_processing_time=final[1],
         clock_events=clock_events,
-        slicing=slicing,
         clock=clock,
         view_input=replayed is None,
         summary=None if replayed is None else replayed.summary,
@@ -334,10 +329,8 @@ def _run(
     replayed: R.Replay,
     clock: GlobalClock | None,
 ) -> OperatorRun:
-    spark = replayed.df.sparkSession
     staged, key_cols = stage(query, op, replayed)
-    slicing = str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true"
-    task = partition_task(query, op, spec, replayed, slicing=slicing, clock=clock)
+    task = partition_task(query, op, spec, replayed, clock=clock)
     run = _execute(
         query,
         op,
@@ -466,7 +459,6 @@ class _PartitionTask:
     final_watermark: int
     final_processing_time: int
     clock_events: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    slicing: bool = False
     #: a pipeline's clock: the task places its rows (a stage that tags them) and, for
     #: a view's rows (``view_input``), gives each the watermark of its step
     clock: GlobalClock | None = None
@@ -483,9 +475,9 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from wql.runtime.config import RowBatch
-        from wql.runtime.operators import make_operator
+        from wql.runtime.operator_factory import make_operator
 
-        op = make_operator(self.config, slicing=self.slicing)
+        op = make_operator(self.config)
         events = ClockCursor(self.clock_events) if self.clock_events is not None else None
         placer = (
             _Placer(self.clock, len(self.layout.agg_types))

@@ -260,8 +260,8 @@ class PipelineProcessor(WindowProcessor):
 
     def _restore_pipeline(self) -> tuple[list[Any], int | None]:
         from wql.runtime import snapshot as snap
-        from wql.runtime.operator import WindowOperator
-        from wql.runtime.operators import make_operator
+        from wql.runtime.operator_factory import make_operator
+        from wql.runtime.window_operator import WindowOperator
 
         saved = self.state.get()
         self._had_state = saved is not None
@@ -288,7 +288,7 @@ class PipelineProcessor(WindowProcessor):
 
     def _snapshot(self, ops: list[Any], max_ts: int | None) -> bytes:
         from wql.runtime import snapshot as snap
-        from wql.runtime.operator import WindowOperator
+        from wql.runtime.window_operator import WindowOperator
 
         stages: list[Any] = []
         for op in ops:

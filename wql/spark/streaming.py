@@ -433,7 +433,7 @@ class WindowProcessor(StatefulProcessor):
         self.layout = layout
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from wql.runtime.operators import make_operator
+        from wql.runtime.operator_factory import make_operator
 
         self.handle = handle
         self.state = handle.getValueState("wql_key", STATE_SCHEMA)

@@ -16,7 +16,7 @@ row, in replay order:
 
 How the data is gathered: the source is replayed exactly as the batch host
 replays it (:mod:`wql.spark.replay`), the chosen keys' rows are collected to
-the driver, and one :class:`~wql.runtime.operator.WindowOperator` processes
+the driver, and one :class:`~wql.runtime.window_operator.WindowOperator` processes
 them row by row with the clocks each row carries. That is the batch host's
 own computation for those keys (docs/architecture.md, "Contract: batch
 replay on Spark": a key's state changes only through its own rows and
@@ -214,7 +214,7 @@ def _drive(
     pt_final: int,
     events: Any,
 ) -> KeyTimeline:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
     truncated = table.num_rows > MAX_ROWS_PER_KEY
     table = table.slice(0, MAX_ROWS_PER_KEY)

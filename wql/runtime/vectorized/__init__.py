@@ -94,7 +94,7 @@ from wql.runtime.vectorized.prepare import (
 from wql.runtime.vectorized.time_windows import Cut
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 __all__ = ["try_process_batch"]
 

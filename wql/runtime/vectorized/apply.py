@@ -24,7 +24,7 @@ from wql.runtime.vectorized.time_windows import Plan, first_last_rows
 from wql.runtime.windows import MAX_TIME, TimeWindow
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 
 @dataclass

@@ -37,8 +37,8 @@ from wql.runtime.vectorized.time_windows import Cut
 from wql.runtime.windows import MAX_TIME, TimeWindow
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import Key, WindowOperator
     from wql.runtime.state import KeyState
+    from wql.runtime.window_operator import Key, WindowOperator
 
 
 def process(op: WindowOperator, p: Prepared) -> bool | Cut:

@@ -15,7 +15,7 @@ from wql.runtime.vectorized.time_windows import Groups, Plan, columns_ok
 from wql.runtime.windows import GLOBAL_WINDOW, MAX_TIME
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 
 #: The CountTrigger's state under PurgingTrigger (child 0 of the trigger context).

@@ -28,7 +28,7 @@ from wql.runtime.vectorized.kernels import BoolArray, IntArray
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 
 # Times and window bounds stay well inside int64, so no expression overflows.

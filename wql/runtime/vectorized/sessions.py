@@ -18,7 +18,7 @@ from wql.runtime.vectorized.time_windows import Cut, Groups, Plan, columns_ok, s
 from wql.runtime.windows import TimeWindow
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 
 def session_rows(op: WindowOperator, p: Prepared) -> tuple[IntArray, IntArray, IntArray] | None:

@@ -10,7 +10,6 @@ values are not provably exact; the loop runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import gcd
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,15 +18,15 @@ from wql.runtime.assigners import CumulateWindows, SlidingWindows, TumblingWindo
 from wql.runtime.vectorized.kernels import (
     BoolArray,
     IntArray,
-    RangeTable,
     floor_start,
     group_rows,
 )
 from wql.runtime.vectorized.prepare import FLOAT_EXACT, INT_EXACT, MAX_PAIRS, Prepared
+from wql.runtime.vectorized.slices import SliceShape, SliceTable
 from wql.runtime.windows import TimeWindow
 
 if TYPE_CHECKING:
-    from wql.runtime.operator import WindowOperator
+    from wql.runtime.window_operator import WindowOperator
 
 
 @dataclass
@@ -242,99 +241,46 @@ def plan_time_windows(op: WindowOperator, p: Prepared) -> Plan | None:
 
 
 def _pane_groups(op: WindowOperator, p: Prepared, rows: IntArray) -> Groups | None:
-    """HOP/CUMULATE windows from per-pane partials (each row aggregated once)."""
-    a = op.config.assigner
-    if isinstance(a, SlidingWindows):
-        pane = gcd(a.size, a.slide)
-        per_slide, per_size = a.slide // pane, a.size // pane
-    else:
-        assert isinstance(a, CumulateWindows)
-        pane = a.step
-        per_slide, per_size = 0, a.size // a.step
-    offset = a.offset
-    q = (p.ts[rows] - offset) // pane
-    order, group, starts = group_rows(p.key_codes[rows], q)
-    srt = rows[order]
-    n_panes = len(starts)
-    pane_key = p.key_codes[srt[starts]]
-    pane_q = q[order][starts]
-    lengths = np.diff(np.append(starts, len(srt)))
-    # Windows per pane, in pane units [w_lo, w_hi), each enumerated once:
-    # panes are sorted by (key, q) and a pane's window range only moves
-    # forward with q, so pane t adds the part of its range beyond pane t-1's.
-    same_key = np.zeros(n_panes, dtype=bool)
-    same_key[1:] = pane_key[1:] == pane_key[:-1]
-    if isinstance(a, SlidingWindows):
-        j_hi = pane_q // per_slide
-        j_lo = (pane_q - per_size) // per_slide + 1
-        prev_hi = np.concatenate(([0], j_hi[:-1]))
-        j_first = np.where(same_key, np.maximum(j_lo, prev_hi + 1), j_lo)
-        per_pane = np.maximum(0, j_hi - j_first + 1)
-        if int(per_pane.sum()) > MAX_PAIRS:
-            return None
-        rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
-        within = np.arange(len(rep), dtype=np.int64) - np.repeat(
-            np.cumsum(per_pane) - per_pane, per_pane
-        )
-        w_lo = (j_first[rep] + within) * per_slide
-        w_hi = w_lo + per_size
-    else:
-        # a CUMULATE pane belongs to the windows [base, base + k) with
-        # k > q - base: the first pane of a (key, base) already names them all
-        base = (pane_q // per_size) * per_size
-        new_base = ~same_key
-        new_base[1:] |= base[1:] != base[:-1]
-        k_lo = pane_q - base + 1
-        per_pane = np.where(new_base, per_size - k_lo + 1, 0)
-        if int(per_pane.sum()) > MAX_PAIRS:
-            return None
-        rep = np.repeat(np.arange(n_panes, dtype=np.int64), per_pane)
-        within = np.arange(len(rep), dtype=np.int64) - np.repeat(
-            np.cumsum(per_pane) - per_pane, per_pane
-        )
-        w_lo = base[rep]
-        w_hi = w_lo + k_lo[rep] + within
-    w_key = pane_key[rep]
-    # locate each window's pane range in the (key, q)-sorted pane list
-    q0 = int(pane_q.min()) - per_size - 1
-    span = int(pane_q.max()) - q0 + per_size + 2
-    if (int(pane_key.max()) + 1) * span >= INT_EXACT:
+    """HOP/CUMULATE windows from the batch's slices (``vectorized.slices``): each row
+    aggregated once into its (key, slice), each window combined from its slices."""
+    shape = SliceShape.of(op.config.assigner)
+    assert shape is not None
+    q = shape.index(p.ts[rows])
+    keys = p.key_codes[rows]
+    aggs = op.config.aggregates
+    sum_cols = sum_columns(op)
+    min_cols = {s.arg for s in aggs if s.info.partial == "min" and s.arg is not None}
+    max_cols = {s.arg for s in aggs if s.info.partial == "max" and s.arg is not None}
+    table = SliceTable(shape, int(q.min()), sum_cols, min_cols, max_cols)
+    if not table.fits(q, int(keys.max()) + 1):
         return None
-    enc = pane_key * span + (pane_q - q0)
-    lo_idx = np.searchsorted(enc, w_key * span + (np.clip(w_lo, q0, q0 + span - 1) - q0))
-    hi_idx = np.searchsorted(enc, w_key * span + (np.clip(w_hi, q0, q0 + span - 1) - q0))
-    # pane partials
-    cum_count = np.concatenate(([0], np.cumsum(lengths)))
-    sums: dict[int, IntArray] = {}
-    mins: dict[int, np.ndarray] = {}
-    maxs: dict[int, np.ndarray] = {}
-    for index in sum_columns(op):
-        v = p.columns[index][srt]
-        v = v.astype(np.int64) if v.dtype.kind == "f" else v
-        cum = np.concatenate(([0], np.cumsum(np.add.reduceat(v, starts))))
-        sums[index] = cum[hi_idx] - cum[lo_idx]
-    for spec in op.config.aggregates:
-        if spec.info.partial in ("min", "max") and spec.arg is not None:
-            target = mins if spec.info.partial == "min" else maxs
-            if spec.arg not in target:
-                ufunc = np.minimum if spec.info.partial == "min" else np.maximum
-                pane_values = ufunc.reduceat(p.columns[spec.arg][srt], starts)
-                target[spec.arg] = RangeTable(pane_values, ufunc).query(lo_idx, hi_idx)
-    first_row, last_row = first_last_rows(p, srt, group, starts)
+    sums = {}
+    for index in sum_cols:
+        v = p.columns[index][rows]
+        # integer-valued float sums (``_float_sums_integral``) add exactly as int64
+        sums[index] = v.astype(np.int64) if v.dtype.kind == "f" else v
+    extrema = {index: p.columns[index][rows] for index in min_cols | max_cols}
+    order, starts = table.add(keys, q, sums, extrema)
+    # the groups' order: key, then window (a window's end gives its start)
+    found = shape.windows(*table.slices(), limit=MAX_PAIRS, by_key=True)
+    if found is None:
+        return None
+    w_key, w_end = found
+    w_start = shape.start(w_end)
+    lo, hi = table.ranges(w_key, w_end)
+    # per slice its first and last row by (event time, arrival); a window's are those
+    # of its first and last slice
+    group = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(np.append(starts, len(q))))
+    first_row, last_row = first_last_rows(p, rows[order], group, starts)
     partials = PanePartials(
-        count=cum_count[hi_idx] - cum_count[lo_idx],
-        sums=sums,
-        mins=mins,
-        maxs=maxs,
-        first_row=first_row[lo_idx],
-        last_row=last_row[hi_idx - 1],
+        count=table.window_count(lo, hi),
+        sums={index: table.window_sum(index, lo, hi) for index in sum_cols},
+        mins={index: table.window_extremum("min", index, lo, hi) for index in min_cols},
+        maxs={index: table.window_extremum("max", index, lo, hi) for index in max_cols},
+        first_row=first_row[lo],
+        last_row=last_row[hi - 1],
     )
-    return Groups(
-        key=w_key,
-        start=offset + w_lo * pane,
-        end=offset + w_hi * pane,
-        pane=partials,
-    )
+    return Groups(key=w_key, start=shape.time(w_start), end=shape.time(w_end), pane=partials)
 
 
 def first_last_rows(

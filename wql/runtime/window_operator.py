@@ -32,9 +32,10 @@ Calls (time is int ms; the watermark and processing time start at MIN_TIME):
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime import snapshot as _snap
@@ -49,7 +50,6 @@ from wql.runtime.assigners import (
     GlobalWindows,
     SessionWindows,
 )
-from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.config import (
     DELETE,
     FIRED_BY_EVENT_TIMER,
@@ -63,13 +63,10 @@ from wql.runtime.config import (
     RowBatch,
     as_list,
 )
-from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.merging import MergingWindowSet
-from wql.runtime.slicing import Slicer, can_slice
 from wql.runtime.state import KeyState
 from wql.runtime.timers import TimerService
 from wql.runtime.triggers import CountTrigger, EventTimeTrigger, PurgingTrigger
-from wql.runtime.vectorized import try_process_batch
 from wql.runtime.windows import (
     GLOBAL_WINDOW,
     MAX_TIME,
@@ -82,6 +79,63 @@ from wql.runtime.windows import (
 
 Key = Hashable
 _by_seq = itemgetter(1)
+
+
+class FastPath(Protocol):
+    """What the operator calls on its fast path (``wql.runtime.fastpath.RowPath``).
+
+    The operator core knows its fast paths only through this interface and
+    :class:`FastPaths`; the paths import the core, never the other way round.
+    """
+
+    #: ``on_watermark`` is called on every rise of the watermark.
+    watches_watermark: bool
+
+    def process_element(self, key: Key, timestamp: int | None, values: tuple) -> None: ...
+
+    def on_timer(self, key: Key, window: Window, time: int, event: bool) -> None: ...
+
+    def process_batch(self, batch: RowBatch) -> bool: ...
+
+    def on_watermark(self, watermark: int) -> None: ...
+
+    def key_data(self, key: Key, ks: KeyState) -> tuple: ...
+
+    def forget(self, key: Key) -> None: ...
+
+    def settle(self) -> None: ...
+
+    def held_keys(self) -> list[Key]: ...
+
+    def held_windows(self) -> int: ...
+
+    def held_timers(self, key: Key) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class FastPaths:
+    """The fast paths an operator built with ``fast=True`` takes.
+
+    ``wql.runtime.operator_factory`` installs them (:func:`install_fast_paths`)
+    when ``wql.runtime`` is imported, which Python does before any of its
+    modules, so every ``WindowOperator`` sees them; this module imports none
+    of them (``tests/runtime/test_imports.py``).
+    """
+
+    #: The fastest per-row path for a new operator's configuration (None: the plain methods).
+    choose: Callable[[WindowOperator], FastPath | None]
+    #: ``process_batch``'s batch form for an operator without a path (the NumPy path):
+    #: whether it took the batch.
+    process_batch: Callable[[WindowOperator, RowBatch], bool]
+
+
+_fast_paths: FastPaths | None = None
+
+
+def install_fast_paths(paths: FastPaths) -> None:
+    """Make ``paths`` the fast paths of every operator built from now on with ``fast=True``."""
+    global _fast_paths
+    _fast_paths = paths
 
 
 class _Context:
@@ -169,13 +223,15 @@ class WindowOperator:
     ``EvictingWindowOperator``: every row goes through the assigner's
     ``assign_windows`` and the trigger's ``on_element`` / ``on_merge`` /
     ``on_event_time``. ``fast=True`` (the default) installs a faster per-row
-    path where one applies (``wql.runtime.fastpath``, ``wql.runtime.slicing``)
-    and lets ``process_batch`` try the NumPy path (``wql.runtime.vectorized``);
-    each of them equals ``fast=False`` in everything observable. They work
-    through the section "the fast paths' interface" at the end of the class.
+    path where one applies and lets ``process_batch`` try a batch form (the
+    :class:`FastPaths` that ``wql.runtime.operator_factory`` installs:
+    ``wql.runtime.fastpath``, ``wql.runtime.columnar``,
+    ``wql.runtime.vectorized``); each of them equals ``fast=False`` in
+    everything observable. They work through the section "the fast paths'
+    interface" at the end of the class.
     """
 
-    def __init__(self, config: OperatorConfig, fast: bool = True, slicing: bool = False) -> None:
+    def __init__(self, config: OperatorConfig, fast: bool = True) -> None:
         self.config = config
         assigner = config.assigner
         self._assign = assigner.assign_windows
@@ -225,14 +281,18 @@ class WindowOperator:
         self._merge_ks: KeyState | None = None
         # Session assigners merge eagerly (in-flight windows never intersect).
         self._eager_merge = isinstance(assigner, SessionWindows | DynamicSessionWindows)
-        #: ``fast=False``: the plain port only (no fast per-row path, no slicing,
-        #: no vectorized batches); every fast path must equal it.
-        self._fast = fast
-        self._path: RowPath | None = None
+        self._path: FastPath | None = None
         self._watch: Any = None
         self._on_timer = self.on_timer
+        #: ``fast=False``: the plain port only (no fast per-row path, no slices,
+        #: no vectorized batches: ``None``); every fast path must equal it.
+        self._batch_form: Callable[[WindowOperator, RowBatch], bool] | None = None
         if fast:
-            self.use_path(_fast_path(self, slicing))
+            paths = _fast_paths
+            if paths is None:  # only while wql.runtime itself is being imported
+                raise RuntimeError("wql.runtime.operator_factory has not installed the fast paths")
+            self._batch_form = paths.process_batch
+            self.use_path(paths.choose(self))
 
     # ------------------------------------------------------------------ input
 
@@ -748,16 +808,17 @@ class WindowOperator:
         # loop (except the count-triggered sessions' form, which records them), and
         # the firing tags of a pipeline stage always do.
         path = self._path
+        batch_form = self._batch_form
         # Extended rows (is_last, op) come from ``emit`` only: the batch forms build
         # their rows themselves.
         if (
-            self._fast
+            batch_form is not None
             and not self._extended
             and not self._tag
             and (
                 path.process_batch(batch)
                 if path is not None
-                else not self._track and try_process_batch(self, batch)
+                else not self._track and batch_form(self, batch)
             )
         ):
             return True
@@ -848,12 +909,10 @@ class WindowOperator:
         return ks.to_data()
 
     @classmethod
-    def restore(
-        cls, config: OperatorConfig, data: bytes, fast: bool = True, slicing: bool = False
-    ) -> WindowOperator:
+    def restore(cls, config: OperatorConfig, data: bytes, fast: bool = True) -> WindowOperator:
         """An operator equal to the one ``snapshot()`` was taken from."""
         payload = _snap.loads(data)
-        op = cls(config, fast, slicing)
+        op = cls(config, fast)
         if not isinstance(payload, dict) or payload.get("kind") != "operator":
             raise _snap.SnapshotError("not a whole-operator snapshot")
         if payload["config"] != op._config_fingerprint():
@@ -960,7 +1019,7 @@ class WindowOperator:
         return pending, counts
 
     # ------------------------------------------------- the fast paths' interface
-    # wql.runtime.fastpath, wql.runtime.slicing and wql.runtime.vectorized work
+    # wql.runtime.fastpath, wql.runtime.columnar and wql.runtime.vectorized work
     # through these methods and the objects they hand out (KeyState, TimerService,
     # Aggregator); they read ``config``, ``watermark``, ``processing_time`` and
     # ``aggregator`` and never assign a field of the operator.
@@ -1057,7 +1116,7 @@ class WindowOperator:
         self._out.extend(rows)
         self.counters.rows_emitted += len(rows)
 
-    def use_path(self, path: RowPath | None) -> None:
+    def use_path(self, path: FastPath | None) -> None:
         """Make ``path`` the per-row path (None: the plain methods)."""
         self._path = path
         self._watch = path.on_watermark if path is not None and path.watches_watermark else None
@@ -1098,26 +1157,3 @@ def _firing_guarantee(config: OperatorConfig) -> str | None:
     ):
         return "count"
     return "rows"
-
-
-def _fast_path(op: WindowOperator, slicing: bool) -> RowPath | None:
-    """The fastest per-row path for ``op``'s configuration (None: the plain methods)."""
-    config = op.config
-    if config.changelog:
-        # The changelog keeps each window's last row and retracts it on merges
-        # and cleanups: the plain port's merge callback and cleanup do that.
-        return None
-    if config.assigner.is_merging:
-        if SessionPath.applies(config):
-            return SessionPath(op)
-        return CountSessionPath(op) if CountSessionPath.applies(config) else None
-    if not WindowPath.applies(config):
-        return None
-    path = WindowPath(op)
-    # HOP / CUMULATE: one accumulator per (key, slice) (opt-in, wql.runtime.slicing)
-    if slicing and can_slice(config):
-        return Slicer(op, path)
-    if config.extended_rows:
-        return path  # the columnar arrays emit their firings without the marks
-    # HOP / CUMULATE at lateness 0: (key, slice) columns for batches (wql.runtime.columnar)
-    return ColumnarWindows(op, path) if ColumnarWindows.applies(config) else path
