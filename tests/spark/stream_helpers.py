@@ -86,24 +86,44 @@ def stream_query(
 ) -> tuple[Counter, Any]:
     """Query ``name`` of ``text`` (its source ``bids`` read as a stream) on the operator
     engine through :func:`start_streams`: its output rows and the sinks."""
+    rows, sinks = stream_queries(spark, text, [name], out, ck, drain)
+    return rows[name], sinks
+
+
+def stream_queries(
+    spark, text: str, names: list[str], out: Path, ck: Path, drain: bool = True
+) -> tuple[dict[str, Counter], Any]:
+    """Queries ``names`` of ``text`` streamed together (one :func:`start_streams`, one
+    stream of ``bids``), each on the operator engine: their output rows and the sinks."""
     import wql
     from wql.spark.sources import read_stream_source
     from wql.spark.stream_sinks import read_output, start_streams
 
     compiled = wql.compile(text)
     source = read_stream_source(spark, compiled.program.source("bids"), None)
-    results = compiled.only(name).apply(spark, bids=source)
-    assert results.query(name).engine == "operator"
+    results = compiled.only(*names).apply(spark, bids=source)
+    for name in names:
+        assert results.query(name).engine == "operator", name
     sinks = start_streams(results, out, ck, fmt="parquet", drain=drain)
-    return counted_rows(read_output(spark, out / name)), sinks
+    return {name: counted_rows(read_output(spark, out / name)) for name in names}, sinks
 
 
 def batch_query(spark, text: str, name: str) -> tuple[Counter, dict]:
     """Query ``name`` of ``text`` in batch: its rows and counters."""
+    rows, counters = batch_queries(spark, text, [name])
+    return rows[name], counters[name]
+
+
+def batch_queries(
+    spark, text: str, names: list[str] | None = None
+) -> tuple[dict[str, Counter], dict[str, dict]]:
+    """Queries ``names`` of ``text`` (every query when None) in batch: rows and counters."""
     import wql
 
     results = wql.compile(text).apply(spark)
     try:
-        return counted_rows(results[name]), results.query(name).counters
+        names = [r.name for r in results.queries] if names is None else names
+        rows = {name: counted_rows(results[name]) for name in names}
+        return rows, {name: results.query(name).counters for name in names}
     finally:
         results.release()
