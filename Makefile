@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java example test test-cluster lint bench
+.PHONY: setup java example test test-fast test-cluster lint bench
 
 setup: java $(STAMP)
 
@@ -26,6 +26,11 @@ example: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+# While developing: the suite without the end-to-end cases marked `slow`
+# (streams, subprocesses); `make test` and CI run those too.
+test-fast: setup
+	$(BIN)/pytest -q -m "not slow"
 
 # Two executor JVMs (local-cluster) and a standalone master + worker on
 # 127.0.0.1: a session of its own, so a pytest run of its own (tests/cluster/).

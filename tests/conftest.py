@@ -1,4 +1,12 @@
-"""Shared fixtures: one local SparkSession for the whole test session."""
+"""Shared fixtures: one local SparkSession for the whole test session.
+
+The cluster suite (``tests/cluster``, marker ``cluster``) needs a session of
+its own, so a pytest process of its own: it is deselected here unless the
+``-m`` expression names it (``make test-cluster`` runs ``pytest -m cluster
+tests/cluster``). Deselecting it here rather than with ``-m 'not cluster'`` in
+``addopts`` keeps ``pytest -m "not slow"`` (the quick run, without the
+``slow`` end-to-end cases) from bringing the cluster tests back.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def pytest_collection_modifyitems(config, items):
+    if "cluster" in (config.option.markexpr or ""):
+        return  # the expression decides
+    cluster = [item for item in items if item.get_closest_marker("cluster") is not None]
+    if cluster:
+        config.hook.pytest_deselected(items=cluster)
+        items[:] = [item for item in items if item.get_closest_marker("cluster") is None]
 
 
 @pytest.fixture(scope="session")

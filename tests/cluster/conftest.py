@@ -6,7 +6,7 @@ with its own Python workers: replay statistics, the shuffle by key, the
 operator's state and the streaming state stores all cross process
 boundaries, as on a real cluster. Every test module here is marked
 ``cluster`` (``pytestmark``) and deselected by the default ``pytest`` run
-(``pyproject.toml``); ``make test-cluster`` runs them in a pytest process of
+(``tests/conftest.py``); ``make test-cluster`` runs them in a pytest process of
 their own, because one Python process holds one SparkContext and the main
 suite's ``local[2]`` session cannot live next to this one.
 """

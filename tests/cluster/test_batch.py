@@ -23,8 +23,7 @@ import pytest
 import wql
 from tests.cluster.conftest import EXECUTORS
 from tests.spark.examples_helpers import example_files, expected_outputs, rows_as_text
-from tests.spark.host_helpers import ms, multiset, run_in_process, ts
-from tests.spark.test_batch_host import QUERIES, SCHEMA, source
+from tests.spark.host_helpers import QUERIES, SCHEMA, ms, multiset, run_in_process, source, ts
 from wql.compiler import compile_source
 from wql.spark import replay as R
 from wql.spark.batch import run_operator

@@ -16,8 +16,8 @@ from collections import Counter
 
 import pytest
 
+from tests.spark.example_stream_helpers import CHUNKS, StreamedExample
 from tests.spark.examples_helpers import EXAMPLES, expected_outputs
-from tests.spark.test_streaming_examples import CHUNKS, StreamedExample
 
 pytestmark = pytest.mark.cluster
 

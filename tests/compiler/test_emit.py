@@ -1,15 +1,15 @@
 """The emit forms in the compiler: plan, operator configuration, explain, errors.
 
 Every invalid combination is one positioned error with its code (``@``
-marks where it must point, as in ``test_one_mistake_one_error.py``).
+marks where it must point: ``tests/compiler/mistakes.py``).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.compiler.test_one_mistake_one_error import SOURCE
-from wql.compiler import check_source, compile_source
+from tests.compiler.mistakes import SOURCE, one_error
+from wql.compiler import compile_source
 from wql.compiler import plan as P
 from wql.compiler.backends.operator import build_operator
 from wql.compiler.explain import explain
@@ -24,17 +24,6 @@ def query(tail: str, window: str = "TUMBLE(ts, INTERVAL '1' MINUTE)", select: st
 
 def compiled(text: str, engine: str = "auto") -> P.Query:
     return compile_source(text, "q.wql", engine=engine).queries[0]
-
-
-def one_error(text_with_marker: str) -> WqlError:
-    """The one error of a text whose ``@`` marks where it must point."""
-    at = text_with_marker.index("@")
-    text = text_with_marker[:at] + text_with_marker[at + 1 :]
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
-    errors = check_source(text, "q.wql")
-    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
-    return errors[0]
 
 
 # --------------------------------------------------------------------------- accumulation

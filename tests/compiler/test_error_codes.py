@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import wql
-from tests.compiler.test_one_mistake_one_error import CASES, _mistaken
+from tests.compiler.mistakes import CASES, mistaken
 from wql.compiler import check_source, compile_source
 from wql.errors import (
     ErrorCode,
@@ -110,7 +110,7 @@ def test_every_single_mistake_case_has_its_expected_code():
 
 @pytest.mark.parametrize("case_id,old,new", CASES, ids=[c[0] for c in CASES])
 def test_a_single_mistake_names_its_kind(case_id, old, new):
-    text, _, _ = _mistaken(case_id, old, new)
+    text, _, _ = mistaken(case_id, old, new)
     (error,) = check_source(text, "q.wql")
     assert error.code is EXPECTED[case_id]
     with pytest.raises(WqlError) as info:

@@ -1,13 +1,14 @@
 """Views as sources: what a pipeline cannot be is one positioned error, with its code.
 
 Each case is the valid pipeline below with one mistake made in it; ``@``
-marks where the error must point (as in test_one_mistake_one_error.py).
+marks where the error must point (the harness: tests/compiler/mistakes.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.compiler.mistakes import mistake, one_error, unmark
 from wql.cli import main as cli_main
 from wql.compiler import check_source, compile_source
 from wql.errors import ErrorCode, WqlError
@@ -86,18 +87,7 @@ _AT = {
 
 
 def _mistaken(case_id: str, old: str, new: str) -> tuple[str, int, int]:
-    assert VALID.count(old) == 1, (case_id, old)
-    text = VALID.replace(old, new)
-    if case_id in _AT:
-        more_old, more_new = _AT[case_id]
-        assert text.count(more_old) == 1, case_id
-        text = text.replace(more_old, more_new)
-    assert text.count("@") == 1, case_id
-    at = text.index("@")
-    text = text[:at] + text[at + 1 :]
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
-    return text, line, column
+    return unmark(mistake(VALID, old, new, _AT.get(case_id)))
 
 
 def test_the_pipeline_is_valid():
@@ -226,19 +216,8 @@ _RANK_AT = {
     ("case_id", "old", "new", "code"), RANK_CASES, ids=[c[0] for c in RANK_CASES]
 )
 def test_one_rank_mistake_gives_one_error_at_its_place(case_id, old, new, code):
-    assert RANK.count(old) == 1, case_id
-    text = RANK.replace(old, new)
-    if case_id in _RANK_AT:
-        more_old, more_new = _RANK_AT[case_id]
-        text = text.replace(more_old, more_new)
-    assert text.count("@") == 1, case_id
-    at = text.index("@")
-    text = text[:at] + text[at + 1 :]
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
-    errors = check_source(text, "r.wql")
-    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
-    assert errors[0].code is code, errors[0].message
+    error = one_error(mistake(RANK, old, new, _RANK_AT.get(case_id)), "r.wql")
+    assert error.code is code, error.message
 
 
 def test_the_rank_is_valid_and_says_what_is_supported():
@@ -324,19 +303,8 @@ _JOIN_AT = {
     ("case_id", "old", "new", "code"), JOIN_CASES, ids=[c[0] for c in JOIN_CASES]
 )
 def test_one_join_mistake_gives_one_error_at_its_place(case_id, old, new, code):
-    assert JOIN.count(old) == 1, case_id
-    text = JOIN.replace(old, new)
-    if case_id in _JOIN_AT:
-        more_old, more_new = _JOIN_AT[case_id]
-        text = text.replace(more_old, more_new)
-    assert text.count("@") == 1, case_id
-    at = text.index("@")
-    text = text[:at] + text[at + 1 :]
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
-    errors = check_source(text, "j.wql")
-    assert [(e.line, e.column) for e in errors] == [(line, column)], [e.message for e in errors]
-    assert code is None or errors[0].code is code, errors[0].message
+    error = one_error(mistake(JOIN, old, new, _JOIN_AT.get(case_id)), "j.wql")
+    assert code is None or error.code is code, error.message
 
 
 def test_the_join_is_valid_and_says_what_is_supported():

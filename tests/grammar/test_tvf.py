@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.grammar.test_roundtrip_property import script
+from tests.grammar.strategies import script
 from wql.cli import main
 from wql.compiler import compile_source
 from wql.errors import WqlError, WqlErrors, WqlSyntaxError

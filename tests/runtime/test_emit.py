@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.runtime.test_plain_path import ALL_AGGS, CONFIGS, rows_st
+from tests.runtime.strategies import ALL_AGGS, CONFIGS, rows_st
 from wql.runtime import (
     AggregateSpec,
     ContinuousEventTimeTrigger,

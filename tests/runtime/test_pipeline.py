@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.runtime.pipeline_reference import N, global_run, next_input, order, watermarks
 from wql.runtime import AggregateSpec, OperatorConfig, WindowOperator
 from wql.runtime.assigners import (
     CumulateWindows,
@@ -32,8 +33,8 @@ from wql.runtime.assigners import (
     SlidingWindows,
     TumblingWindows,
 )
-from wql.runtime.config import EMITTED_FIELDS, FIRED_BY_ROW
-from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock, rise_step, row_step
+from wql.runtime.config import FIRED_BY_ROW
+from wql.runtime.pipeline import GlobalClock, row_step
 from wql.runtime.triggers import (
     ContinuousEventTimeTrigger,
     CountTrigger,
@@ -41,9 +42,6 @@ from wql.runtime.triggers import (
     EventTimeTrigger,
     PurgingTrigger,
 )
-from wql.runtime.windows import MAX_TIME, MIN_TIME
-
-N = len(EMITTED_FIELDS)
 
 
 @st.composite
@@ -92,82 +90,12 @@ rows_st = st.lists(
     max_size=40,
 )
 
-DELAY = 2
-
-
-def _watermarks(rows: list) -> tuple[list[int], int]:
-    """Each row's watermark_before (max ts before it - delay - 1), and the one after all."""
-    out, seen = [], None
-    for _, ts, _ in rows:
-        out.append(MIN_TIME if seen is None else seen - DELAY - 1)
-        seen = ts if seen is None else max(seen, ts)
-    return out, (MIN_TIME if seen is None else seen - DELAY - 1)
-
-
-def _next_input(row: tuple, rekey: str) -> tuple[tuple, int, tuple]:
-    """A stage's emitted row as the next stage's input: key, event time (window_time), values."""
-    key = row[0]
-    if rekey == "all":
-        new_key: tuple = ()
-    elif rekey == "ab":
-        new_key = (key in (("a",), ("b",)),)  # a and b together
-    else:
-        new_key = key
-    return new_key, row[3], (row[N],)  # the COUNT(*) of the upstream window
-
-
-def _order(row: tuple, a: int, b: int) -> tuple:
-    """WQL's order of a tagged row among the rows fired at its step (module docstring).
-
-    ``a``: the rank of the input row that fired it; ``b``: its emission number.
-    """
-    by, time = row[-3], row[-2]
-    if by == FIRED_BY_ROW:
-        return (CLASS_ROW, a, b)
-    return (CLASS_TIMER, time, row[0], row[2], row[1], b)
-
-
-def _global_run(configs: list[OperatorConfig], rekeys: list[str], rows: list) -> list[list]:
-    """Per stage: [(step, row)] in the global sequential order (the reference)."""
-    ops = [WindowOperator(c, fast=False) for c in configs]
-    out: list[list] = [[] for _ in ops]
-    wms, final = _watermarks(rows)
-
-    def stage(k: int, step: int, inputs: list[tuple], rise: int | None) -> None:
-        """Stage ``k`` at ``step``: its ``inputs`` (upstream rows, in order), then the rise."""
-        op = ops[k]
-        fired: list[tuple] = []
-        for i, inp in enumerate(inputs):
-            op.process_element(*inp)
-            for j, r in enumerate(op.drain()):
-                fired.append((_order(r, i, j), r))
-        if rise is not None:
-            op.advance_watermark(rise)
-            for j, r in enumerate(op.drain()):
-                fired.append((_order(r, 0, j), r))
-        fired.sort(key=lambda e: e[0])
-        out[k] += [(step, r) for _, r in fired]
-        if k + 1 < len(ops):
-            stage(k + 1, step, [_next_input(r, rekeys[k + 1]) for _, r in fired], rise)
-
-    prev = MIN_TIME
-    for s, ((key, ts, v), wm) in enumerate(zip(rows, wms, strict=True)):
-        if wm > prev:
-            stage(0, rise_step(s), [], wm)
-            prev = wm
-        stage(0, row_step(s), [(key, ts, (v,))], None)
-    end = len(rows)
-    if final > prev:
-        stage(0, rise_step(end), [], final)
-    stage(0, rise_step(end + 1), [], MAX_TIME)
-    return out
-
 
 def _pipeline_run(
     configs: list[OperatorConfig], rekeys: list[str], rows: list, groups: int, fast: bool
 ) -> list[list]:
     """Per stage: [(step, row)], each stage run per key group with lazily fired timers."""
-    wms, final = _watermarks(rows)
+    wms, final = watermarks(rows)
     clock = GlobalClock.from_replay(range(len(rows)), wms, final)
     # a stage's input: (step, rank within the step, key, event time, values)
     inputs = [(row_step(s), 0, key, ts, (v,)) for s, (key, ts, v) in enumerate(rows)]
@@ -176,7 +104,7 @@ def _pipeline_run(
         placed = _run_stage(config, inputs, clock, final, groups, fast)
         out.append([(step, r) for step, _, r in placed])
         if k + 1 < len(configs):
-            inputs = [(step, rank, *_next_input(r, rekeys[k + 1])) for step, rank, r in placed]
+            inputs = [(step, rank, *next_input(r, rekeys[k + 1])) for step, rank, r in placed]
     return out
 
 
@@ -198,7 +126,7 @@ def _run_stage(
                 by, time, a = r[-3:]
                 step = clock.place(by, time, None if a is None else steps[a])
                 rank = ranks[a] if by == FIRED_BY_ROW else 0
-                emitted.append((step, _order(r, rank, len(emitted)), r[:-3]))
+                emitted.append((step, order(r, rank, len(emitted)), r[:-3]))
 
         for step, rank, key, ts, values in part:
             op.advance_watermark(clock.watermark_before(step))
@@ -230,7 +158,7 @@ def _run_stage(
 def test_per_key_pipeline_equals_the_global_run(
     configs: list[OperatorConfig], rekeys: list[str], rows: list, groups: int, fast: bool
 ) -> None:
-    want = _global_run(configs, rekeys, rows)
+    want = global_run(configs, rekeys, rows)
     got = _pipeline_run(configs, rekeys, rows, groups, fast)
     assert [[(s, r[:-3]) for s, r in stage] for stage in want] == got
 

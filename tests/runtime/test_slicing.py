@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.runtime.test_plain_path import ALL_AGGS
+from tests.runtime.strategies import ALL_AGGS
 from wql.runtime import AggregateSpec, OperatorConfig, RowBatch, WindowOperator
 from wql.runtime import snapshot as snap
 from wql.runtime.assigners import CumulateWindows, SlidingWindows, TumblingWindows

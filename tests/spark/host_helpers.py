@@ -110,3 +110,35 @@ def _norm(v: Any) -> Any:
     if isinstance(v, list):
         return tuple(v)
     return v
+
+
+# --------------------------------------------------------------------------- queries
+
+#: The batch-host tests' source (``source``) as a DataFrame schema.
+SCHEMA = "k string, v double, ts timestamp, arr bigint, pt bigint"
+
+
+def source(delay_s: int, options: str = "") -> str:
+    return (
+        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, arr BIGINT, pt BIGINT, "
+        f"WATERMARK FOR ts AS ts - INTERVAL '{delay_s}' SECOND){options};\n"
+    )
+
+
+SELECT = (
+    "SELECT k, window_start, window_end, pane_index, pane_timing, SUM(v) AS total, COUNT(*) AS n"
+)
+
+#: Query shapes of the host-equals-one-operator properties (here and in tests/cluster).
+QUERIES = [
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND)",
+    f"{SELECT} FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
+    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) "
+    "ALLOWED LATENESS INTERVAL '500' MILLISECOND",
+    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) TRIGGER PURGING COUNT(2)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '2' SECOND TRIGGER WATERMARK WITH EARLY COUNT(2)",
+    "SELECT k, pane_index, SUM(v) AS total, COUNT(*) AS n FROM s GROUP BY k, COUNT_WINDOW(3, 2)",
+    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) TRIGGER COUNT(2) EVICT COUNT(2)",
+]

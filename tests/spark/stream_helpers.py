@@ -86,24 +86,90 @@ def stream_query(
 ) -> tuple[Counter, Any]:
     """Query ``name`` of ``text`` (its source ``bids`` read as a stream) on the operator
     engine through :func:`start_streams`: its output rows and the sinks."""
+    rows, sinks = stream_queries(spark, text, [name], out, ck, drain)
+    return rows[name], sinks
+
+
+def stream_queries(
+    spark, text: str, names: list[str], out: Path, ck: Path, drain: bool = True
+) -> tuple[dict[str, Counter], Any]:
+    """Queries ``names`` of ``text`` streamed together (one :func:`start_streams`, one
+    stream of ``bids``), each on the operator engine: their output rows and the sinks."""
     import wql
     from wql.spark.sources import read_stream_source
     from wql.spark.stream_sinks import read_output, start_streams
 
     compiled = wql.compile(text)
     source = read_stream_source(spark, compiled.program.source("bids"), None)
-    results = compiled.only(name).apply(spark, bids=source)
-    assert results.query(name).engine == "operator"
+    results = compiled.only(*names).apply(spark, bids=source)
+    for name in names:
+        assert results.query(name).engine == "operator", name
     sinks = start_streams(results, out, ck, fmt="parquet", drain=drain)
-    return counted_rows(read_output(spark, out / name)), sinks
+    return {name: counted_rows(read_output(spark, out / name)) for name in names}, sinks
 
 
 def batch_query(spark, text: str, name: str) -> tuple[Counter, dict]:
     """Query ``name`` of ``text`` in batch: its rows and counters."""
+    rows, counters = batch_queries(spark, text, [name])
+    return rows[name], counters[name]
+
+
+def batch_queries(
+    spark, text: str, names: list[str] | None = None
+) -> tuple[dict[str, Counter], dict[str, dict]]:
+    """Queries ``names`` of ``text`` (every query when None) in batch: rows and counters."""
     import wql
 
     results = wql.compile(text).apply(spark)
     try:
-        return counted_rows(results[name]), results.query(name).counters
+        names = [r.name for r in results.queries] if names is None else names
+        rows = {name: counted_rows(results[name]) for name in names}
+        return rows, {name: results.query(name).counters for name in names}
     finally:
         results.release()
+
+
+# The stream pipelines' views over the bids (tests/spark/test_stream_pipelines.py,
+# tests/spark/test_stream_processors.py)
+PER_AUCTION = """
+CREATE VIEW per_auction AS
+SELECT auction, window_start, window_end, window_time, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+"""
+
+PIPELINES = {
+    # a rollup of the 10 s windows into 20 s ones (keyless)
+    "rollup": PER_AUCTION
+    + """
+CREATE VIEW rollup AS
+SELECT window_start, window_end, SUM(num) AS bids, MAX(top) AS top, COUNT(*) AS auctions
+FROM per_auction GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND);
+""",
+    # the view's rows in pairs, in the order they fire: the rise order is visible
+    "pairs": PER_AUCTION
+    + """
+CREATE VIEW pairs AS
+SELECT COLLECT_LIST(auction) AS auctions, SUM(num) AS bids
+FROM per_auction GROUP BY COUNT_WINDOW(2);
+""",
+    # EARLY panes (fired by rows) and ON_TIME panes (fired by rises), in firing order
+    "early": """
+CREATE VIEW panes AS
+SELECT auction, window_time, pane_timing, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
+TRIGGER WATERMARK WITH EARLY COUNT(2);
+CREATE VIEW early AS
+SELECT window_start, COLLECT_LIST(pane_timing) AS timings, SUM(num) AS counted, COUNT(*) AS panes
+FROM panes GROUP BY TUMBLE(window_time, INTERVAL '10' SECOND)
+LATE DATA TO late_panes;
+""",
+    # Nexmark q5's shape: the hottest auction of every window (a window rank, last)
+    "hot": PER_AUCTION
+    + """
+CREATE VIEW hot AS
+SELECT auction, num, window_start, window_end
+FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+      ORDER BY num DESC, auction) AS rn FROM per_auction)
+WHERE rn <= 1;
+""",
+}

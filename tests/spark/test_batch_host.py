@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.spark.host_helpers import multiset, run_in_process, ts
+from tests.spark.host_helpers import QUERIES, SCHEMA, SELECT, multiset, run_in_process, source, ts
 from wql.compiler import compile_source
 from wql.compiler import types as T
 from wql.errors import WqlUnsupportedError
@@ -22,15 +22,6 @@ from wql.spark import replay as R
 from wql.spark.batch import OPERATOR_PARTITIONS_CONF, _encode_keys, run_operator
 
 pytestmark = pytest.mark.spark
-
-SCHEMA = "k string, v double, ts timestamp, arr bigint, pt bigint"
-
-
-def source(delay_s: int, options: str = "") -> str:
-    return (
-        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, arr BIGINT, pt BIGINT, "
-        f"WATERMARK FOR ts AS ts - INTERVAL '{delay_s}' SECOND){options};\n"
-    )
 
 
 def frame(spark, rows):
@@ -57,11 +48,6 @@ def rows_of(*items):
         k, v, t = item[:3]
         out.append({"k": k, "v": v, "ts": ts(t), "arr": item[3] if len(item) > 3 else i, "pt": 0})
     return out
-
-
-SELECT = (
-    "SELECT k, window_start, window_end, pane_index, pane_timing, SUM(v) AS total, COUNT(*) AS n"
-)
 
 
 def test_flink_vector_tumbling_through_spark(spark):
@@ -165,20 +151,6 @@ def test_mixed_time_domains_replay_the_global_clock_sequence(spark):
     assert multiset(result) == multiset(expected[0])
     assert any(r[4] == "EARLY" for r in result)  # the processing-time firing happened
     assert counters["rows_emitted"] == expected[2]["rows_emitted"]
-
-
-QUERIES = [
-    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND)",
-    f"{SELECT} FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND) "
-    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
-    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) "
-    "ALLOWED LATENESS INTERVAL '500' MILLISECOND",
-    f"{SELECT} FROM s GROUP BY k, SESSION(ts, INTERVAL '1' SECOND) TRIGGER PURGING COUNT(2)",
-    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
-    "ALLOWED LATENESS INTERVAL '2' SECOND TRIGGER WATERMARK WITH EARLY COUNT(2)",
-    "SELECT k, pane_index, SUM(v) AS total, COUNT(*) AS n FROM s GROUP BY k, COUNT_WINDOW(3, 2)",
-    f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) TRIGGER COUNT(2) EVICT COUNT(2)",
-]
 
 
 @settings(

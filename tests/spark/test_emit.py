@@ -3,7 +3,7 @@
 Small inputs with expected rows derived by hand (the runtime's own vectors
 are in ``tests/runtime/test_emit.py``). The streaming side drives
 :class:`wql.spark.streaming.WindowProcessor` with the micro-batch driver of
-``test_streaming_processor.py`` (Spark's rules, no streaming engine).
+``processor_helpers.py`` (Spark's rules, no streaming engine).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wql
-from tests.spark.test_streaming_processor import Driver, _rel, _rows, _split
+from tests.spark.processor_helpers import Driver, rel_ms, rows_st, split_batches
 
 pytestmark = pytest.mark.spark
 
@@ -95,7 +95,7 @@ def test_is_last_through_the_streaming_processor():
     d.batch([("a", 1, 2500)])  # watermark 499: nothing due
     d.batch([("a", 1, 4100)])  # watermark 2499 fires [0,2000) ON_TIME first
     d.end()
-    marks = [(_rel(r["__wql_we"]), r["__wql_pane"], r["__wql_last"]) for r in records]
+    marks = [(rel_ms(r["__wql_we"]), r["__wql_pane"], r["__wql_last"]) for r in records]
     assert {r["__wql_op"] for r in records} == {"+I"}
     # every row fires an EARLY pane; each ON_TIME pane is its window's cleanup: the last
     assert marks == [
@@ -285,7 +285,7 @@ def test_changelog_through_the_streaming_processor():
 
 
 @settings(max_examples=25, deadline=None)
-@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+@given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_changelog_through_the_processor_folds_to_the_latest_panes(rows, cuts):
     """Random rows cut into micro-batches: the processor's changelog (per-key state,
     snapshots, Spark timers) folds, window by window, to the latest pane of every
@@ -295,7 +295,7 @@ def test_changelog_through_the_processor_folds_to_the_latest_panes(rows, cuts):
         "GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) ALLOWED LATENESS INTERVAL '2' SECOND "
         "TRIGGER WATERMARK WITH EARLY COUNT(2) EMIT CHANGELOG"
     )
-    batches = _split(rows, cuts)
+    batches = split_batches(rows, cuts)
     d = Driver(text)
     records = recorded(d)
     for batch in batches:

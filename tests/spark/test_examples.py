@@ -1,4 +1,8 @@
-"""Every example runs and gives its expected outputs (derived by hand, see each .wql's comment)."""
+"""Every example runs and gives its expected outputs (derived by hand, see each .wql's comment).
+
+Each example runs once per engine request (the session's ``example_run``
+fixture, tests/spark/conftest.py) and the tests read what that run gave.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ from tests.spark.examples_helpers import (
     example_files,
     expected_outputs,
     pipeline_example_files,
-    rows_as_text,
 )
 from wql.compiler import plan as P
 
@@ -43,19 +46,16 @@ def test_pipeline_example_plans_for_a_stream(path):
 
 
 @pytest.mark.parametrize("path", ALL_EXAMPLES, ids=lambda p: p.stem)
-def test_example_gives_expected_rows(spark, path):
-    results = wql.compile_file(path).apply(spark)
-    try:
-        expected = expected_outputs(path.stem)
-        for name, (header, rows) in expected.items():
-            got_header, got_rows = rows_as_text(results[name])
-            assert got_header == header, name
-            assert got_rows == rows, name
-        for r in results.queries:
-            assert r.counters["rows_out"] == len(expected[r.name][1])
-            assert_every_row_counted(r.counters)
-    finally:
-        results.release()
+def test_example_gives_expected_rows(example_run, path):
+    run = example_run(path)
+    expected = expected_outputs(path.stem)
+    for name, (header, rows) in expected.items():
+        got_header, got_rows = run.outputs[name]
+        assert got_header == header, name
+        assert got_rows == rows, name
+    for name, counters in run.counters.items():
+        assert counters["rows_out"] == len(expected[name][1])
+        assert_every_row_counted(counters)
 
 
 def assert_every_row_counted(c: dict) -> None:
@@ -67,44 +67,34 @@ def assert_every_row_counted(c: dict) -> None:
 
 
 @pytest.mark.parametrize("path", ALL_EXAMPLES, ids=lambda p: p.stem)
-def test_example_counters_on_the_operator_engine(spark, path):
+def test_example_counters_on_the_operator_engine(example_run, path):
     # The native examples again, forced onto the operator engine: the same identity.
-    compiled = wql.compile_file(path, engine="operator")
-    results = compiled.apply(spark)
-    try:
-        for r in results.queries:
-            assert r.engine == "operator"
-            assert_every_row_counted(r.counters)
-    finally:
-        results.release()
+    run = example_run(path, "operator")
+    for name, counters in run.counters.items():
+        assert run.engines[name] == "operator"
+        assert_every_row_counted(counters)
 
 
-def test_count_window_rows_that_never_fire_are_counted(spark):
+def test_count_window_rows_that_never_fire_are_counted(example_run):
     # data/sensor.csv: s1 has 6 readings, s2 has 3.
     # every_three (COUNT_WINDOW(3)): s1 fires twice, s2 once: every row is in a firing.
     # last_four (COUNT_WINDOW(4, 2)): s1 fires at its 2nd, 4th, 6th reading (every row
     # in a firing); s2 fires at its 2nd reading, its 3rd (30.0) never fires.
-    results = wql.compile_file(EXAMPLES / "count_windows.wql").apply(spark)
-    try:
-        three = results.query("every_three").counters
-        assert (three["rows_in"], three["rows_fired"], three["dropped"]) == (9, 9, {})
-        four = results.query("last_four").counters
-        assert (four["rows_in"], four["rows_fired"]) == (9, 8)
-        assert four["dropped"] == {"in no firing": 1}
-    finally:
-        results.release()
+    run = example_run(EXAMPLES / "count_windows.wql")
+    three = run.counters["every_three"]
+    assert (three["rows_in"], three["rows_fired"], three["dropped"]) == (9, 9, {})
+    four = run.counters["last_four"]
+    assert (four["rows_in"], four["rows_fired"]) == (9, 8)
+    assert four["dropped"] == {"in no firing": 1}
 
 
-def test_example_counters_account_for_every_row(spark):
-    results = wql.compile_file(EXAMPLES / "early_late_firings.wql").apply(spark)
-    try:
-        c = results.counters
-        assert c["engine"] == "operator"
-        # 7 views: 6 in windows, 1 too late (no LATE DATA TO, so dropped and counted)
-        assert c["rows_in"] == 7 and c["dropped"] == {"late": 1} and c["late_rows"] == 0
-        assert c["rows_out"] == 6
-    finally:
-        results.release()
+def test_example_counters_account_for_every_row(example_run):
+    c = example_run(EXAMPLES / "early_late_firings.wql").only
+    assert c is not None
+    assert c["engine"] == "operator"
+    # 7 views: 6 in windows, 1 too late (no LATE DATA TO, so dropped and counted)
+    assert c["rows_in"] == 7 and c["dropped"] == {"late": 1} and c["late_rows"] == 0
+    assert c["rows_out"] == 6
 
 
 def test_cli_csv_output_is_the_expected_files_but_for_row_order(spark, tmp_path):

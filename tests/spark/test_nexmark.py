@@ -118,26 +118,25 @@ HAND_WRITTEN: dict[str, Callable[[DataFrame], dict[str, DataFrame]]] = {
 
 
 @pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
-def test_nexmark_query_equals_hand_written_pyspark(spark, name):
+def test_nexmark_query_equals_hand_written_pyspark(spark, example_run, name):
     # The hand-written pipeline gives the committed expected outputs, which the
     # WQL file gives on its planned engines (test_examples.py); here it runs on
-    # the operator engine (every stage replayed, placed and ranked by the host).
+    # the operator engine (every stage replayed, placed and ranked by the host):
+    # the run test_examples.py's operator counters read too (``example_run``).
     want = HAND_WRITTEN[name](_events(spark))
     expected = expected_outputs(name)
-    compiled = wql.compile_file(EXAMPLES / "nexmark" / f"{name}.wql", engine="operator")
+    path = EXAMPLES / "nexmark" / f"{name}.wql"
+    compiled = wql.compile_file(path, engine="operator")
     assert set(compiled.queries) == set(want) == set(expected)
-    results = compiled.apply(spark)
-    try:
-        for query, df in want.items():
-            header, rows = rows_as_text(df)
-            assert rows, f"{query}: the sample gives rows"
-            assert (header, rows) == expected[query], query
-            assert rows_as_text(results[query]) == (header, rows), query
-        for r in results.queries:
-            assert r.engine == "operator"
-            # no late row: the batch PySpark pipelines see every row, WQL drops late
-            # ones; a Top-N drops (and counts) the rows it ranks out
-            dropped = {k: n for k, n in r.counters["dropped"].items() if k != DROP_OUTSIDE_TOP_N}
-            assert dropped == {} and r.counters["late_rows"] == 0, r.name
-    finally:
-        results.release()
+    run = example_run(path, "operator")
+    for query, df in want.items():
+        header, rows = rows_as_text(df)
+        assert rows, f"{query}: the sample gives rows"
+        assert (header, rows) == expected[query], query
+        assert run.outputs[query] == (header, rows), query
+    for query, counters in run.counters.items():
+        assert run.engines[query] == "operator"
+        # no late row: the batch PySpark pipelines see every row, WQL drops late
+        # ones; a Top-N drops (and counts) the rows it ranks out
+        dropped = {k: n for k, n in counters["dropped"].items() if k != DROP_OUTSIDE_TOP_N}
+        assert dropped == {} and counters["late_rows"] == 0, query

@@ -19,7 +19,7 @@ import random
 import pytest
 
 import wql
-from tests.runtime.test_pipeline import _global_run
+from tests.runtime.pipeline_reference import global_run
 from tests.spark.pipeline_helpers import T0, at, run
 from wql.compiler.backends.operator import build_operator
 from wql.errors import WqlUnsupportedError
@@ -248,7 +248,7 @@ def test_random_pipelines_equal_one_global_run(spark, partitions, seed, case):
     program = wql.compile(text, "operator").program
     configs = [build_operator(q, tag_firings=True).config for q in program.queries]
     epoch = int((T0 - dt.datetime(1970, 1, 1)).total_seconds() * 1000)
-    stages = _global_run(configs, ["same"] * 3, [((k,), epoch + t, v) for k, t, v in rows])
+    stages = global_run(configs, ["same"] * 3, [((k,), epoch + t, v) for k, t, v in rows])
     want = sorted((r[0][0], _ts(r[1]), _ts(r[2]), str(r[4]), r[5], str(r[7])) for _, r in stages[1])
     assert out["down"] == want
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.spark.examples_helpers import EXAMPLES, ROOT
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_wql_run_stderr_is_the_summary_alone(tmp_path):

@@ -4,14 +4,15 @@ The streams are the burst files of the stream pipeline tests
 (``tests/spark/stream_helpers.py``: every row of a burst at one event time,
 a file holding the rest of one burst and the first row of the next), so the
 watermark rises at the same places as in batch replay and a drained stream's
-join equals the batch join (docs/streaming.md, "Window joins").
+join equals the batch join (docs/streaming.md, "Window joins"). The joins of
+JOINS run together, in one stream over the burst files that their tests share
+(the ``drained`` fixture).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,11 @@ from tests.spark.examples_helpers import EXAMPLES, expected_outputs, rows_as_tex
 from tests.spark.stream_helpers import (
     BURSTS,
     SOURCE,
+    batch_queries,
     batch_query,
     files,
     stream_cli_argv,
+    stream_queries,
     stream_query,
     write_files,
 )
@@ -113,23 +116,41 @@ def text(name: str, folder: Path, stream: bool = True) -> str:
     return SOURCE.format(path=folder, options=options) + JOINS[name]
 
 
+def every_join(folder: Path, stream: bool = True) -> str:
+    """Every join of JOINS in one text, each view defined once."""
+    options = ", maxFilesPerTrigger = '1'" if stream else ""
+    body = ""
+    for join in JOINS.values():
+        body += join.replace(HIGH_AND_LOW, "") if HIGH_AND_LOW in body else join
+    return SOURCE.format(path=folder, options=options) + body
+
+
 def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = True):
     return stream_query(spark, text(name, folder), name, out, ck, drain)
 
 
-def batch(spark, name: str, folder: Path) -> tuple[Counter, dict]:
-    return batch_query(spark, text(name, folder, stream=False), name)
+@pytest.fixture(scope="module")
+def drained(spark, tmp_path_factory):
+    """Every join streamed together over every burst file, drained (one stream for the
+    module), and in batch: (streamed rows, stream counters, batch rows, batch counters)."""
+    base = tmp_path_factory.mktemp("joins")
+    write_files(base / "in", range(len(files())))
+    names = sorted(JOINS)
+    streamed, sinks = stream_queries(
+        spark, every_join(base / "in"), names, base / "out", base / "ck"
+    )
+    counters = sinks.counters(spark)
+    expected, batch_counters = batch_queries(spark, every_join(base / "in", stream=False), names)
+    return streamed, counters, expected, batch_counters
 
 
 @pytest.mark.parametrize("name", sorted(JOINS))
-def test_a_drained_stream_join_equals_the_batch_join(spark, tmp_path, name):
-    write_files(tmp_path / "in", range(len(files())))
-    ck = tmp_path / "ck"
-    streamed, sinks = stream(spark, name, tmp_path / "in", tmp_path / "out", ck)
-    expected, counters = batch(spark, name, tmp_path / "in")
+def test_a_drained_stream_join_equals_the_batch_join(drained, name):
+    streamed, stream_counters, batch, batch_counters = drained
+    expected, counters = batch[name], batch_counters[name]
     assert sum(expected.values()) >= 3
-    assert streamed == expected
-    got = sinks.counters(spark)[name]
+    assert streamed[name] == expected
+    got = stream_counters[name]
     for key in ("rows_in", "rows_fired", "dropped"):
         assert got[key] == counters[key], key
 
@@ -173,17 +194,19 @@ def test_a_window_table_row_behind_the_watermark_is_late_and_counted(spark, tmp_
     assert got["rows_in"] == counters["rows_in"]
 
 
-def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path):
+@pytest.mark.slow
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
     folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_files(folder, range(4))
     first, _ = stream(spark, "full", folder, out, ck, drain=False)
     write_files(folder, range(4, len(files())))
     resumed, _ = stream(spark, "full", folder, out, ck)
-    expected, _ = batch(spark, "full", folder)
+    expected = drained[2]["full"]  # the batch join of the same files
     assert 0 < sum(first.values()) < sum(expected.values())
     assert resumed == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", ["nexmark_q7", "nexmark_q8"])
 def test_nexmark_joins_stream_to_their_expected_rows(spark, tmp_path, stem):
     # the committed sample as one file of a folder: one micro-batch, then the end

@@ -9,7 +9,8 @@ the first row of the next (the only row that raises the maximum event time);
 so the watermark rises at the same places in both, before the same rows, and
 a pipeline's stages see every rise in Flink's order in both
 (docs/architecture.md, "Contract: pipelines"). ``--drain`` plays batch
-replay's end of input.
+replay's end of input. The pipelines of PIPELINES run together, in one stream
+over the burst files that their tests share (the ``drained`` fixture).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ import pytest
 
 import wql
 from tests.spark.stream_helpers import (
+    PER_AUCTION,
+    PIPELINES,
     SOURCE,
-    batch_query,
+    batch_queries,
     files,
     stream_cli_argv,
+    stream_queries,
     stream_query,
     write_files,
 )
@@ -33,73 +37,48 @@ from wql.errors import WqlUnsupportedError
 pytestmark = pytest.mark.spark
 
 
-PER_AUCTION = """
-CREATE VIEW per_auction AS
-SELECT auction, window_start, window_end, window_time, COUNT(*) AS num, MAX(price) AS top
-FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
-"""
-
-PIPELINES = {
-    # a rollup of the 10 s windows into 20 s ones (keyless)
-    "rollup": PER_AUCTION
-    + """
-CREATE VIEW rollup AS
-SELECT window_start, window_end, SUM(num) AS bids, MAX(top) AS top, COUNT(*) AS auctions
-FROM per_auction GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND);
-""",
-    # the view's rows in pairs, in the order they fire: the rise order is visible
-    "pairs": PER_AUCTION
-    + """
-CREATE VIEW pairs AS
-SELECT COLLECT_LIST(auction) AS auctions, SUM(num) AS bids
-FROM per_auction GROUP BY COUNT_WINDOW(2);
-""",
-    # EARLY panes (fired by rows) and ON_TIME panes (fired by rises), in firing order
-    "early": """
-CREATE VIEW panes AS
-SELECT auction, window_time, pane_timing, COUNT(*) AS num
-FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
-TRIGGER WATERMARK WITH EARLY COUNT(2);
-CREATE VIEW early AS
-SELECT window_start, COLLECT_LIST(pane_timing) AS timings, SUM(num) AS counted, COUNT(*) AS panes
-FROM panes GROUP BY TUMBLE(window_time, INTERVAL '10' SECOND)
-LATE DATA TO late_panes;
-""",
-    # Nexmark q5's shape: the hottest auction of every window (a window rank, last)
-    "hot": PER_AUCTION
-    + """
-CREATE VIEW hot AS
-SELECT auction, num, window_start, window_end
-FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end
-      ORDER BY num DESC, auction) AS rn FROM per_auction)
-WHERE rn <= 1;
-""",
-}
-
-
 def text(name: str, folder: Path, stream: bool = True) -> str:
     options = ", maxFilesPerTrigger = '1'" if stream else ""
     return SOURCE.format(path=folder, options=options) + PIPELINES[name]
+
+
+def every_pipeline(folder: Path, stream: bool = True) -> str:
+    """Every pipeline of PIPELINES in one text, each view defined once."""
+    options = ", maxFilesPerTrigger = '1'" if stream else ""
+    body = ""
+    for pipeline in PIPELINES.values():
+        body += pipeline.replace(PER_AUCTION, "") if PER_AUCTION in body else pipeline
+    return SOURCE.format(path=folder, options=options) + body
 
 
 def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = True) -> Counter:
     return stream_query(spark, text(name, folder), name, out, ck, drain)[0]
 
 
-def batch(spark, name: str, folder: Path) -> Counter:
-    return batch_query(spark, text(name, folder, stream=False), name)[0]
+@pytest.fixture(scope="module")
+def drained(spark, tmp_path_factory):
+    """Every pipeline streamed together over every burst file, drained (one stream for
+    the module), and in batch: (streamed rows, batch rows) per pipeline."""
+    base = tmp_path_factory.mktemp("pipelines")
+    write_files(base / "in", range(len(files())))
+    names = sorted(PIPELINES)
+    streamed, _ = stream_queries(
+        spark, every_pipeline(base / "in"), names, base / "out", base / "ck"
+    )
+    expected, _ = batch_queries(spark, every_pipeline(base / "in", stream=False), names)
+    return streamed, expected
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))
-def test_a_drained_stream_pipeline_equals_the_batch_pipeline(spark, tmp_path, name):
-    write_files(tmp_path / "in", range(len(files())))
-    streamed = stream(spark, name, tmp_path / "in", tmp_path / "out", tmp_path / "ck")
-    expected = batch(spark, name, tmp_path / "in")
+def test_a_drained_stream_pipeline_equals_the_batch_pipeline(drained, name):
+    streamed, batch = drained
+    expected = batch[name]
     assert sum(expected.values()) >= 3
-    assert streamed == expected
+    assert streamed[name] == expected
 
 
-def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path):
+@pytest.mark.slow
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
     # the pipeline's state (every stage, every key) survives in the checkpoint: files
     # 0-3, stop, then the rest and the end of input, from the same checkpoint
     folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
@@ -107,7 +86,7 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
     first = stream(spark, "early", folder, out, ck, drain=False)
     write_files(folder, range(4, len(files())))
     resumed = stream(spark, "early", folder, out, ck)
-    expected = batch(spark, "early", folder)
+    expected = drained[1]["early"]  # the batch pipeline of the same files
     assert 0 < sum(first.values()) < sum(expected.values())
     assert resumed == expected
 
@@ -123,6 +102,7 @@ ROLLUP_ROWS = [
 ]
 
 
+@pytest.mark.slow
 def test_wql_run_stream_drain_runs_a_rollup_to_hand_derived_rows(spark, tmp_path, capsys):
     from wql.cli import main as cli_main
 

@@ -24,8 +24,7 @@ from pyspark.sql.streaming.stateful_processor import (  # noqa: E402, I001
 )
 
 import wql  # noqa: E402
-from tests.spark.stream_helpers import SOURCE, files  # noqa: E402
-from tests.spark.test_stream_pipelines import PIPELINES  # noqa: E402
+from tests.spark.stream_helpers import PIPELINES, SOURCE, files  # noqa: E402
 from wql.spark import layout as L  # noqa: E402
 from wql.spark.stream_chain import AllKeysProcessor, chain_body  # noqa: E402
 from wql.spark.streaming import end_watermark  # noqa: E402

@@ -128,6 +128,7 @@ def test_stream_agrees_with_the_batch_run(spark, uninterrupted):
         batch.release()
 
 
+@pytest.mark.slow
 def test_restart_between_micro_batches_gives_the_uninterrupted_output(
     spark, uninterrupted, tmp_path
 ):
@@ -196,6 +197,7 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, uninterrupted, t
     assert outputs(spark, out) == reference
 
 
+@pytest.mark.slow
 def test_wql_run_stream_runs_a_query_spark_cannot_stream_natively(spark, tmp_path, capsys):
     """The query of a CUMULATE window with COUNT(DISTINCT ...): native in batch,
     rejected by Spark on a stream; ``wql run --stream`` runs it on the operator
@@ -250,6 +252,7 @@ def test_wql_run_stream_runs_a_query_spark_cannot_stream_natively(spark, tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_wql_run_stream_drain_ends_a_bounded_stream(spark, tmp_path, capsys):
     """``wql run --stream --drain``: after the files there, the end of input. Windows
     the data never closed fire, a count window's remainder is counted as in no

@@ -109,6 +109,7 @@ def _operator_batches(sinks) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_a_quiet_stream_closes_its_window_after_idle_after_and_not_before(spark, tmp_path):
     # rows keep coming for longer than IDLE AFTER (one file every 0.5 s); the
     # largest event time stays 9.8 s, so without the idle rule [0, 10) never closes
@@ -140,6 +141,7 @@ def test_a_quiet_stream_closes_its_window_after_idle_after_and_not_before(spark,
     assert tagged_counters(spark, sinks.tagged["q"])["rows_in"] == 5
 
 
+@pytest.mark.slow
 def test_the_idle_rule_survives_a_restart_from_the_checkpoint(spark, tmp_path):
     idle = 2
     _write(tmp_path / "in", 0, [("a", 1, 1.0), ("a", 2, 9.5)])
@@ -166,6 +168,7 @@ def test_the_idle_rule_survives_a_restart_from_the_checkpoint(spark, tmp_path):
     assert tagged_counters(spark, sinks.tagged["q"])["rows_in"] == 2
 
 
+@pytest.mark.slow
 def test_available_now_runs_apply_the_rule_between_runs_and_drain_still_ends(spark, tmp_path):
     idle = 1
     _write(tmp_path / "in", 0, [("a", 1, 1.0), ("a", 2, 9.5)])

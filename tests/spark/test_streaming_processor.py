@@ -9,7 +9,8 @@ EventTime mode: per micro-batch, the batch's watermark is
 the watermark (Spark's ``TimerStateImpl.getExpiredTimers``), keyword
 arguments, in time order; per-key state lives in a dict of ValueStates.
 
-Reference (``reference_stream``): ONE ``WindowOperator`` at parallelism 1 fed
+The driver and the references live in ``processor_helpers.py`` (``test_emit.py``
+uses them too). Reference (``reference_stream``): ONE ``WindowOperator`` at parallelism 1 fed
 the documented streaming semantics: before each micro-batch
 ``advance_watermark(W)``, then the batch's rows in event-time order. Equal
 outputs mean the per-key snapshot/restore, the clock hand-over and the
@@ -19,264 +20,45 @@ replay (per-row watermark, docs/architecture.md) for the agreement and differenc
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues  # noqa: E402
-
-from wql.compiler import compile_source  # noqa: E402
-from wql.compiler.backends.operator import build_operator  # noqa: E402
-from wql.runtime.window_operator import WindowOperator  # noqa: E402
+from tests.spark.processor_helpers import (  # noqa: E402
+    BASE,
+    Driver,
+    collect_emitted,
+    fed_operator,
+    reference_batch,
+    reference_stream,
+    rows_st,
+    run_driver,
+    source_text,
+    split_batches,
+)
 from wql.spark.layout import sum_counters  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
-    END_MS,
     REASON_AFTER_END,
-    WindowProcessor,
-    processor_layout,
-    spark_watermark_delay_ms,
-    time_mode,
 )
 
-MIN_TIME = -(2**63)
-BASE = 1_700_000_000_000  # Spark's watermark cannot go below the epoch: real timestamps
-END = 2**62  # a watermark past every window ("end of input" for a stream)
-
-
-def _source(delay_s: int = 0) -> str:
-    return (
-        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, "
-        f"WATERMARK FOR ts AS ts - INTERVAL '{delay_s}' SECOND);\n"
-    )
-
-
-class _Value:
-    def __init__(self, driver: Driver) -> None:
-        self.d = driver
-
-    def exists(self) -> bool:
-        return self.d.key in self.d.state
-
-    def get(self):
-        return self.d.state.get(self.d.key)
-
-    def update(self, value) -> None:
-        assert isinstance(value[0], bytes) and len(value) == 5
-        self.d.state[self.d.key] = value
-
-    def clear(self) -> None:
-        self.d.state.pop(self.d.key, None)
-
-
-class Driver:
-    """Spark's micro-batch loop for one query's processor (one partition)."""
-
-    def __init__(self, text: str, *, drainable: bool = False) -> None:
-        self.query, op = _compiled(text)
-        self.op = op
-        self.delay = spark_watermark_delay_ms(self.query)
-        #: with an end stream: Spark's watermark once the end marker arrived
-        self.end_watermark = END_MS - self.delay if drainable else None
-        mode = time_mode(op, drainable=drainable)
-        layout = processor_layout(self.query, op, mode, end_watermark=self.end_watermark)
-        self.proc = WindowProcessor(layout)
-        self.counters: list[str] = []  # the C rows
-        self.state: dict = {}
-        self.timers: dict = {}
-        self.key = None
-        self.max_ts: int | None = None
-        self.results: list[tuple] = []
-        self.late: list[tuple] = []
-        self.dropped: Counter = Counter()
-        self.proc.init(self)
-
-    # the StatefulProcessorHandle surface the processor uses
-    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
-        return _Value(self)
-
-    def registerTimer(self, t: int) -> None:  # noqa: N802
-        self.timers.setdefault(self.key, set()).add(t)
-
-    def deleteTimer(self, t: int) -> None:  # noqa: N802
-        self.timers.get(self.key, set()).discard(t)
-
-    def listTimers(self):  # noqa: N802
-        return iter(sorted(self.timers.get(self.key, ())))
-
-    @property
-    def watermark(self) -> int:
-        if self.max_ts is None:
-            return 0
-        return max(0, self.max_ts - self.delay)
-
-    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
-        """One micro-batch of ``(key, value, ts ms after BASE)`` rows."""
-        wm = self.watermark if watermark is None else watermark
-        # ProcessingTime mode: ``watermark`` is the micro-batch's processing time
-        processing = self.proc.layout.mode == "ProcessingTime"
-        tv = TimerValues(wm, -1) if processing else TimerValues(-1, wm)
-        # Spark's positional columns: key, values (as the operator plan lists them), ts
-        columns = {"_0": [r[0] for r in rows]}
-        for i, v in enumerate(self.op.values):
-            columns[f"_{i + 1}"] = {
-                "v": [float(r[1]) for r in rows],
-                "`k`": [r[0] for r in rows],
-                "`ts`": pd.to_datetime([BASE + r[2] for r in rows], unit="ms"),
-            }[v.sql]
-        columns[f"_{len(self.op.values) + 1}"] = [BASE + r[2] for r in rows]
-        frame = pd.DataFrame(columns)
-        for k in sorted({r[0] for r in rows}):
-            self.key = (k,)
-            part = frame[frame["_0"] == k].reset_index(drop=True)
-            self._collect(self.proc.handleInputRows((k,), iter([part]), tv))
-        due = sorted((t, key) for key, ts in self.timers.items() for t in ts if t < wm)
-        for t, key in due:
-            self.key = key
-            self._collect(
-                self.proc.handleExpiredTimer(
-                    key=key, timerValues=tv, expiredTimerInfo=ExpiredTimerInfo(t)
-                )
-            )
-            self.timers[key].discard(t)  # Spark deletes a timer once it fired
-        if rows:
-            top = BASE + max(r[2] for r in rows)
-            self.max_ts = top if self.max_ts is None else max(self.max_ts, top)
-
-    def end(self) -> None:
-        """A no-data batch whose watermark passed every window."""
-        self.batch([], END)
-
-    def drain(self) -> None:
-        """The no-data batch after the end marker: Spark's watermark is the end's."""
-        assert self.end_watermark is not None
-        self.batch([], self.end_watermark)
-
-    def _collect(self, frames) -> None:
-        import json
-
-        for f in frames:
-            for rec in f.to_dict("records"):
-                if rec["__wql_kind"] == "R":
-                    self.results.append(
-                        (
-                            rec["__wql_k0"],
-                            _rel(rec["__wql_ws"]),
-                            _rel(rec["__wql_we"]),
-                            int(rec["__wql_pane"]),
-                            rec["__wql_timing"],
-                            _num(rec["__wql_a0"]),
-                        )
-                    )
-                elif rec["__wql_kind"] == "L":
-                    self.late.append(
-                        (rec["__wql_l0"], rec["__wql_l1"], int(rec["__wql_late_ts"]) - BASE)
-                    )
-                else:
-                    self.counters.append(rec["__wql_counters"])
-                    self.dropped.update(json.loads(rec["__wql_counters"])["dropped"])
-
-
-def _rel(x):
-    """A window bound relative to BASE (None for count and global windows)."""
-    return None if x is None or x != x else int(x) - BASE
-
-
-def _num(x):
-    return None if x is None or x != x else float(x)
-
-
-def _emitted(op: WindowOperator, results: list, late: list) -> None:
-    for r in op.drain():
-        results.append((r[0][0], _rel(r[1]), _rel(r[2]), r[4], r[5], _num(r[7])))
-    for _key, ts, values in op.drain_late():
-        late.append((values[0], values[1], ts - BASE))
-
-
-@functools.cache
-def _compiled(text: str):
-    q = compile_source(text, engine="operator").queries[0]
-    return q, build_operator(q)
-
-
-def _values(text: str, k: str, v: float, t: int) -> tuple:
-    sample = {"v": float(v), "`k`": k, "`ts`": None}
-    return tuple(sample[c.sql] for c in _compiled(text)[1].values)
-
-
-def _fed(text: str, batches: list[list[tuple]]) -> tuple[WindowOperator, list, list]:
-    """One operator fed the documented streaming semantics (watermark per micro-batch)."""
-    q, plan = _compiled(text)
-    op = WindowOperator(plan.config)
-    delay = q.source.event_time.delay_ms + 1
-    results: list = []
-    late: list = []
-    max_ts = None
-    for rows in batches:
-        if max_ts is not None and max_ts - delay > 0:
-            op.advance_watermark(max_ts - delay)
-        for k, v, t in sorted(rows, key=lambda r: r[2]):
-            op.process_element((k,), BASE + t, _values(text, k, v, t))
-        _emitted(op, results, late)
-        if rows:
-            top = BASE + max(r[2] for r in rows)
-            max_ts = top if max_ts is None else max(max_ts, top)
-    return op, results, late
-
-
-def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
-    """One operator, the documented streaming semantics, then a watermark past every window."""
-    op, results, late = _fed(text, batches)
-    op.advance_watermark(END)
-    _emitted(op, results, late)
-    return Counter(results), Counter(late)
-
-
-def reference_batch(text: str, rows: list[tuple]) -> tuple[Counter, Counter]:
-    """Batch replay in the given order: each row sees max(ts before it) - delay - 1."""
-    q, plan = _compiled(text)
-    op = WindowOperator(plan.config)
-    delay = q.source.event_time.delay_ms
-    results: list = []
-    late: list = []
-    max_ts = None
-    for k, v, t in rows:
-        if max_ts is not None:
-            op.advance_watermark(max_ts - delay - 1)
-        op.process_element((k,), BASE + t, _values(text, k, v, t))
-        max_ts = BASE + t if max_ts is None else max(max_ts, BASE + t)
-    op.end_of_input()
-    _emitted(op, results, late)
-    return Counter(results), Counter(late)
-
-
-def run_driver(text: str, batches: list[list[tuple]]) -> Driver:
-    d = Driver(text)
-    for rows in batches:
-        d.batch(rows)
-    d.end()
-    return d
-
-
 QUERIES = {
-    "session_purging_count": _source()
+    "session_purging_count": source_text()
     + "SELECT k, pane_index, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) "
     "TRIGGER PURGING COUNT(3) LATE DATA TO late_s",
-    "tumble_lateness": _source(1)
+    "tumble_lateness": source_text(1)
     + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
     "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
-    "hop_every": _source()
+    "hop_every": source_text()
     + "SELECT k, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
     "INTERVAL '3' SECOND) TRIGGER EVERY INTERVAL '500' MILLISECOND LATE DATA TO late_s",
-    "hop_count": _source()
+    "hop_count": source_text()
     + "SELECT k, pane_timing, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
     "INTERVAL '3' SECOND) TRIGGER COUNT(2) LATE DATA TO late_s",
-    "session_watermark": _source(2)
+    "session_watermark": source_text(2)
     + "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '2' SECOND) "
     "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
 }
@@ -287,7 +69,7 @@ QUERIES = {
 
 def test_session_vector_3_through_the_processor():
     """Flink vector 3 (session gap 3 s) with the watermarks as micro-batches."""
-    text = _source() + (
+    text = source_text() + (
         "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) "
         "LATE DATA TO late_s"
     )
@@ -319,7 +101,7 @@ def test_session_vector_3_through_the_processor():
 
 def test_lateness_vector_7_through_the_processor():
     """Flink vector 7: tumbling 2 s, lateness 500, PURGING WATERMARK, one watermark per batch."""
-    text = _source() + (
+    text = source_text() + (
         "SELECT k, pane_index, pane_timing, SUM(v) AS total FROM s GROUP BY k, "
         "TUMBLE(ts, INTERVAL '2' SECOND) ALLOWED LATENESS INTERVAL '500' MILLISECOND "
         "TRIGGER PURGING WATERMARK LATE DATA TO late_s"
@@ -342,7 +124,7 @@ def test_lateness_vector_7_through_the_processor():
 def test_a_watermark_jump_between_batches_fires_every_boundary():
     """EVERY 1 s on a 10 s window: the rise at a batch start fires each boundary passed
     (Flink fires once per boundary, identical rows), an equal watermark fires nothing."""
-    text = _source() + (
+    text = source_text() + (
         "SELECT k, pane_timing, SUM(v) AS total FROM s GROUP BY k, "
         "TUMBLE(ts, INTERVAL '10' SECOND) TRIGGER EVERY INTERVAL '1' SECOND"
     )
@@ -357,7 +139,7 @@ def test_a_watermark_jump_between_batches_fires_every_boundary():
 
 
 def test_drops_are_counted_in_the_tagged_stream():
-    text = _source() + (
+    text = source_text() + (
         "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND)"
     )
     d = Driver(text)
@@ -368,29 +150,14 @@ def test_drops_are_counted_in_the_tagged_stream():
 
 # --------------------------------------------------------------------------- properties
 
-_rows = st.lists(
-    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 5), st.integers(0, 20_000)),
-    min_size=1,
-    max_size=40,
-)
-
-
-def _split(rows: list, cuts: list[int]) -> list[list]:
-    points = sorted({c % (len(rows) + 1) for c in cuts})
-    out, prev = [], 0
-    for p in points + [len(rows)]:
-        out.append(rows[prev:p])
-        prev = p
-    return out
-
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
 @settings(max_examples=25, deadline=None)
-@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+@given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_processor_equals_one_operator_with_a_watermark_per_batch(name, rows, cuts):
     """Per-key state in Spark, timers at the due times: same as one global operator."""
     text = QUERIES[name]
-    batches = _split(rows, cuts)
+    batches = split_batches(rows, cuts)
     d = run_driver(text, batches)
     results, late = reference_stream(text, batches)
     assert Counter(d.results) == results
@@ -401,7 +168,7 @@ def test_processor_equals_one_operator_with_a_watermark_per_batch(name, rows, cu
 
 @pytest.mark.parametrize("name", ["session_purging_count", "tumble_lateness", "hop_count"])
 @settings(max_examples=25, deadline=None)
-@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+@given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_stream_agrees_with_batch_replay_when_no_row_is_late(name, rows, cuts):
     """Rows arriving in event-time order, cut anywhere into micro-batches: no row is
     late under either watermark, and the stream fires exactly what batch replay fires.
@@ -411,7 +178,7 @@ def test_stream_agrees_with_batch_replay_when_no_row_is_late(name, rows, cuts):
     micro-batch in a stream (pinned below)."""
     text = QUERIES[name]
     ordered = sorted(rows, key=lambda r: r[2])
-    d = run_driver(text, _split(ordered, cuts))
+    d = run_driver(text, split_batches(ordered, cuts))
     results, late = reference_batch(text, ordered)
     assert not d.late and not late
     assert Counter(d.results) == results
@@ -423,13 +190,15 @@ def test_stream_agrees_with_batch_replay_when_no_row_is_late(name, rows, cuts):
 #: a trigger that never fires) or fire only at the end (EVERY OF EVENT TIME on GLOBAL)
 DRAINED = {
     **QUERIES,
-    "count_window": _source()
+    "count_window": source_text()
     + "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(3)",
-    "global_every_event_time": _source() + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+    "global_every_event_time": source_text()
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
     "TRIGGER EVERY INTERVAL '2' SECOND OF EVENT TIME",
-    "sliding_count_evict_time": _source() + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+    "sliding_count_evict_time": source_text()
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
     "TRIGGER COUNT(2) EVICT TIME(INTERVAL '1' SECOND)",
-    "tumble_count_never": _source(1)
+    "tumble_count_never": source_text(1)
     + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
     "TRIGGER COUNT(4)",
 }
@@ -437,15 +206,15 @@ DRAINED = {
 
 def reference_drained(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter, dict]:
     """One operator, the streaming semantics, then ``end_of_input()``: results, late, counters."""
-    op, results, late = _fed(text, batches)
+    op, results, late = fed_operator(text, batches)
     op.end_of_input()
-    _emitted(op, results, late)
+    collect_emitted(op, results, late)
     return Counter(results), Counter(late), op.counters.as_dict()
 
 
 @pytest.mark.parametrize("name", sorted(DRAINED))
 @settings(max_examples=20, deadline=None)
-@given(rows=_rows, cuts=st.lists(st.integers(0, 40), max_size=6))
+@given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_a_drained_stream_ends_as_one_operator_at_end_of_input(name, rows, cuts):
     """The end marker's watermark reaches every key with state (a key whose state
     has no runtime timer keeps one at the end), fires what end_of_input() fires,
@@ -453,7 +222,7 @@ def test_a_drained_stream_ends_as_one_operator_at_end_of_input(name, rows, cuts)
     counters rows add up to the operator's counters (rows in = fired + late +
     dropped, as in batch)."""
     text = DRAINED[name]
-    batches = _split(rows, cuts)
+    batches = split_batches(rows, cuts)
     d = Driver(text, drainable=True)
     assert d.proc.layout.mode == "EventTime"
     for rows_ in batches:
@@ -546,7 +315,7 @@ def test_every_panes_follow_the_micro_batch_watermark():
 def test_processing_time_windows_fire_on_the_micro_batch_clock():
     """TUMBLE(PROCTIME(), 10 s): rows take the batch timestamp; a Spark processing-time
     timer fires the window in the first batch whose clock passes its end."""
-    text = _source() + (
+    text = source_text() + (
         "SELECT k, window_start, pane_timing, COUNT(*) AS n FROM s "
         "GROUP BY k, TUMBLE(PROCTIME(), INTERVAL '10' SECOND)"
     )
@@ -571,7 +340,7 @@ def test_processing_time_windows_fire_on_the_micro_batch_clock():
 def test_rows_carry_event_time_in_a_count_window_too():
     """GLOBAL() + COUNT(3) + EVICT TIME(1 s): no timers (time mode None), but the rows
     keep their event time, so the TIME evictor works as in batch replay."""
-    text = _source() + (
+    text = source_text() + (
         "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
         "TRIGGER COUNT(3) EVICT TIME(INTERVAL '1' SECOND)"
     )
@@ -589,7 +358,7 @@ def test_rows_kept_in_state_with_a_timestamp_value_survive_the_state_store():
     # reach the runtime as datetime: its snapshot refuses pandas.Timestamp, and
     # the next micro-batch of the key could not restore its state.
     d = Driver(
-        _source(1) + "SELECT k, window_start, MAX(v) AS m FROM s\n"
+        source_text(1) + "SELECT k, window_start, MAX(v) AS m FROM s\n"
         "GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) EVICT COUNT(2) LATE DATA TO late;"
     )
     d.batch([("a", 1.0, 1000)])

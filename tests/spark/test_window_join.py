@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import wql
-from tests.spark.test_window_rank import BIDS, ROWS, bids, run
+from tests.spark.pipeline_helpers import BIDS, ROWS, bids, run
 from wql.errors import WqlError
 
 pytestmark = pytest.mark.spark

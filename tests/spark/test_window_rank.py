@@ -13,35 +13,10 @@ from __future__ import annotations
 import pytest
 
 import wql
-from tests.spark.pipeline_helpers import at, run
+from tests.spark.pipeline_helpers import BIDS, ROWS, at, bids, run
 from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
-
-BIDS = (
-    "CREATE SOURCE bids (auction BIGINT, price BIGINT, bidder STRING, ts TIMESTAMP, seq BIGINT, "
-    "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);\n"
-)
-
-
-def bids(spark, rows):
-    return spark.createDataFrame(
-        [(a, p, b, at(t), i) for i, (a, p, b, t) in enumerate(rows)],
-        "auction bigint, price bigint, bidder string, ts timestamp, seq bigint",
-    )
-
-
-# auction, price, bidder, seconds
-ROWS = [
-    (1, 10, "a", 1),
-    (2, 20, "b", 2),
-    (1, 15, "c", 3),
-    (3, 5, "a", 4),
-    (2, 25, "a", 7),
-    (1, 30, "b", 12),
-    (3, 40, "c", 13),
-    (3, 41, "c", 13),
-]
 
 HOTTEST = (
     BIDS

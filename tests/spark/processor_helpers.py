@@ -1,0 +1,262 @@
+"""The streaming processor's micro-batch driver and its references, without Spark's engine.
+
+``Driver`` plays Spark's part for :class:`wql.spark.streaming.WindowProcessor`
+exactly as Structured Streaming does for ``transformWithStateInPandas`` (the
+rules: ``test_streaming_processor.py``'s module docstring); ``reference_stream``
+is ONE ``WindowOperator`` fed the documented streaming semantics,
+``reference_batch`` batch replay. Shared by ``test_streaming_processor.py`` and
+``test_emit.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+
+import pandas as pd
+from hypothesis import strategies as st
+from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
+
+from wql.compiler import compile_source
+from wql.compiler.backends.operator import build_operator
+from wql.runtime.window_operator import WindowOperator
+from wql.spark.streaming import (
+    END_MS,
+    WindowProcessor,
+    processor_layout,
+    spark_watermark_delay_ms,
+    time_mode,
+)
+
+BASE = 1_700_000_000_000  # Spark's watermark cannot go below the epoch: real timestamps
+END = 2**62  # a watermark past every window ("end of input" for a stream)
+
+
+def source_text(delay_s: int = 0) -> str:
+    return (
+        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, "
+        f"WATERMARK FOR ts AS ts - INTERVAL '{delay_s}' SECOND);\n"
+    )
+
+
+class _Value:
+    def __init__(self, driver: Driver) -> None:
+        self.d = driver
+
+    def exists(self) -> bool:
+        return self.d.key in self.d.state
+
+    def get(self):
+        return self.d.state.get(self.d.key)
+
+    def update(self, value) -> None:
+        assert isinstance(value[0], bytes) and len(value) == 5
+        self.d.state[self.d.key] = value
+
+    def clear(self) -> None:
+        self.d.state.pop(self.d.key, None)
+
+
+class Driver:
+    """Spark's micro-batch loop for one query's processor (one partition)."""
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        self.query, op = compiled_query(text)
+        self.op = op
+        self.delay = spark_watermark_delay_ms(self.query)
+        #: with an end stream: Spark's watermark once the end marker arrived
+        self.end_watermark = END_MS - self.delay if drainable else None
+        mode = time_mode(op, drainable=drainable)
+        layout = processor_layout(self.query, op, mode, end_watermark=self.end_watermark)
+        self.proc = WindowProcessor(layout)
+        self.counters: list[str] = []  # the C rows
+        self.state: dict = {}
+        self.timers: dict = {}
+        self.key = None
+        self.max_ts: int | None = None
+        self.results: list[tuple] = []
+        self.late: list[tuple] = []
+        self.dropped: Counter = Counter()
+        self.proc.init(self)
+
+    # the StatefulProcessorHandle surface the processor uses
+    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
+        return _Value(self)
+
+    def registerTimer(self, t: int) -> None:  # noqa: N802
+        self.timers.setdefault(self.key, set()).add(t)
+
+    def deleteTimer(self, t: int) -> None:  # noqa: N802
+        self.timers.get(self.key, set()).discard(t)
+
+    def listTimers(self):  # noqa: N802
+        return iter(sorted(self.timers.get(self.key, ())))
+
+    @property
+    def watermark(self) -> int:
+        if self.max_ts is None:
+            return 0
+        return max(0, self.max_ts - self.delay)
+
+    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
+        """One micro-batch of ``(key, value, ts ms after BASE)`` rows."""
+        wm = self.watermark if watermark is None else watermark
+        # ProcessingTime mode: ``watermark`` is the micro-batch's processing time
+        processing = self.proc.layout.mode == "ProcessingTime"
+        tv = TimerValues(wm, -1) if processing else TimerValues(-1, wm)
+        # Spark's positional columns: key, values (as the operator plan lists them), ts
+        columns = {"_0": [r[0] for r in rows]}
+        for i, v in enumerate(self.op.values):
+            columns[f"_{i + 1}"] = {
+                "v": [float(r[1]) for r in rows],
+                "`k`": [r[0] for r in rows],
+                "`ts`": pd.to_datetime([BASE + r[2] for r in rows], unit="ms"),
+            }[v.sql]
+        columns[f"_{len(self.op.values) + 1}"] = [BASE + r[2] for r in rows]
+        frame = pd.DataFrame(columns)
+        for k in sorted({r[0] for r in rows}):
+            self.key = (k,)
+            part = frame[frame["_0"] == k].reset_index(drop=True)
+            self._collect(self.proc.handleInputRows((k,), iter([part]), tv))
+        due = sorted((t, key) for key, ts in self.timers.items() for t in ts if t < wm)
+        for t, key in due:
+            self.key = key
+            self._collect(
+                self.proc.handleExpiredTimer(
+                    key=key, timerValues=tv, expiredTimerInfo=ExpiredTimerInfo(t)
+                )
+            )
+            self.timers[key].discard(t)  # Spark deletes a timer once it fired
+        if rows:
+            top = BASE + max(r[2] for r in rows)
+            self.max_ts = top if self.max_ts is None else max(self.max_ts, top)
+
+    def end(self) -> None:
+        """A no-data batch whose watermark passed every window."""
+        self.batch([], END)
+
+    def drain(self) -> None:
+        """The no-data batch after the end marker: Spark's watermark is the end's."""
+        assert self.end_watermark is not None
+        self.batch([], self.end_watermark)
+
+    def _collect(self, frames) -> None:
+        import json
+
+        for f in frames:
+            for rec in f.to_dict("records"):
+                if rec["__wql_kind"] == "R":
+                    self.results.append(
+                        (
+                            rec["__wql_k0"],
+                            rel_ms(rec["__wql_ws"]),
+                            rel_ms(rec["__wql_we"]),
+                            int(rec["__wql_pane"]),
+                            rec["__wql_timing"],
+                            num(rec["__wql_a0"]),
+                        )
+                    )
+                elif rec["__wql_kind"] == "L":
+                    self.late.append(
+                        (rec["__wql_l0"], rec["__wql_l1"], int(rec["__wql_late_ts"]) - BASE)
+                    )
+                else:
+                    self.counters.append(rec["__wql_counters"])
+                    self.dropped.update(json.loads(rec["__wql_counters"])["dropped"])
+
+
+def rel_ms(x):
+    """A window bound relative to BASE (None for count and global windows)."""
+    return None if x is None or x != x else int(x) - BASE
+
+
+def num(x):
+    return None if x is None or x != x else float(x)
+
+
+def collect_emitted(op: WindowOperator, results: list, late: list) -> None:
+    for r in op.drain():
+        results.append((r[0][0], rel_ms(r[1]), rel_ms(r[2]), r[4], r[5], num(r[7])))
+    for _key, ts, values in op.drain_late():
+        late.append((values[0], values[1], ts - BASE))
+
+
+@functools.cache
+def compiled_query(text: str):
+    q = compile_source(text, engine="operator").queries[0]
+    return q, build_operator(q)
+
+
+def _values(text: str, k: str, v: float, t: int) -> tuple:
+    sample = {"v": float(v), "`k`": k, "`ts`": None}
+    return tuple(sample[c.sql] for c in compiled_query(text)[1].values)
+
+
+def fed_operator(text: str, batches: list[list[tuple]]) -> tuple[WindowOperator, list, list]:
+    """One operator fed the documented streaming semantics (watermark per micro-batch)."""
+    q, plan = compiled_query(text)
+    op = WindowOperator(plan.config)
+    delay = q.source.event_time.delay_ms + 1
+    results: list = []
+    late: list = []
+    max_ts = None
+    for rows in batches:
+        if max_ts is not None and max_ts - delay > 0:
+            op.advance_watermark(max_ts - delay)
+        for k, v, t in sorted(rows, key=lambda r: r[2]):
+            op.process_element((k,), BASE + t, _values(text, k, v, t))
+        collect_emitted(op, results, late)
+        if rows:
+            top = BASE + max(r[2] for r in rows)
+            max_ts = top if max_ts is None else max(max_ts, top)
+    return op, results, late
+
+
+def reference_stream(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter]:
+    """One operator, the documented streaming semantics, then a watermark past every window."""
+    op, results, late = fed_operator(text, batches)
+    op.advance_watermark(END)
+    collect_emitted(op, results, late)
+    return Counter(results), Counter(late)
+
+
+def reference_batch(text: str, rows: list[tuple]) -> tuple[Counter, Counter]:
+    """Batch replay in the given order: each row sees max(ts before it) - delay - 1."""
+    q, plan = compiled_query(text)
+    op = WindowOperator(plan.config)
+    delay = q.source.event_time.delay_ms
+    results: list = []
+    late: list = []
+    max_ts = None
+    for k, v, t in rows:
+        if max_ts is not None:
+            op.advance_watermark(max_ts - delay - 1)
+        op.process_element((k,), BASE + t, _values(text, k, v, t))
+        max_ts = BASE + t if max_ts is None else max(max_ts, BASE + t)
+    op.end_of_input()
+    collect_emitted(op, results, late)
+    return Counter(results), Counter(late)
+
+
+def run_driver(text: str, batches: list[list[tuple]]) -> Driver:
+    d = Driver(text)
+    for rows in batches:
+        d.batch(rows)
+    d.end()
+    return d
+
+
+rows_st = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 5), st.integers(0, 20_000)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def split_batches(rows: list, cuts: list[int]) -> list[list]:
+    points = sorted({c % (len(rows) + 1) for c in cuts})
+    out, prev = [], 0
+    for p in points + [len(rows)]:
+        out.append(rows[prev:p])
+        prev = p
+    return out
