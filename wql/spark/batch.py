@@ -61,6 +61,7 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
+from wql.compiler.clock_dependence import depends_on_watermark_sequence
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import EMIT_RESULTS, FIRED_BY_ROW
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
@@ -131,6 +132,10 @@ def run_operator(
     # the tasks compute the watermarks themselves unless something needs the rows'
     # global positions: a pipeline's clock and placer, or the clock-event sequence
     in_task = not tag and not op.mixes_time_domains
+    if replay_strategy == R.STRATEGY_AUTO and in_task and not depends_on_watermark_sequence(query):
+        # no global clock at all: each key partition's own rows' (docs/running.md,
+        # "Plans that do not depend on the watermark sequence")
+        replay_strategy = R.STRATEGY_LOCAL
     replayed = R.replay(source, spec, strategy=replay_strategy, in_task=in_task)
     try:
         clock = pipeline_clock(replayed, spec) if tag else None
@@ -197,6 +202,26 @@ OPERATOR_SLICING_CONF = "spark.wql.operator.slicing"
 SMALL_INPUT_ROWS = 10_000
 
 
+#: A local replay (no statistics job, so no row count before the operator stage)
+#: runs as a small input when the plan's size estimate is at most this many bytes.
+SMALL_INPUT_BYTES = 1 << 20
+
+
+def small_by_size(df: DataFrame) -> bool:
+    """Whether Spark's size estimate of ``df`` (no job) is at most :data:`SMALL_INPUT_BYTES`.
+
+    File scans estimate their files' size, local data its rows' size; a plan
+    Spark cannot estimate reports a huge default. Only speed depends on it:
+    a small input's one partition runs in the driver, with the same rows in
+    the same order as any other partitioning.
+    """
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()  # type: ignore[operator]
+        return int(str(stats.sizeInBytes().toString())) <= SMALL_INPUT_BYTES
+    except Exception:  # no JVM plan to read (e.g. a Spark Connect session)
+        return False
+
+
 def operator_partitions(spark: Any, rows: int | None = None) -> int:
     """How many key partitions the operator stage runs in, for ``rows`` replayed rows.
 
@@ -227,7 +252,7 @@ def stage(
     summary replay its order columns (event time or arrival, input order) instead of
     position and watermark).
     """
-    if replayed.summary is not None:
+    if replayed.summary is not None or replayed.local_order is not None:
         replay_cols = dict.fromkeys([*replayed.order, R.TS, R.INPUT_ID, R.PT])
         return _staged(query, op, replayed.df, *replay_cols)
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
@@ -283,7 +308,10 @@ def partition_task(
     reads a view): the task places its rows in the global sequence; without
     ``replayed`` the input is a view's (:func:`stage_view`).
     """
-    if replayed is not None:
+    if replayed is not None and replayed.local_order is not None:
+        # each partition's own clock; end of input fires the rest (nothing global)
+        final, clock_events = (MIN_TIME, MIN_TIME), None
+    elif replayed is not None:
         assert spec is not None
         final = final_clocks(replayed, spec)
         clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
@@ -306,6 +334,8 @@ def partition_task(
         clock=clock,
         view_input=replayed is None,
         summary=None if replayed is None else replayed.summary,
+        local_order=None if replayed is None else replayed.local_order,
+        delay_ms=0 if spec is None else spec.delay_ms,
     )
 
 
@@ -344,7 +374,7 @@ def _run(
         staged,
         key_cols,
         task,
-        replayed.rows_replayed,
+        replayed.rows_replayed if replayed.settled else None,
         replayed.dropped,
         replayed.rows_in,
         replayed,
@@ -361,16 +391,24 @@ def _execute(
     staged: DataFrame,
     key_cols: list[str],
     task: _PartitionTask,
-    rows: int,
+    rows: int | None,
     dropped: DataFrame,
     rows_in: int,
     replayed: R.Replay | None,
     clock: GlobalClock | None,
 ) -> OperatorRun:
-    """Run the operator stage over ``staged`` (``rows`` rows), one ``task`` per key partition."""
+    """Run the operator stage over ``staged`` (``rows`` rows), one ``task`` per key partition.
+
+    ``rows`` None: a local replay, whose counts are known once this job has
+    read the rows (:meth:`Replay.settle`); it is small when its plan's size
+    estimate is (:func:`small_by_size`).
+    """
     spark = staged.sparkSession
     partitions = operator_partitions(spark, rows)
-    small = partitions == 1 and rows <= SMALL_INPUT_ROWS
+    if rows is None:
+        small = spark.conf.get(OPERATOR_PARTITIONS_CONF, None) is None and small_by_size(staged)
+    else:
+        small = partitions == 1 and rows <= SMALL_INPUT_ROWS
     if small:
         # a small replay is one partition already (the window strategy): gather,
         # no shuffle, and no extra stage for adaptive execution to plan
@@ -380,7 +418,8 @@ def _execute(
     else:
         staged = staged.repartition(1)
     staged = staged.sortWithinPartitions(*task.order)
-    if task.summary is not None:  # sorted by them; the task needs the row id (and arrival)
+    if task.summary is not None or task.local_order is not None:
+        # sorted by them; the task needs the row id (and arrival)
         staged = staged.drop(R.INPUT_FILE, R.INPUT_RANK)
     out_schema, layout = L.tagged_layout(query, op)
     if small:
@@ -392,9 +431,17 @@ def _execute(
         done = task(iter(staged.toArrow().to_batches()))
         table = pa.Table.from_batches(list(done), layout.schema)
         tagged = spark.createDataFrame(table, out_schema).coalesce(1)
+        # the counters rows are right here: no job to read them back
+        kinds = table.column(L.KIND).to_pylist()
+        parts = table.column(L.COUNTERS).to_pylist()
+        counters = L.sum_counters(c for k, c in zip(kinds, parts, strict=True) if k == L.COUNTS)
     else:
         tagged = staged.mapInArrow(task, out_schema).persist()
-    counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
+        counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
+    if rows is None:
+        assert replayed is not None
+        replayed.settle()  # the job above read the rows: their counts are observed
+        rows, rows_in = replayed.rows_replayed, replayed.rows_in
     filtered = rows - counters["rows_in"]
     summary = {
         "rows_in": rows_in,
@@ -473,12 +520,17 @@ class _PartitionTask:
     view_input: bool = False
     #: a summary replay's: the rows carry their replay order, not their watermark
     summary: R.ReplaySummary | None = None
+    #: a local replay's order: the task advances the watermark on its own rows
+    local_order: tuple[str, ...] | None = None
+    delay_ms: int = 0
 
     @property
     def order(self) -> tuple[str, ...]:
         """The columns each partition's rows are sorted by before the task reads them."""
         if self.view_input:
             return (L.STEP, L.RANK)
+        if self.local_order is not None:
+            return self.local_order
         return self.summary.order if self.summary is not None else (R.SEQ,)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -492,6 +544,7 @@ class _PartitionTask:
             if self.clock is not None and self.config.tag_firings
             else None
         )
+        carry = MIN_TIME  # a local replay's clock: the largest event time so far
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -512,6 +565,11 @@ class _PartitionTask:
                     placer.add(steps, batch.column(L.RANK).to_numpy(zero_copy_only=False))
             elif self.summary is not None:
                 wm = self.summary.watermarks_of(batch)
+            elif self.local_order is not None:
+                if ts is None:
+                    wm = np.full(batch.num_rows, MIN_TIME, dtype=np.int64)
+                else:
+                    wm, carry = R.watermarks_before(ts, carry, self.delay_ms)
             else:
                 wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
                 if placer is not None:

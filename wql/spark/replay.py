@@ -149,12 +149,14 @@ _IDLE_WM = "__wql_idle_wm"
 REASON_NULL_EVENT_TIME = "null event time"
 REASON_NULL_PROCESSING_TIME = "null processing time"
 REASON_NULL_ARRIVAL_ORDER = "null arrival order"
+_REASONS = (REASON_NULL_EVENT_TIME, REASON_NULL_PROCESSING_TIME, REASON_NULL_ARRIVAL_ORDER)
 
 STRATEGY_AUTO = "auto"
 STRATEGY_BUCKETED = "bucketed"
 STRATEGY_PARTITIONED = "partitioned"
 STRATEGY_WINDOW = "window"
 STRATEGY_SUMMARY = "summary"
+STRATEGY_LOCAL = "local"
 
 #: ``auto`` replays at most this many rows with the single-task window strategy
 #: (fewest jobs; fastest on one machine, see docs/running.md), more with ``bucketed``.
@@ -234,11 +236,41 @@ class Replay:
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
     #: Set by the summary strategy: the rows' watermarks are computed where they are read.
     summary: ReplaySummary | None = None
+    #: Set by the local strategy: the columns that sort the rows in replay order; each
+    #: partition advances the watermark on its own rows (:func:`replay`, ``local``).
+    local_order: tuple[str, ...] | None = None
+    #: The local strategy's counts, observed while the caller's job reads ``df``.
+    _observation: Any = field(default=None, repr=False)
 
     @property
     def order(self) -> list[str]:
         """The columns that sort ``df`` in replay order (within any subset of its rows)."""
+        if self.local_order is not None:
+            return list(self.local_order)
         return list(self.summary.order) if self.summary is not None else [SEQ]
+
+    @property
+    def settled(self) -> bool:
+        """The counts are known (always, except for a local replay before a job read it)."""
+        return self._observation is None
+
+    def settle(self) -> None:
+        """A local replay's counts (``rows_in``, drops, ``max_ts``), once a job has read ``df``.
+
+        They are observed (``DataFrame.observe``) as the caller's own job reads
+        the rows, so the local strategy runs no job of its own.
+        """
+        if self._observation is None:
+            return
+        metrics = self._observation.get
+        self._observation = None
+        self.rows_in = int(metrics["rows"])
+        self.dropped_counts = {
+            reason: int(metrics[f"dropped_{i}"])
+            for i, reason in enumerate(_REASONS)
+            if metrics[f"dropped_{i}"]
+        }
+        self.max_ts = None if metrics["max_ts"] is None else int(metrics["max_ts"])
 
     @property
     def rows_replayed(self) -> int:
@@ -479,6 +511,13 @@ def replay(
             "any) of integers or timestamps, and a caller that computes the watermarks in "
             "its tasks (in_task=True)"
         )
+    if strategy == STRATEGY_LOCAL:
+        if not (in_task and spec.processing_time is None and not spec.idle):
+            raise ValueError(
+                "the local replay needs event time as the only clock and a caller whose "
+                "tasks advance the watermark on their own rows (in_task=True)"
+            )
+        return _replay_local(prepared, df)
     if spec.idle:
         # each row's gap to the previous arrival, in one ordered pass (module docstring)
         return _replay_window(prepared)
@@ -896,6 +935,46 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
         max_ts,
         None,
         summary=summary,
+    )
+
+
+def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
+    """The local strategy (module docstring): no job, no global clock.
+
+    The counts are observed on the way into the caller's job; the rows keep
+    their replay order columns, the input file only where there are several.
+    """
+    from pyspark.sql import Observation
+
+    staged = prepared.df
+
+    observation = Observation()
+    kept_ts = F.when(F.col(_DROP).isNull(), F.col(TS))
+    observed = staged.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        *[
+            F.count(F.when(F.col(_DROP) == r, 1)).alias(f"dropped_{i}")
+            for i, r in enumerate(_REASONS)
+        ],
+        F.max(kept_ts).alias("max_ts"),
+    )
+    # one input file (or none: local data): its name orders nothing
+    several = len(source.inputFiles()) > 1
+    order = tuple(c for c in prepared.order if c != INPUT_FILE or several)
+    columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
+    columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
+    columns += [F.col(c) for c in order if c in (ARRIVAL, INPUT_FILE)]
+    kept = observed.filter(F.col(_DROP).isNull()).select(*columns)
+    return Replay(
+        kept,
+        prepared.dropped,
+        0,
+        {},
+        None,
+        None,
+        local_order=order,
+        _observation=observation,
     )
 
 
