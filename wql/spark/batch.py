@@ -66,6 +66,7 @@ from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import EMIT_RESULTS, FIRED_BY_ROW
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
 from wql.runtime.windows import MAX_TIME, MIN_TIME
+from wql.spark import driver_run
 from wql.spark import layout as L
 from wql.spark import replay as R
 
@@ -132,6 +133,31 @@ def run_operator(
     # the tasks compute the watermarks themselves unless something needs the rows'
     # global positions: a pipeline's clock and placer, or the clock-event sequence
     in_task = not tag and not op.mixes_time_domains
+    spark = source.sparkSession
+    if (
+        replay_strategy == R.STRATEGY_AUTO
+        and driver_run.applies(spec, op, tag)
+        and spark.conf.get(OPERATOR_PARTITIONS_CONF, None) is None
+        and small_by_size(source)
+    ):
+        # a small source: read once, replayed and run here (wql/spark/driver_run.py)
+        replayed, rows = driver_run.collect(query, op, source, spec)
+        slicing = str(spark.conf.get(OPERATOR_SLICING_CONF, "false")).lower() == "true"
+        task = partition_task(query, op, spec, replayed, slicing=slicing)
+        tagged, counters = _in_driver(spark, query, op, task, rows)
+        run = _outcome(
+            query,
+            op,
+            tagged,
+            counters,
+            replayed.rows_replayed,
+            replayed.dropped,
+            replayed.rows_in,
+            replayed,
+            None,
+        )
+        _add_drops(run, replayed)
+        return run
     if replay_strategy == R.STRATEGY_AUTO and in_task and not depends_on_watermark_sequence(query):
         # no global clock at all: each key partition's own rows' (docs/running.md,
         # "Plans that do not depend on the watermark sequence")
@@ -252,7 +278,7 @@ def stage(
     summary replay its order columns (event time or arrival, input order) instead of
     position and watermark).
     """
-    if replayed.summary is not None or replayed.local_order is not None:
+    if replayed.summary is not None:
         replay_cols = dict.fromkeys([*replayed.order, R.TS, R.INPUT_ID, R.PT])
         return _staged(query, op, replayed.df, *replay_cols)
     return _staged(query, op, replayed.df, R.SEQ, R.TS, R.WM, R.PT)
@@ -334,8 +360,6 @@ def partition_task(
         clock=clock,
         view_input=replayed is None,
         summary=None if replayed is None else replayed.summary,
-        local_order=None if replayed is None else replayed.local_order,
-        delay_ms=0 if spec is None else spec.delay_ms,
     )
 
 
@@ -380,9 +404,14 @@ def _run(
         replayed,
         clock,
     )
+    _add_drops(run, replayed)
+    return run
+
+
+def _add_drops(run: OperatorRun, replayed: R.Replay) -> None:
+    """The replay's drops (rows never replayed) in the run's counters, by reason."""
     for reason, n in replayed.dropped_counts.items():
         run.counters["dropped"][reason] = run.counters["dropped"].get(reason, 0) + n
-    return run
 
 
 def _execute(
@@ -418,7 +447,7 @@ def _execute(
     else:
         staged = staged.repartition(1)
     staged = staged.sortWithinPartitions(*task.order)
-    if task.summary is not None or task.local_order is not None:
+    if task.summary is not None:
         # sorted by them; the task needs the row id (and arrival)
         staged = staged.drop(R.INPUT_FILE, R.INPUT_RANK)
     out_schema, layout = L.tagged_layout(query, op)
@@ -428,13 +457,7 @@ def _execute(
         # operator stage's jobs (its exchange, the cache build, the collect),
         # and the outputs read a local relation instead of a cache
         # (docs/benchmarks.md, "Small inputs"). Same task, same rows, same order.
-        done = task(iter(staged.toArrow().to_batches()))
-        table = pa.Table.from_batches(list(done), layout.schema)
-        tagged = spark.createDataFrame(table, out_schema).coalesce(1)
-        # the counters rows are right here: no job to read them back
-        kinds = table.column(L.KIND).to_pylist()
-        parts = table.column(L.COUNTERS).to_pylist()
-        counters = L.sum_counters(c for k, c in zip(kinds, parts, strict=True) if k == L.COUNTS)
+        tagged, counters = _in_driver(spark, query, op, task, staged.toArrow())
     else:
         tagged = staged.mapInArrow(task, out_schema).persist()
         counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
@@ -442,6 +465,36 @@ def _execute(
         assert replayed is not None
         replayed.settle()  # the job above read the rows: their counts are observed
         rows, rows_in = replayed.rows_replayed, replayed.rows_in
+    return _outcome(query, op, tagged, counters, rows, dropped, rows_in, replayed, clock)
+
+
+def _in_driver(
+    spark: Any, query: P.OperatorStage, op: OperatorPlan, task: _PartitionTask, rows: pa.Table
+) -> tuple[DataFrame, dict[str, Any]]:
+    """One partition's ``task`` run here on ``rows`` (in replay order): its tagged output
+    as a local relation, and its counters (read from the output, no job)."""
+    out_schema, layout = L.tagged_layout(query, op)
+    done = task(iter(rows.to_batches()))
+    table = pa.Table.from_batches(list(done), layout.schema)
+    tagged = spark.createDataFrame(table, out_schema).coalesce(1)
+    kinds = table.column(L.KIND).to_pylist()
+    parts = table.column(L.COUNTERS).to_pylist()
+    counters = L.sum_counters(c for k, c in zip(kinds, parts, strict=True) if k == L.COUNTS)
+    return tagged, counters
+
+
+def _outcome(
+    query: P.OperatorStage,
+    op: OperatorPlan,
+    tagged: DataFrame,
+    counters: dict[str, Any],
+    rows: int,
+    dropped: DataFrame,
+    rows_in: int,
+    replayed: R.Replay | None,
+    clock: GlobalClock | None,
+) -> OperatorRun:
+    """The run's outputs over the operator's ``tagged`` output and its summed counters."""
     filtered = rows - counters["rows_in"]
     summary = {
         "rows_in": rows_in,
@@ -520,17 +573,12 @@ class _PartitionTask:
     view_input: bool = False
     #: a summary replay's: the rows carry their replay order, not their watermark
     summary: R.ReplaySummary | None = None
-    #: a local replay's order: the task advances the watermark on its own rows
-    local_order: tuple[str, ...] | None = None
-    delay_ms: int = 0
 
     @property
     def order(self) -> tuple[str, ...]:
         """The columns each partition's rows are sorted by before the task reads them."""
         if self.view_input:
             return (L.STEP, L.RANK)
-        if self.local_order is not None:
-            return self.local_order
         return self.summary.order if self.summary is not None else (R.SEQ,)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -563,13 +611,14 @@ class _PartitionTask:
                 wm = self.clock.watermarks_before(steps)
                 if placer is not None:
                     placer.add(steps, batch.column(L.RANK).to_numpy(zero_copy_only=False))
-            elif self.summary is not None:
-                wm = self.summary.watermarks_of(batch)
-            elif self.local_order is not None:
+            elif isinstance(self.summary, R.LocalClock):
+                # the partition's own clock (a plan that does not depend on it)
                 if ts is None:
                     wm = np.full(batch.num_rows, MIN_TIME, dtype=np.int64)
                 else:
-                    wm, carry = R.watermarks_before(ts, carry, self.delay_ms)
+                    wm, carry = R.watermarks_before(ts, carry, self.summary.delay_ms)
+            elif self.summary is not None:
+                wm = self.summary.watermarks_of(batch)
             else:
                 wm = batch.column(R.WM).to_numpy(zero_copy_only=False).astype(np.int64)
                 if placer is not None:

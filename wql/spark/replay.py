@@ -102,6 +102,17 @@ the window strategy. Its ``df`` holds no ``__wql_seq`` and no ``__wql_wm``:
 the caller sorts each partition by :attr:`Replay.order` (event time or
 arrival, then input order) and calls the summary's ``watermarks_of``.
 
+:data:`STRATEGY_LOCAL` computes no global clock at all: for a plan whose
+output does not depend on the watermark sequence
+(:mod:`wql.compiler.clock_dependence`) each task advances the watermark on
+its own rows (:class:`LocalClock`), sorted in replay order (event time or, with no
+event time, arrival; then input order, the file only where there are
+several). It runs no job: the counts (rows by drop reason, the largest
+event time) are observed (``DataFrame.observe``) while the caller's job
+reads ``df``; :meth:`Replay.settle` reads them afterwards. The batch host
+chooses it (docs/running.md, "Plans that do not depend on the watermark
+sequence").
+
 :data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
 caller computes watermarks in its tasks, the spec allows it and the input
 has at most :data:`SUMMARY_MAX_ROWS` replayed rows; otherwise
@@ -236,18 +247,18 @@ class Replay:
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
     #: Set by the summary strategy: the rows' watermarks are computed where they are read.
     summary: ReplaySummary | None = None
-    #: Set by the local strategy: the columns that sort the rows in replay order; each
-    #: partition advances the watermark on its own rows (:func:`replay`, ``local``).
-    local_order: tuple[str, ...] | None = None
     #: The local strategy's counts, observed while the caller's job reads ``df``.
     _observation: Any = field(default=None, repr=False)
 
     @property
     def order(self) -> list[str]:
         """The columns that sort ``df`` in replay order (within any subset of its rows)."""
-        if self.local_order is not None:
-            return list(self.local_order)
         return list(self.summary.order) if self.summary is not None else [SEQ]
+
+    @property
+    def local_order(self) -> tuple[str, ...] | None:
+        """A local replay's order (:class:`LocalClock`), else ``None``."""
+        return self.summary.order if isinstance(self.summary, LocalClock) else None
 
     @property
     def settled(self) -> bool:
@@ -369,8 +380,24 @@ class ArrivalSummary:
         return self.watermarks(arrival, batch.column(INPUT_ID).to_numpy(zero_copy_only=False))
 
 
+@dataclass(frozen=True)
+class LocalClock:
+    """The local strategy's summary: nothing global at all.
+
+    For a plan whose output does not depend on the watermark sequence
+    (:mod:`wql.compiler.clock_dependence`) each task advances the watermark on
+    its own rows, sorted by :attr:`order` (event time, or arrival where there
+    is no event time, then input order): a row sees the largest event time of
+    the rows before it *in its partition*, less ``delay + 1``
+    (:func:`watermarks_before`, carried across the task's batches).
+    """
+
+    delay_ms: int
+    order: tuple[str, ...]
+
+
 #: A summary replay's summary: what its rows' tasks compute their watermarks from.
-ReplaySummary = TimestampSummary | ArrivalSummary
+ReplaySummary = TimestampSummary | ArrivalSummary | LocalClock
 
 
 def _minus_delay(before: np.ndarray, delay_ms: int) -> np.ndarray:
@@ -441,16 +468,10 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     )
 
 
-def replay(
-    df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO, in_task: bool = False
-) -> Replay:
-    """Number the rows of ``df`` in replay order and attach each row's clocks.
+def prepare(df: DataFrame, spec: ReplaySpec) -> _Staged:
+    """``df`` with its input order, clocks in ms and drop reason: what every strategy starts from.
 
-    Runs the statistics job (the summary strategy also collects the rows'
-    event times, ids and arrivals) and leaves the rest lazy.
-    ``in_task``: the caller can take a summary replay (it sorts its
-    partitions by :attr:`Replay.order` and computes the watermarks from
-    :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
+    Checks the spec's columns and the reserved prefix; runs no job.
     """
     for name in (spec.event_time, spec.arrival_order, spec.processing_time):
         if name is not None:
@@ -501,7 +522,22 @@ def replay(
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
-    prepared = _Staged(staged, source_cols, order, spec, dropped)
+    return _Staged(staged, source_cols, order, spec, dropped)
+
+
+def replay(
+    df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO, in_task: bool = False
+) -> Replay:
+    """Number the rows of ``df`` in replay order and attach each row's clocks.
+
+    Runs the statistics job (the summary strategy also collects the rows'
+    event times, ids and arrivals) and leaves the rest lazy.
+    ``in_task``: the caller can take a summary replay (it sorts its
+    partitions by :attr:`Replay.order` and computes the watermarks from
+    :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
+    """
+    prepared = prepare(df, spec)
+    staged = prepared.df
     summarisable = summary_applies(spec) and (
         spec.arrival_order is None or _integral(_field(staged, ARRIVAL).dataType)
     )
@@ -854,7 +890,7 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     ``None`` (another strategy replays) above ``limit`` replayed rows, or where
     one file's rows in an input partition are not one run of ids.
     """
-    staged, spec = prepared.df, prepared.spec
+    staged = prepared.df
     # Job 1, the statistics: per input partition (the id's upper bits) and file, the
     # rows (by drop reason) and their id range. One file's rows in one partition are
     # one run of ids, so the ranges tell each id's file without reading the path again.
@@ -868,6 +904,70 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
         )
         .collect()
     )
+    plan = _summary_plan(prepared, [r.asDict() for r in stats], limit)
+    if plan is None:
+        return None
+    kept = staged.filter(F.col(_DROP).isNull())
+    # Job 2: the replayed rows' event times and ids (two longs a row; in arrival
+    # order their arrivals too) to the driver
+    narrow_cols = [ARRIVAL, TS, INPUT_ID] if prepared.spec.arrival_order else [TS, INPUT_ID]
+    summary, max_ts = plan.summary(kept.select(*narrow_cols).toArrow())
+    if summary is None:
+        return None
+    return Replay(
+        kept.select(*plan.columns),
+        prepared.dropped,
+        plan.rows_in,
+        plan.dropped_counts,
+        max_ts,
+        None,
+        summary=summary,
+    )
+
+
+@dataclass(frozen=True)
+class _SummaryPlan:
+    """What the statistics say about a summary replay, before its narrow rows are read."""
+
+    spec: ReplaySpec
+    rows_in: int
+    dropped_counts: dict[str, int]
+    #: each id run's ``((first id, last id), file rank)``, ascending by first id
+    by_start: list[tuple[tuple[int, int], int]]
+    files: list[str]
+    #: the replayed relation's columns (source columns, clocks, id, order columns)
+    columns: list[Column]
+    sort: tuple[str, ...]
+
+    def summary(self, narrow: pa.Table) -> tuple[ReplaySummary | None, int | None]:
+        """The summary of the replayed rows' ``narrow`` columns (event time, id, arrival)."""
+        spec = self.spec
+        if spec.arrival_order:
+            return _arrival_summary(narrow, self.by_start, spec.delay_ms, self.sort)
+        # NumPy finds each time's first row in input order (file, then id)
+        ts = narrow.column(TS).to_numpy().astype(np.int64)
+        ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
+        if len(self.files) > 1:
+            lo = np.array([lo_hi[0] for lo_hi, _ in self.by_start], dtype=np.int64)
+            lo_rank = np.array([r for _, r in self.by_start], dtype=np.int64)
+            file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
+            order = np.lexsort((ids, file_rank, ts))
+        else:
+            order = np.lexsort((ids, ts))
+        ts, ids = ts[order], ids[order]
+        first = np.ones(len(ts), dtype=bool)
+        first[1:] = ts[1:] != ts[:-1]
+        summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, self.sort)
+        return summary, (int(ts[-1]) if len(ts) else None)
+
+
+def _summary_plan(
+    prepared: _Staged, stats: list[dict[str, Any]], limit: int | None
+) -> _SummaryPlan | None:
+    """The summary's plan from the statistics rows (``part``, file, drop reason,
+    ``rows``, ``lo``, ``hi``); ``None`` above ``limit`` replayed rows, or where a
+    file's rows in an input partition are not one run of ids."""
+    spec = prepared.spec
     rows_in = sum(r["rows"] for r in stats)
     dropped_counts: dict[str, int] = {}
     for r in stats:
@@ -885,9 +985,6 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     by_start = sorted((lo_hi, rank[key[1]]) for key, lo_hi in runs.items())
     if any(a[0][1] >= b[0][0] for a, b in zip(by_start, by_start[1:], strict=False)):
         return None  # a file's rows are not one run of ids in their partition
-    lo = np.array([lo_hi[0] for lo_hi, _ in by_start], dtype=np.int64)
-    lo_rank = np.array([r for _, r in by_start], dtype=np.int64)
-    kept = staged.filter(F.col(_DROP).isNull())
     columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
     columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
     primary = ARRIVAL if spec.arrival_order else TS
@@ -904,38 +1001,7 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     else:
         columns.append(F.col(INPUT_FILE))
         sort = (primary, INPUT_FILE, INPUT_ID)
-    summary: ReplaySummary | None
-    if spec.arrival_order:
-        # Job 2: the replayed rows' arrival, event time and id (three longs a row)
-        narrow = kept.select(ARRIVAL, TS, INPUT_ID).toArrow()
-        summary, max_ts = _arrival_summary(narrow, by_start, spec.delay_ms, sort)
-        if summary is None:
-            return None
-    else:
-        # Job 2: the replayed rows' event times and ids (two longs a row) to the driver,
-        # where NumPy finds each time's first row in input order (file, then id)
-        narrow = kept.select(TS, INPUT_ID).toArrow()
-        ts = narrow.column(TS).to_numpy().astype(np.int64)
-        ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
-        if len(files) > 1:
-            file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
-            order = np.lexsort((ids, file_rank, ts))
-        else:
-            order = np.lexsort((ids, ts))
-        ts, ids = ts[order], ids[order]
-        first = np.ones(len(ts), dtype=bool)
-        first[1:] = ts[1:] != ts[:-1]
-        summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, sort)
-        max_ts = int(ts[-1]) if len(ts) else None
-    return Replay(
-        kept.select(*columns),
-        prepared.dropped,
-        rows_in,
-        dropped_counts,
-        max_ts,
-        None,
-        summary=summary,
-    )
+    return _SummaryPlan(spec, rows_in, dropped_counts, by_start, files, columns, sort)
 
 
 def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
@@ -973,7 +1039,7 @@ def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
         {},
         None,
         None,
-        local_order=order,
+        summary=LocalClock(prepared.spec.delay_ms, order),
         _observation=observation,
     )
 
