@@ -9,12 +9,15 @@ key exchange): every outcome must be the same.
 
 from __future__ import annotations
 
+import tempfile
+
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.spark.host_helpers import ts
-from tests.spark.test_batch_host import SELECT, frame, outcome, source
+from tests.spark.test_batch_host import SELECT, outcome, source
 from wql.compiler import compile_source
 from wql.spark.batch import OPERATOR_PARTITIONS_CONF, run_operator
 
@@ -54,16 +57,36 @@ def spark_jobs(spark, action):
     return value, len(sc.statusTracker().getJobIdsForGroup(group))
 
 
+def parquet_frame(spark, folder, rows, files=2):
+    """``rows`` written as ``files`` Parquet files and read back: a source Spark can size."""
+    import pyarrow.parquet as pq
+
+    for i in range(files):
+        part = rows[i::files]
+        table = pa.table(
+            {
+                "k": pa.array([r["k"] for r in part], pa.string()),
+                "v": pa.array([r["v"] for r in part], pa.float64()),
+                "ts": pa.array([r["ts"] for r in part], pa.timestamp("us")),
+                "arr": pa.array([r["arr"] for r in part], pa.int64()),
+                "pt": pa.array([r["pt"] for r in part], pa.int64()),
+            }
+        )
+        pq.write_table(table, f"{folder}/part-{i}.parquet")
+    return spark.read.parquet(folder)
+
+
 def both(spark, text, rows):
     query = compile_source(text, engine="operator").queries[0]
-    df = frame(spark, rows)
-    run, jobs = spark_jobs(spark, lambda: run_operator(query, df))
-    here = outcome(run)
-    spark.conf.set(OPERATOR_PARTITIONS_CONF, "2")
-    try:
-        in_spark = outcome(run_operator(query, df))
-    finally:
-        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
+    with tempfile.TemporaryDirectory() as tmp:
+        df = parquet_frame(spark, tmp, rows)
+        run, jobs = spark_jobs(spark, lambda: run_operator(query, df))
+        here = outcome(run)
+        spark.conf.set(OPERATOR_PARTITIONS_CONF, "2")
+        try:
+            in_spark = outcome(run_operator(query, df))
+        finally:
+            spark.conf.unset(OPERATOR_PARTITIONS_CONF)
     return here, in_spark, jobs
 
 

@@ -243,7 +243,8 @@ def small_by_size(df: DataFrame) -> bool:
     """
     try:
         stats = df._jdf.queryExecution().optimizedPlan().stats()  # type: ignore[operator]
-        return int(str(stats.sizeInBytes().toString())) <= SMALL_INPUT_BYTES
+        size = stats.sizeInBytes()  # a Scala BigInt, which py4j may hand over as an int
+        return int(size if isinstance(size, int) else size.toString()) <= SMALL_INPUT_BYTES
     except Exception:  # no JVM plan to read (e.g. a Spark Connect session)
         return False
 

@@ -142,9 +142,7 @@ def _summary(
     """
     spec = prepared.spec
     if not depends_on_watermark_sequence(query):
-        several = len(source.inputFiles()) > 1
-        order = tuple(c for c in prepared.order if c != R.INPUT_FILE or several)
-        return R.LocalClock(spec.delay_ms, order)
+        return R.LocalClock(spec.delay_ms, R.local_order(prepared, source))
     summarisable = R.summary_applies(spec) and (
         spec.arrival_order is None or R._integral(R._field(prepared.df, R.ARRIVAL).dataType)
     )

@@ -247,8 +247,10 @@ class Replay:
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
     #: Set by the summary strategy: the rows' watermarks are computed where they are read.
     summary: ReplaySummary | None = None
-    #: The local strategy's counts, observed while the caller's job reads ``df``.
+    #: The local strategy's counts, observed while the caller's job reads ``df``, and
+    #: the staged source to count again where Spark reports no observed metrics.
     _observation: Any = field(default=None, repr=False)
+    _staged: DataFrame | None = field(default=None, repr=False)
 
     @property
     def order(self) -> list[str]:
@@ -273,8 +275,18 @@ class Replay:
         """
         if self._observation is None:
             return
-        metrics = self._observation.get
+        metrics: dict[str, Any] | None
+        try:
+            metrics = self._observation.get.asDict()
+            int(metrics["rows"])
+        except Exception:
+            # Spark reports no metrics when adaptive execution replaced the observed
+            # stage by an empty relation (no row left after the drops): count them
+            metrics = None
         self._observation = None
+        if metrics is None:
+            assert self._staged is not None
+            metrics = _count_staged(self._staged)
         self.rows_in = int(metrics["rows"])
         self.dropped_counts = {
             reason: int(metrics[f"dropped_{i}"])
@@ -1004,6 +1016,14 @@ def _summary_plan(
     return _SummaryPlan(spec, rows_in, dropped_counts, by_start, files, columns, sort)
 
 
+def local_order(prepared: _Staged, source: DataFrame) -> tuple[str, ...]:
+    """A local replay's sort columns: the replay order, without the input file where no
+    row has one (local data: every row's is empty). With one file it stays: a union
+    with local data would mix a path and empty names."""
+    files = bool(source.inputFiles())
+    return tuple(c for c in prepared.order if c != INPUT_FILE or files)
+
+
 def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
     """The local strategy (module docstring): no job, no global clock.
 
@@ -1015,19 +1035,8 @@ def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
     staged = prepared.df
 
     observation = Observation()
-    kept_ts = F.when(F.col(_DROP).isNull(), F.col(TS))
-    observed = staged.observe(
-        observation,
-        F.count(F.lit(1)).alias("rows"),
-        *[
-            F.count(F.when(F.col(_DROP) == r, 1)).alias(f"dropped_{i}")
-            for i, r in enumerate(_REASONS)
-        ],
-        F.max(kept_ts).alias("max_ts"),
-    )
-    # one input file (or none: local data): its name orders nothing
-    several = len(source.inputFiles()) > 1
-    order = tuple(c for c in prepared.order if c != INPUT_FILE or several)
+    observed = staged.observe(observation, *_count_columns())
+    order = local_order(prepared, source)
     columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
     columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
     columns += [F.col(c) for c in order if c in (ARRIVAL, INPUT_FILE)]
@@ -1041,7 +1050,26 @@ def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
         None,
         summary=LocalClock(prepared.spec.delay_ms, order),
         _observation=observation,
+        _staged=staged,
     )
+
+
+def _count_columns() -> list[Column]:
+    """A local replay's counts: rows in, rows by drop reason, the largest replayed time."""
+    kept_ts = F.when(F.col(_DROP).isNull(), F.col(TS))
+    return [
+        F.count(F.lit(1)).alias("rows"),
+        *[
+            F.count(F.when(F.col(_DROP) == r, 1)).alias(f"dropped_{i}")
+            for i, r in enumerate(_REASONS)
+        ],
+        F.max(kept_ts).alias("max_ts"),
+    ]
+
+
+def _count_staged(staged: DataFrame) -> dict[str, Any]:
+    """:func:`_count_columns` by a job of its own."""
+    return staged.agg(*_count_columns()).collect()[0].asDict()
 
 
 def _arrival_summary(
