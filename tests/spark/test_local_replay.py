@@ -166,3 +166,18 @@ def test_a_session_with_no_delay_depends_on_other_keys_ties(spark):
     merged = ("a", ts(0), ts(2000), 0, "ON_TIME", True, 2.0, 2, 1.0)
     assert local[0][merged] == 1 and window[0][merged] == 0
     assert window[0][("a", ts(1000), ts(2000), 0, "ON_TIME", True, 1.0, 1, 1.0)] == 1
+
+
+def test_no_row_left_after_the_drops_is_still_counted(spark):
+    # every row has a NULL event time: adaptive execution replaces the observed stage by
+    # an empty relation and Spark reports no metrics; the local replay counts them itself
+    rows = rows_of(("a", 1.0, None), ("b", 2.0, None))
+    spark.conf.set(OPERATOR_PARTITIONS_CONF, "2")
+    try:
+        run = run_operator(planned(source(1) + INDEPENDENT[0]), frame(spark, rows))
+        assert run._replay is not None and run._replay.local_order is not None
+        result, _, dropped, counters = outcome(run)
+    finally:
+        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
+    assert not result and sum(dropped.values()) == 2
+    assert counters["rows_in"] == 2 and counters["dropped"] == {R.REASON_NULL_EVENT_TIME: 2}
