@@ -28,7 +28,8 @@ workers; ``bench/nexmark.py``'s ``Sampler``):
 
 stages 1-5 once per replay strategy of ``--strategies`` (default
 ``window,summary``: the single-task window against the summary replay,
-whose tasks compute the watermarks), then ``apply (auto)``: the whole
+whose tasks compute the watermarks; ``local``: no global clock, for plans
+that do not depend on the watermark sequence), then ``apply (auto)``: the whole
 ``apply()`` with the strategy ``auto`` picks.
 
 Part 2 times :meth:`wql.spark.layout.TaggedLayout.rows` (CPU seconds,
@@ -107,7 +108,9 @@ def stages(rows: int, repeat: int, name: str, strategies: list[str]) -> None:
         def staged(strategy: str) -> Any:
             replayed = R.replay(df, spec, strategy=strategy, in_task=True)
             s, keys = H.stage(query, op, replayed)
-            partitions = H.operator_partitions(spark, replayed.rows_replayed)
+            # a local replay counts its rows in the operator's job: not known yet
+            rows = replayed.rows_replayed if replayed.settled else None
+            partitions = H.operator_partitions(spark, rows)
             return s.repartition(partitions, *keys).sortWithinPartitions(*replayed.order)
 
         def persisted(strategy: str) -> None:

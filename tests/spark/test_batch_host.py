@@ -451,11 +451,12 @@ def test_summary_replay_equals_the_window_replay(spark, files, query, delay, par
     assert got == expected
 
 
-def summary_and_window(spark, text, files, partitions, batch):
-    """The outcomes of ``text``'s query by the summary and the window replay.
+def summary_and_window(spark, text, files, partitions, batch, strategy=R.STRATEGY_SUMMARY):
+    """The outcomes of ``text``'s query by the summary (or ``strategy``'s) and the window replay.
 
     ``files``: one Parquet file per list of ``(k, v, ts ms, arr)`` rows, read as
     one DataFrame; ``partitions`` key partitions, Arrow batches of ``batch`` rows.
+    ``strategy`` ``auto``: the query must take the local replay.
     """
     import tempfile
 
@@ -479,8 +480,12 @@ def summary_and_window(spark, text, files, partitions, batch):
                 )
                 pq.write_table(table, f"{tmp}/part-{i}.parquet")
             df = spark.read.parquet(tmp)
-            summary = run_operator(compiled, df, replay_strategy=R.STRATEGY_SUMMARY)
-            assert summary._replay is not None and summary._replay.summary is not None
+            summary = run_operator(compiled, df, replay_strategy=strategy)
+            assert summary._replay is not None
+            if strategy == R.STRATEGY_SUMMARY:
+                assert summary._replay.summary is not None
+            else:
+                assert summary._replay.local_order is not None
             got = outcome(summary)
             expected = outcome(run_operator(compiled, df, replay_strategy=R.STRATEGY_WINDOW))
     finally:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from wql.compiler import plan as P
+from wql.compiler.clock_dependence import watermark_dependence
 from wql.runtime.aggregates import AGGREGATE_KINDS
 
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
@@ -101,6 +102,17 @@ def explain_aggregate(q: P.Query, program: P.Program | None = None) -> str:
         names = " + ".join(str(d) for d in sorted(clocks, key=lambda d: d.value))
         mixed = " (mixed: the host feeds both clocks globally)" if len(clocks) > 1 else ""
         add(f"  clocks: {names}{mixed}")
+    streamed = q.engine is not None and q.engine.streaming
+    dependence = None if streamed else watermark_dependence(q)
+    if streamed:
+        pass  # a stream's watermark is its own; the property is batch replay's
+    elif dependence is None:
+        add(
+            "  watermark sequence: the output does not depend on it (batch: each key "
+            "partition advances the watermark on its own rows)"
+        )
+    else:
+        add(f"  watermark sequence: the output depends on it: {dependence.text}")
 
     origin = "explicit" if q.trigger is not None else "default"
     add(f"  trigger ({origin}):")

@@ -61,11 +61,13 @@ from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
+from wql.compiler.clock_dependence import depends_on_watermark_sequence
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import EMIT_RESULTS, FIRED_BY_ROW
 from wql.runtime.pipeline import CLASS_ROW, CLASS_TIMER, GlobalClock
 from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MAX_TIME, MIN_TIME
+from wql.spark import driver_run
 from wql.spark import layout as L
 from wql.spark import replay as R
 
@@ -132,6 +134,34 @@ def run_operator(
     # the tasks compute the watermarks themselves unless something needs the rows'
     # global positions: a pipeline's clock and placer, or the clock-event sequence
     in_task = not tag and not op.mixes_time_domains
+    spark = source.sparkSession
+    if (
+        replay_strategy == R.STRATEGY_AUTO
+        and driver_run.applies(spec, op, tag)
+        and spark.conf.get(OPERATOR_PARTITIONS_CONF, None) is None
+        and small_by_size(source)
+    ):
+        # a small source: read once, replayed and run here (wql/spark/driver_run.py)
+        replayed, rows = driver_run.collect(query, op, source, spec)
+        task = partition_task(query, op, spec, replayed)
+        tagged, counters = _in_driver(spark, query, op, task, rows)
+        run = _outcome(
+            query,
+            op,
+            tagged,
+            counters,
+            replayed.rows_replayed,
+            replayed.dropped,
+            replayed.rows_in,
+            replayed,
+            None,
+        )
+        _add_drops(run, replayed)
+        return run
+    if replay_strategy == R.STRATEGY_AUTO and in_task and not depends_on_watermark_sequence(query):
+        # no global clock at all: each key partition's own rows' (docs/running.md,
+        # "Plans that do not depend on the watermark sequence")
+        replay_strategy = R.STRATEGY_LOCAL
     replayed = R.replay(source, spec, strategy=replay_strategy, in_task=in_task)
     try:
         clock = pipeline_clock(replayed, spec) if tag else None
@@ -193,6 +223,27 @@ OPERATOR_PARTITIONS_CONF = "spark.wql.operator.partitions"
 # without a shuffle: a small input is done before a second task would start
 # (bench/small_files.py, docs/benchmarks.md "Small inputs").
 SMALL_INPUT_ROWS = 10_000
+
+
+#: A local replay (no statistics job, so no row count before the operator stage)
+#: runs as a small input when the plan's size estimate is at most this many bytes.
+SMALL_INPUT_BYTES = 1 << 20
+
+
+def small_by_size(df: DataFrame) -> bool:
+    """Whether Spark's size estimate of ``df`` (no job) is at most :data:`SMALL_INPUT_BYTES`.
+
+    File scans estimate their files' size, local data its rows' size; a plan
+    Spark cannot estimate reports a huge default. Only speed depends on it:
+    a small input's one partition runs in the driver, with the same rows in
+    the same order as any other partitioning.
+    """
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()  # type: ignore[operator]
+        size = stats.sizeInBytes()  # a Scala BigInt, which py4j may hand over as an int
+        return int(size if isinstance(size, int) else size.toString()) <= SMALL_INPUT_BYTES
+    except Exception:  # no JVM plan to read (e.g. a Spark Connect session)
+        return False
 
 
 def operator_partitions(spark: Any, rows: int | None = None) -> int:
@@ -280,7 +331,10 @@ def partition_task(
     reads a view): the task places its rows in the global sequence; without
     ``replayed`` the input is a view's (:func:`stage_view`).
     """
-    if replayed is not None:
+    if replayed is not None and replayed.local_order is not None:
+        # each partition's own clock; end of input fires the rest (nothing global)
+        final, clock_events = (MIN_TIME, MIN_TIME), None
+    elif replayed is not None:
         assert spec is not None
         final = final_clocks(replayed, spec)
         clock_events = global_clock_events(replayed) if op.mixes_time_domains else None
@@ -338,15 +392,20 @@ def _run(
         staged,
         key_cols,
         task,
-        replayed.rows_replayed,
+        replayed.rows_replayed if replayed.settled else None,
         replayed.dropped,
         replayed.rows_in,
         replayed,
         clock,
     )
+    _add_drops(run, replayed)
+    return run
+
+
+def _add_drops(run: OperatorRun, replayed: R.Replay) -> None:
+    """The replay's drops (rows never replayed) in the run's counters, by reason."""
     for reason, n in replayed.dropped_counts.items():
         run.counters["dropped"][reason] = run.counters["dropped"].get(reason, 0) + n
-    return run
 
 
 def _execute(
@@ -355,16 +414,24 @@ def _execute(
     staged: DataFrame,
     key_cols: list[str],
     task: _PartitionTask,
-    rows: int,
+    rows: int | None,
     dropped: DataFrame,
     rows_in: int,
     replayed: R.Replay | None,
     clock: GlobalClock | None,
 ) -> OperatorRun:
-    """Run the operator stage over ``staged`` (``rows`` rows), one ``task`` per key partition."""
+    """Run the operator stage over ``staged`` (``rows`` rows), one ``task`` per key partition.
+
+    ``rows`` None: a local replay, whose counts are known once this job has
+    read the rows (:meth:`Replay.settle`); it is small when its plan's size
+    estimate is (:func:`small_by_size`).
+    """
     spark = staged.sparkSession
     partitions = operator_partitions(spark, rows)
-    small = partitions == 1 and rows <= SMALL_INPUT_ROWS
+    if rows is None:
+        small = spark.conf.get(OPERATOR_PARTITIONS_CONF, None) is None and small_by_size(staged)
+    else:
+        small = partitions == 1 and rows <= SMALL_INPUT_ROWS
     if small:
         # a small replay is one partition already (the window strategy): gather,
         # no shuffle, and no extra stage for adaptive execution to plan
@@ -374,7 +441,8 @@ def _execute(
     else:
         staged = staged.repartition(1)
     staged = staged.sortWithinPartitions(*task.order)
-    if task.summary is not None:  # sorted by them; the task needs the row id (and arrival)
+    if task.summary is not None:
+        # sorted by them; the task needs the row id (and arrival)
         staged = staged.drop(R.INPUT_FILE, R.INPUT_RANK)
     out_schema, layout = L.tagged_layout(query, op)
     if small:
@@ -383,12 +451,44 @@ def _execute(
         # operator stage's jobs (its exchange, the cache build, the collect),
         # and the outputs read a local relation instead of a cache
         # (docs/benchmarks.md, "Small inputs"). Same task, same rows, same order.
-        done = task(iter(staged.toArrow().to_batches()))
-        table = pa.Table.from_batches(list(done), layout.schema)
-        tagged = spark.createDataFrame(table, out_schema).coalesce(1)
+        tagged, counters = _in_driver(spark, query, op, task, staged.toArrow())
     else:
         tagged = staged.mapInArrow(task, out_schema).persist()
-    counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
+        counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
+    if rows is None:
+        assert replayed is not None
+        replayed.settle()  # the job above read the rows: their counts are observed
+        rows, rows_in = replayed.rows_replayed, replayed.rows_in
+    return _outcome(query, op, tagged, counters, rows, dropped, rows_in, replayed, clock)
+
+
+def _in_driver(
+    spark: Any, query: P.OperatorStage, op: OperatorPlan, task: _PartitionTask, rows: pa.Table
+) -> tuple[DataFrame, dict[str, Any]]:
+    """One partition's ``task`` run here on ``rows`` (in replay order): its tagged output
+    as a local relation, and its counters (read from the output, no job)."""
+    out_schema, layout = L.tagged_layout(query, op)
+    done = task(iter(rows.to_batches()))
+    table = pa.Table.from_batches(list(done), layout.schema)
+    tagged = spark.createDataFrame(table, out_schema).coalesce(1)
+    kinds = table.column(L.KIND).to_pylist()
+    parts = table.column(L.COUNTERS).to_pylist()
+    counters = L.sum_counters(c for k, c in zip(kinds, parts, strict=True) if k == L.COUNTS)
+    return tagged, counters
+
+
+def _outcome(
+    query: P.OperatorStage,
+    op: OperatorPlan,
+    tagged: DataFrame,
+    counters: dict[str, Any],
+    rows: int,
+    dropped: DataFrame,
+    rows_in: int,
+    replayed: R.Replay | None,
+    clock: GlobalClock | None,
+) -> OperatorRun:
+    """The run's outputs over the operator's ``tagged`` output and its summed counters."""
     filtered = rows - counters["rows_in"]
     summary = {
         "rows_in": rows_in,
@@ -485,6 +585,7 @@ class _PartitionTask:
             if self.clock is not None and self.config.tag_firings
             else None
         )
+        carry = MIN_TIME  # a local replay's clock: the largest event time so far
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -503,6 +604,12 @@ class _PartitionTask:
                 wm = self.clock.watermarks_before(steps)
                 if placer is not None:
                     placer.add(steps, batch.column(L.RANK).to_numpy(zero_copy_only=False))
+            elif isinstance(self.summary, R.LocalClock):
+                # the partition's own clock (a plan that does not depend on it)
+                if ts is None:
+                    wm = np.full(batch.num_rows, MIN_TIME, dtype=np.int64)
+                else:
+                    wm, carry = R.watermarks_before(ts, carry, self.summary.delay_ms)
             elif self.summary is not None:
                 wm = self.summary.watermarks_of(batch)
             else:

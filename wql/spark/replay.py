@@ -97,6 +97,17 @@ the window strategy. Its ``df`` holds no ``__wql_seq`` and no ``__wql_wm``:
 the caller sorts each partition by :attr:`Replay.order` (event time or
 arrival, then input order) and calls the summary's ``watermarks_of``.
 
+:data:`STRATEGY_LOCAL` computes no global clock at all: for a plan whose
+output does not depend on the watermark sequence
+(:mod:`wql.compiler.clock_dependence`) each task advances the watermark on
+its own rows (:class:`LocalClock`), sorted in replay order (event time or, with no
+event time, arrival; then input order, the file only where there are
+several). It runs no job: the counts (rows by drop reason, the largest
+event time) are observed (``DataFrame.observe``) while the caller's job
+reads ``df``; :meth:`Replay.settle` reads them afterwards. The batch host
+chooses it (docs/running.md, "Plans that do not depend on the watermark
+sequence").
+
 :data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
 caller computes watermarks in its tasks, the spec allows it and the input
 has at most :data:`SUMMARY_MAX_ROWS` replayed rows; otherwise
@@ -143,11 +154,13 @@ _IDLE_WM = "__wql_idle_wm"
 REASON_NULL_EVENT_TIME = "null event time"
 REASON_NULL_PROCESSING_TIME = "null processing time"
 REASON_NULL_ARRIVAL_ORDER = "null arrival order"
+_REASONS = (REASON_NULL_EVENT_TIME, REASON_NULL_PROCESSING_TIME, REASON_NULL_ARRIVAL_ORDER)
 
 STRATEGY_AUTO = "auto"
 STRATEGY_BUCKETED = "bucketed"
 STRATEGY_WINDOW = "window"
 STRATEGY_SUMMARY = "summary"
+STRATEGY_LOCAL = "local"
 
 #: ``auto`` replays at most this many rows with the single-task window strategy
 #: (fewest jobs; fastest on one machine, see docs/running.md), more with ``bucketed``.
@@ -227,11 +240,53 @@ class Replay:
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
     #: Set by the summary strategy: the rows' watermarks are computed where they are read.
     summary: ReplaySummary | None = None
+    #: The local strategy's counts, observed while the caller's job reads ``df``, and
+    #: the staged source to count again where Spark reports no observed metrics.
+    _observation: Any = field(default=None, repr=False)
+    _staged: DataFrame | None = field(default=None, repr=False)
 
     @property
     def order(self) -> list[str]:
         """The columns that sort ``df`` in replay order (within any subset of its rows)."""
         return list(self.summary.order) if self.summary is not None else [SEQ]
+
+    @property
+    def local_order(self) -> tuple[str, ...] | None:
+        """A local replay's order (:class:`LocalClock`), else ``None``."""
+        return self.summary.order if isinstance(self.summary, LocalClock) else None
+
+    @property
+    def settled(self) -> bool:
+        """The counts are known (always, except for a local replay before a job read it)."""
+        return self._observation is None
+
+    def settle(self) -> None:
+        """A local replay's counts (``rows_in``, drops, ``max_ts``), once a job has read ``df``.
+
+        They are observed (``DataFrame.observe``) as the caller's own job reads
+        the rows, so the local strategy runs no job of its own.
+        """
+        if self._observation is None:
+            return
+        metrics: dict[str, Any] | None
+        try:
+            metrics = self._observation.get.asDict()
+            int(metrics["rows"])
+        except Exception:
+            # Spark reports no metrics when adaptive execution replaced the observed
+            # stage by an empty relation (no row left after the drops): count them
+            metrics = None
+        self._observation = None
+        if metrics is None:
+            assert self._staged is not None
+            metrics = _count_staged(self._staged)
+        self.rows_in = int(metrics["rows"])
+        self.dropped_counts = {
+            reason: int(metrics[f"dropped_{i}"])
+            for i, reason in enumerate(_REASONS)
+            if metrics[f"dropped_{i}"]
+        }
+        self.max_ts = None if metrics["max_ts"] is None else int(metrics["max_ts"])
 
     @property
     def rows_replayed(self) -> int:
@@ -330,8 +385,24 @@ class ArrivalSummary:
         return self.watermarks(arrival, batch.column(INPUT_ID).to_numpy(zero_copy_only=False))
 
 
+@dataclass(frozen=True)
+class LocalClock:
+    """The local strategy's summary: nothing global at all.
+
+    For a plan whose output does not depend on the watermark sequence
+    (:mod:`wql.compiler.clock_dependence`) each task advances the watermark on
+    its own rows, sorted by :attr:`order` (event time, or arrival where there
+    is no event time, then input order): a row sees the largest event time of
+    the rows before it *in its partition*, less ``delay + 1``
+    (:func:`watermarks_before`, carried across the task's batches).
+    """
+
+    delay_ms: int
+    order: tuple[str, ...]
+
+
 #: A summary replay's summary: what its rows' tasks compute their watermarks from.
-ReplaySummary = TimestampSummary | ArrivalSummary
+ReplaySummary = TimestampSummary | ArrivalSummary | LocalClock
 
 
 def _minus_delay(before: np.ndarray, delay_ms: int) -> np.ndarray:
@@ -406,16 +477,10 @@ def clock_millis(df: DataFrame, column: str) -> Column:
     )
 
 
-def replay(
-    df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO, in_task: bool = False
-) -> Replay:
-    """Number the rows of ``df`` in replay order and attach each row's clocks.
+def prepare(df: DataFrame, spec: ReplaySpec) -> _Staged:
+    """``df`` with its input order, clocks in ms and drop reason: what every strategy starts from.
 
-    Runs the statistics job (the summary strategy also collects the rows'
-    event times, ids and arrivals) and leaves the rest lazy.
-    ``in_task``: the caller can take a summary replay (it sorts its
-    partitions by :attr:`Replay.order` and computes the watermarks from
-    :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
+    Checks the spec's columns and the reserved prefix; runs no job.
     """
     for name in (spec.event_time, spec.arrival_order, spec.processing_time):
         if name is not None:
@@ -466,7 +531,22 @@ def replay(
     dropped = staged.filter(F.col(_DROP).isNotNull()).select(
         *[F.col(sql_identifier(c)) for c in source_cols], F.col(_DROP).alias("reason")
     )
-    prepared = _Staged(staged, source_cols, order, spec, dropped)
+    return _Staged(staged, source_cols, order, spec, dropped)
+
+
+def replay(
+    df: DataFrame, spec: ReplaySpec, *, strategy: str = STRATEGY_AUTO, in_task: bool = False
+) -> Replay:
+    """Number the rows of ``df`` in replay order and attach each row's clocks.
+
+    Runs the statistics job (the summary strategy also collects the rows'
+    event times, ids and arrivals) and leaves the rest lazy.
+    ``in_task``: the caller can take a summary replay (it sorts its
+    partitions by :attr:`Replay.order` and computes the watermarks from
+    :attr:`Replay.summary`), so ``auto`` may choose :data:`STRATEGY_SUMMARY`.
+    """
+    prepared = prepare(df, spec)
+    staged = prepared.df
     summarisable = summary_applies(spec) and (
         spec.arrival_order is None or _integral(_field(staged, ARRIVAL).dataType)
     )
@@ -476,6 +556,13 @@ def replay(
             "any) of integers or timestamps, and a caller that computes the watermarks in "
             "its tasks (in_task=True)"
         )
+    if strategy == STRATEGY_LOCAL:
+        if not (in_task and spec.processing_time is None and not spec.idle):
+            raise ValueError(
+                "the local replay needs event time as the only clock and a caller whose "
+                "tasks advance the watermark on their own rows (in_task=True)"
+            )
+        return _replay_local(prepared, df)
     if spec.idle:
         # each row's gap to the previous arrival, in one ordered pass (module docstring)
         return _replay_window(prepared)
@@ -508,6 +595,31 @@ def replay(
     if strategy in strategies:
         return strategies[strategy](prepared)
     raise ValueError(f"unknown replay strategy {strategy!r}")
+
+
+def watermarks_before(ts: np.ndarray, carry: int, delay_ms: int) -> tuple[np.ndarray, int]:
+    """Per row ``max(carry, ts of earlier rows) - delay - 1`` (``MIN_TIME`` while nothing seen).
+
+    ``ts`` is int64 with ``MIN_TIME`` for rows that carry no event time;
+    ``carry`` is the maximum event time seen before this chunk. Returns the
+    watermarks and the new carry.
+    """
+    n = len(ts)
+    if n == 0:
+        return np.empty(0, dtype=np.int64), carry
+    running = np.maximum.accumulate(ts)
+    before = np.empty(n, dtype=np.int64)
+    before[0] = carry
+    np.maximum(running[:-1], carry, out=before[1:])
+    return _minus_delay(before, delay_ms), int(max(carry, running[-1]))
+
+
+def running_clock(pt: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
+    """Processing clock per row: running max of ``pt`` including the row, after ``carry``."""
+    if len(pt) == 0:
+        return np.empty(0, dtype=np.int64), carry
+    clock = np.maximum(np.maximum.accumulate(pt), carry)
+    return clock.astype(np.int64), int(clock[-1])
 
 
 # --------------------------------------------------------------------------- strategies
@@ -653,7 +765,7 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     ``None`` (another strategy replays) above ``limit`` replayed rows, or where
     one file's rows in an input partition are not one run of ids.
     """
-    staged, spec = prepared.df, prepared.spec
+    staged = prepared.df
     # Job 1, the statistics: per input partition (the id's upper bits) and file, the
     # rows (by drop reason) and their id range. One file's rows in one partition are
     # one run of ids, so the ranges tell each id's file without reading the path again.
@@ -667,6 +779,70 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
         )
         .collect()
     )
+    plan = _summary_plan(prepared, [r.asDict() for r in stats], limit)
+    if plan is None:
+        return None
+    kept = staged.filter(F.col(_DROP).isNull())
+    # Job 2: the replayed rows' event times and ids (two longs a row; in arrival
+    # order their arrivals too) to the driver
+    narrow_cols = [ARRIVAL, TS, INPUT_ID] if prepared.spec.arrival_order else [TS, INPUT_ID]
+    summary, max_ts = plan.summary(kept.select(*narrow_cols).toArrow())
+    if summary is None:
+        return None
+    return Replay(
+        kept.select(*plan.columns),
+        prepared.dropped,
+        plan.rows_in,
+        plan.dropped_counts,
+        max_ts,
+        None,
+        summary=summary,
+    )
+
+
+@dataclass(frozen=True)
+class _SummaryPlan:
+    """What the statistics say about a summary replay, before its narrow rows are read."""
+
+    spec: ReplaySpec
+    rows_in: int
+    dropped_counts: dict[str, int]
+    #: each id run's ``((first id, last id), file rank)``, ascending by first id
+    by_start: list[tuple[tuple[int, int], int]]
+    files: list[str]
+    #: the replayed relation's columns (source columns, clocks, id, order columns)
+    columns: list[Column]
+    sort: tuple[str, ...]
+
+    def summary(self, narrow: pa.Table) -> tuple[ReplaySummary | None, int | None]:
+        """The summary of the replayed rows' ``narrow`` columns (event time, id, arrival)."""
+        spec = self.spec
+        if spec.arrival_order:
+            return _arrival_summary(narrow, self.by_start, spec.delay_ms, self.sort)
+        # NumPy finds each time's first row in input order (file, then id)
+        ts = narrow.column(TS).to_numpy().astype(np.int64)
+        ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
+        if len(self.files) > 1:
+            lo = np.array([lo_hi[0] for lo_hi, _ in self.by_start], dtype=np.int64)
+            lo_rank = np.array([r for _, r in self.by_start], dtype=np.int64)
+            file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
+            order = np.lexsort((ids, file_rank, ts))
+        else:
+            order = np.lexsort((ids, ts))
+        ts, ids = ts[order], ids[order]
+        first = np.ones(len(ts), dtype=bool)
+        first[1:] = ts[1:] != ts[:-1]
+        summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, self.sort)
+        return summary, (int(ts[-1]) if len(ts) else None)
+
+
+def _summary_plan(
+    prepared: _Staged, stats: list[dict[str, Any]], limit: int | None
+) -> _SummaryPlan | None:
+    """The summary's plan from the statistics rows (``part``, file, drop reason,
+    ``rows``, ``lo``, ``hi``); ``None`` above ``limit`` replayed rows, or where a
+    file's rows in an input partition are not one run of ids."""
+    spec = prepared.spec
     rows_in = sum(r["rows"] for r in stats)
     dropped_counts: dict[str, int] = {}
     for r in stats:
@@ -684,9 +860,6 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     by_start = sorted((lo_hi, rank[key[1]]) for key, lo_hi in runs.items())
     if any(a[0][1] >= b[0][0] for a, b in zip(by_start, by_start[1:], strict=False)):
         return None  # a file's rows are not one run of ids in their partition
-    lo = np.array([lo_hi[0] for lo_hi, _ in by_start], dtype=np.int64)
-    lo_rank = np.array([r for _, r in by_start], dtype=np.int64)
-    kept = staged.filter(F.col(_DROP).isNull())
     columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
     columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
     primary = ARRIVAL if spec.arrival_order else TS
@@ -703,38 +876,63 @@ def _replay_summary(prepared: _Staged, limit: int | None) -> Replay | None:
     else:
         columns.append(F.col(INPUT_FILE))
         sort = (primary, INPUT_FILE, INPUT_ID)
-    summary: ReplaySummary | None
-    if spec.arrival_order:
-        # Job 2: the replayed rows' arrival, event time and id (three longs a row)
-        narrow = kept.select(ARRIVAL, TS, INPUT_ID).toArrow()
-        summary, max_ts = _arrival_summary(narrow, by_start, spec.delay_ms, sort)
-        if summary is None:
-            return None
-    else:
-        # Job 2: the replayed rows' event times and ids (two longs a row) to the driver,
-        # where NumPy finds each time's first row in input order (file, then id)
-        narrow = kept.select(TS, INPUT_ID).toArrow()
-        ts = narrow.column(TS).to_numpy().astype(np.int64)
-        ids = narrow.column(INPUT_ID).to_numpy().astype(np.int64)
-        if len(files) > 1:
-            file_rank = lo_rank[np.searchsorted(lo, ids, side="right") - 1]
-            order = np.lexsort((ids, file_rank, ts))
-        else:
-            order = np.lexsort((ids, ts))
-        ts, ids = ts[order], ids[order]
-        first = np.ones(len(ts), dtype=bool)
-        first[1:] = ts[1:] != ts[:-1]
-        summary = TimestampSummary(ts[first], ids[first], spec.delay_ms, sort)
-        max_ts = int(ts[-1]) if len(ts) else None
+    return _SummaryPlan(spec, rows_in, dropped_counts, by_start, files, columns, sort)
+
+
+def local_order(prepared: _Staged, source: DataFrame) -> tuple[str, ...]:
+    """A local replay's sort columns: the replay order, without the input file where no
+    row has one (local data: every row's is empty). With one file it stays: a union
+    with local data would mix a path and empty names."""
+    files = bool(source.inputFiles())
+    return tuple(c for c in prepared.order if c != INPUT_FILE or files)
+
+
+def _replay_local(prepared: _Staged, source: DataFrame) -> Replay:
+    """The local strategy (module docstring): no job, no global clock.
+
+    The counts are observed on the way into the caller's job; the rows keep
+    their replay order columns, the input file only where there are several.
+    """
+    from pyspark.sql import Observation
+
+    staged = prepared.df
+
+    observation = Observation()
+    observed = staged.observe(observation, *_count_columns())
+    order = local_order(prepared, source)
+    columns: list[Column] = [F.col(sql_identifier(c)) for c in prepared.source_cols]
+    columns += [F.col(TS), F.col(PT), F.col(INPUT_ID)]
+    columns += [F.col(c) for c in order if c in (ARRIVAL, INPUT_FILE)]
+    kept = observed.filter(F.col(_DROP).isNull()).select(*columns)
     return Replay(
-        kept.select(*columns),
+        kept,
         prepared.dropped,
-        rows_in,
-        dropped_counts,
-        max_ts,
+        0,
+        {},
         None,
-        summary=summary,
+        None,
+        summary=LocalClock(prepared.spec.delay_ms, order),
+        _observation=observation,
+        _staged=staged,
     )
+
+
+def _count_columns() -> list[Column]:
+    """A local replay's counts: rows in, rows by drop reason, the largest replayed time."""
+    kept_ts = F.when(F.col(_DROP).isNull(), F.col(TS))
+    return [
+        F.count(F.lit(1)).alias("rows"),
+        *[
+            F.count(F.when(F.col(_DROP) == r, 1)).alias(f"dropped_{i}")
+            for i, r in enumerate(_REASONS)
+        ],
+        F.max(kept_ts).alias("max_ts"),
+    ]
+
+
+def _count_staged(staged: DataFrame) -> dict[str, Any]:
+    """:func:`_count_columns` by a job of its own."""
+    return staged.agg(*_count_columns()).collect()[0].asDict()
 
 
 def _arrival_summary(
