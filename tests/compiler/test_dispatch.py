@@ -115,3 +115,16 @@ def test_every_stage_kind_is_planned_and_explained():
     assert set(planner._BLOCKERS) == kinds
     assert set(planner._NATIVE_REASONS) == kinds
     assert set(explain.STAGES) == kinds
+
+
+def test_every_stage_kind_is_lowered_natively_and_scripted():
+    from wql.compiler.backends import pyspark_script
+
+    kinds = set(typing.get_args(P.Stage))
+    assert set(native.STAGE_KINDS) == kinds
+    assert set(pyspark_script._BODIES) == kinds
+    assert set(pyspark_script._DROPS) == kinds
+    # a join lowers with its sides; every window stage lowers on its own input
+    one_input = {k for k, v in native.STAGE_KINDS.items() if v.lower is not None}
+    assert one_input == set(typing.get_args(P.OperatorStage))
+    assert one_input == {k for k, v in native.STAGE_KINDS.items() if v.drop_conditions}

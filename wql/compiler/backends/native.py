@@ -62,8 +62,9 @@ query is native on a stream (``docs/native.md``, "Streaming").
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -558,10 +559,10 @@ def build_native(query: P.OperatorStage, df):
 def lower_stage(
     stage: P.OperatorStage, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> NativeProgram:
-    """:func:`lower` or :func:`lower_rank`, by the stage's kind."""
-    if isinstance(stage, P.WindowRank):
-        return lower_rank(stage, event_time_type, caps)
-    return lower(stage, event_time_type, caps)
+    """:func:`lower` or :func:`lower_rank`, by the stage's kind (:data:`STAGE_KINDS`)."""
+    lowering = STAGE_KINDS[type(stage)].lower
+    assert lowering is not None, type(stage).__name__  # a join lowers with its sides
+    return lowering(stage, event_time_type, caps)
 
 
 def run_steps(steps: Sequence[Step], df):
@@ -615,11 +616,23 @@ def drop_conditions(
     (a WHERE that is NULL filters the row, so it is not counted). A window
     rank over a window table drops rows without event time; over a view, none.
     """
-    if isinstance(query, P.WindowRank):
-        et = query.source.event_time
-        if query.window is None or et is None:
-            return ()
-        return ((REASON_NULL_EVENT_TIME, f"{event_time_sql(et.column, event_time_type)} IS NULL"),)
+    conditions = STAGE_KINDS[type(query)].drop_conditions
+    assert conditions is not None, type(query).__name__  # a join's are its sides'
+    return conditions(query, event_time_type, caps)
+
+
+def _rank_drop_conditions(
+    query: P.WindowRank, event_time_type: WqlType | None, caps: Capabilities
+) -> tuple[tuple[str, str], ...]:
+    et = query.source.event_time
+    if query.window is None or et is None:
+        return ()
+    return ((REASON_NULL_EVENT_TIME, f"{event_time_sql(et.column, event_time_type)} IS NULL"),)
+
+
+def _query_drop_conditions(
+    query: P.Query, event_time_type: WqlType | None, caps: Capabilities
+) -> tuple[tuple[str, str], ...]:
     check_native(query, caps)
     et = query.source.event_time
     assert et is not None
@@ -638,19 +651,13 @@ def drop_conditions(
 def dropped_rows(query: P.Stage, df, caps: Capabilities = NATIVE):
     """The rows of ``df`` the native query does not window, with a ``reason`` column
     (a join: of its first window table side over a source; ``df`` is the sides' pair)."""
+    return STAGE_KINDS[type(query)].dropped_rows(query, df, caps)
+
+
+def _window_dropped_rows(query: P.OperatorStage, df, caps: Capabilities):
     from functools import reduce
 
     from pyspark.sql import functions as F
-
-    if isinstance(query, P.WindowJoin):
-        for side, side_df in zip(query.sides, df, strict=True):
-            et = side.source.event_time
-            if side.window is not None and side.source.view is None and et is not None:
-                ts = event_time_sql(et.column, _side_type(side_df, side))
-                return side_df.where(F.expr(f"{ts} IS NULL")).select(
-                    "*", F.lit(REASON_NULL_EVENT_TIME).alias("reason")
-                )
-        return df[0].where(F.lit(False)).select("*", F.lit(None).cast("string").alias("reason"))
 
     parts = [
         df.where(F.expr(cond)).select("*", F.lit(reason).alias("reason"))
@@ -659,6 +666,19 @@ def dropped_rows(query: P.Stage, df, caps: Capabilities = NATIVE):
     if not parts:  # nothing to drop (a rank over a view)
         return df.where(F.lit(False)).select("*", F.lit(None).cast("string").alias("reason"))
     return reduce(lambda a, b: a.unionByName(b), parts)
+
+
+def _join_dropped_rows(join: P.WindowJoin, dfs, caps: Capabilities):
+    from pyspark.sql import functions as F
+
+    for side, side_df in zip(join.sides, dfs, strict=True):
+        et = side.source.event_time
+        if side.window is not None and side.source.view is None and et is not None:
+            ts = event_time_sql(et.column, _side_type(side_df, side))
+            return side_df.where(F.expr(f"{ts} IS NULL")).select(
+                "*", F.lit(REASON_NULL_EVENT_TIME).alias("reason")
+            )
+    return dfs[0].where(F.lit(False)).select("*", F.lit(None).cast("string").alias("reason"))
 
 
 def filtered_count(query: P.Query, df, caps: Capabilities = NATIVE) -> int:
@@ -683,10 +703,11 @@ def native_counters(stage: P.Stage, df) -> dict:
     """A native query's counters over its input ``df`` (a join's: its sides' pair) (the
     operator engine's identity: ``rows_in = rows_fired + late_rows + rows_filtered +
     sum(dropped)``)."""
-    if isinstance(stage, P.WindowRank):
-        return _rank_counters(stage, df)
-    if isinstance(stage, P.WindowJoin):
-        return _join_counters(stage, df)
+    counters: dict = STAGE_KINDS[type(stage)].counters(stage, df)
+    return counters
+
+
+def _query_counters(stage: P.Query, df) -> dict:
     rows_in = df.count()
     dropped = drop_counts(stage, df)
     filtered = filtered_count(stage, df)
@@ -786,9 +807,7 @@ def to_spark_sql(
     source. Built as sqlglot AST nodes and printed with the Spark dialect.
     """
     try:
-        if isinstance(query, P.WindowJoin):
-            return join_to_spark_sql(query, pretty)
-        return program_to_sql(lower_stage(query, event_time_type), pretty=pretty)
+        return STAGE_KINDS[type(query)].to_sql(query, event_time_type, pretty)
     except (SqlglotError, RecursionError) as e:
         # sqlglot's boundary: a failure to print is reported at the query
         raise WqlUnsupportedError(
@@ -881,3 +900,51 @@ def _aliased(item: Item) -> exp.Expr:
     if isinstance(node, exp.Column) and node.name == item.alias:
         return node
     return exp.alias_(node, exp.to_identifier(item.alias, quoted=True), copy=False)
+
+
+# ---------------------------------------------------------------------------
+# What each kind of stage does natively: the one table by stage kind
+
+
+def _window_to_sql(query: P.OperatorStage, event_time_type: WqlType | None, pretty: bool) -> str:
+    return program_to_sql(lower_stage(query, event_time_type), pretty=pretty)
+
+
+def _join_to_sql(join: P.WindowJoin, event_time_type: WqlType | None, pretty: bool) -> str:
+    return join_to_spark_sql(join, pretty)
+
+
+#: ``(reason, condition)`` pairs (:func:`drop_conditions`)
+DropConditions = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class StageKind:
+    """The native lowering of one kind of stage (:data:`STAGE_KINDS`).
+
+    ``lower`` and ``drop_conditions`` work on the stage's one input (None for a
+    join, which lowers with its sides: :func:`build_native_join`);
+    ``dropped_rows`` and ``counters`` take its input DataFrame (a join's: its
+    sides' pair); ``to_sql`` prints its one Spark SQL statement.
+    """
+
+    lower: Callable[[Any, WqlType | None, Capabilities], NativeProgram] | None
+    drop_conditions: (
+        Callable[[Any, WqlType | None, Capabilities], tuple[tuple[str, str], ...]] | None
+    )
+    dropped_rows: Callable[[Any, Any, Capabilities], Any]
+    counters: Callable[[Any, Any], dict]
+    to_sql: Callable[[Any, WqlType | None, bool], str]
+
+
+#: Per kind of stage, its native lowering (tests/compiler/test_dispatch.py checks that
+#: every kind of ``plan.Stage`` has one).
+STAGE_KINDS: dict[type, StageKind] = {
+    P.Query: StageKind(
+        lower, _query_drop_conditions, _window_dropped_rows, _query_counters, _window_to_sql
+    ),
+    P.WindowRank: StageKind(
+        lower_rank, _rank_drop_conditions, _window_dropped_rows, _rank_counters, _window_to_sql
+    ),
+    P.WindowJoin: StageKind(None, None, _join_dropped_rows, _join_counters, _join_to_sql),
+}

@@ -28,6 +28,8 @@ from __future__ import annotations
 import keyword
 import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 from wql.compiler import plan as P
 from wql.compiler.backends import native
@@ -241,17 +243,18 @@ def _query_function(q: P.Stage, functions: dict[str, str]) -> list[str]:
     if engine == "operator":
         lines.append(f"{INDENT}return run_with_wql(spark, sources, {q.name!r})")
         return lines
-    if isinstance(q, P.WindowJoin):
-        return lines + [INDENT + line for line in _join_lines(q, functions)]
+    return lines + [INDENT + line for line in _BODIES[type(q)](q, functions)]
+
+
+def _window_lines(q: P.OperatorStage, functions: dict[str, str]) -> list[str]:
+    """A native window aggregate or rank over its source or view."""
     program = native.lower_stage(q)
     if q.source.view is not None:
         # a native query over a view reads the view's (native) result
-        lines.append(f"{INDENT}df = {functions[q.source.view]}(spark, sources)")
+        lines = [f"df = {functions[q.source.view]}(spark, sources)"]
     else:
-        lines.append(f"{INDENT}df = sources[{q.source.name!r}]")
-    lines += [INDENT + line for line in steps_to_python(program.steps)]
-    lines.append(f"{INDENT}return df")
-    return lines
+        lines = [f"df = sources[{q.source.name!r}]"]
+    return [*lines, *steps_to_python(program.steps), "return df"]
 
 
 def _join_lines(join: P.WindowJoin, functions: dict[str, str]) -> list[str]:
@@ -315,27 +318,48 @@ def _drops_function(program: P.Program) -> list[str]:
     for q in program.queries:
         if _engine(q) != "native":
             continue
-        if isinstance(q, P.WindowJoin):
-            # a window table over a source leaves out its rows without event time
-            drops = [
-                (
-                    s.source.name,
-                    native.REASON_NULL_EVENT_TIME,
-                    f"{native.event_time_sql(et.column, None)} IS NULL",
-                )
-                for s in q.sides
-                if s.window is not None
-                and s.source.view is None
-                and (et := s.source.event_time) is not None
-            ]
-        elif q.source.view is not None:
-            continue  # a view's rows are all windowed: they carry its window_time
-        else:
-            drops = [(q.source.name, r, c) for r, c in native.drop_conditions(q)]
+        drops = _DROPS[type(q)](q)
+        if drops is None:
+            continue
         items = ", ".join(f"({name!r}, {r!r}, {c!r})" for name, r, c in drops)
         lines.append(f"{INDENT}{q.name!r}: [{items}],")
     lines.append("}")
     return lines
+
+
+def _window_drops(q: P.OperatorStage) -> list[tuple[str, str, str]] | None:
+    if q.source.view is not None:
+        return None  # a view's rows are all windowed: they carry its window_time
+    return [(q.source.name, r, c) for r, c in native.drop_conditions(q)]
+
+
+def _join_drops(q: P.WindowJoin) -> list[tuple[str, str, str]]:
+    # a window table over a source leaves out its rows without event time
+    return [
+        (
+            s.source.name,
+            native.REASON_NULL_EVENT_TIME,
+            f"{native.event_time_sql(et.column, None)} IS NULL",
+        )
+        for s in q.sides
+        if s.window is not None
+        and s.source.view is None
+        and (et := s.source.event_time) is not None
+    ]
+
+
+#: Per kind of stage, the body of its native function and the rows it leaves out
+#: (tests/compiler/test_dispatch.py checks every kind of ``plan.Stage`` has both).
+_BODIES: dict[type, Callable[[Any, dict[str, str]], list[str]]] = {
+    P.Query: _window_lines,
+    P.WindowRank: _window_lines,
+    P.WindowJoin: _join_lines,
+}
+_DROPS: dict[type, Callable[[Any], list[tuple[str, str, str]] | None]] = {
+    P.Query: _window_drops,
+    P.WindowRank: _window_drops,
+    P.WindowJoin: _join_drops,
+}
 
 
 _SESSION_NATIVE = '''def make_session(quiet=True):
