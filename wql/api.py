@@ -515,12 +515,14 @@ def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | No
 def _upstream_counters(q: P.Stage, df: Any, runner: StageRunner) -> dict[str, dict[str, Any]]:
     """The counters of every stage before ``q`` in its batch pipeline, upstream first, as
     each ran for ``q`` (an operator query's views replayed on the operator engine)."""
+    from wql.spark.stages import HOSTS
+
     out = {}
     program = runner.program
     for stage in program.pipeline(q)[:-1]:
         # a native query's views are native; an operator query's run on the operator
         # engine; a join's sides read each view on its own engine
-        reader = P.engine_of(q) == "native" or isinstance(q, P.WindowJoin)
+        reader = P.engine_of(q) == "native" or HOSTS[type(q)].views_on_their_engine
         if reader and P.engine_of(stage) == "native":
             native = runner.run(stage, df)
             view = QueryResult(

@@ -134,6 +134,9 @@ class _AggregateHost:
 
     #: what ``wql run --timeline`` draws of it (None: it can be drawn)
     no_timeline: ClassVar[str | None] = None
+    #: whether its batch operator run reads each view on the view's own engine (else
+    #: on the operator engine, placed in the pipeline's global sequence)
+    views_on_their_engine: ClassVar[bool] = False
 
     @staticmethod
     def native_input(runner: StageRunner, q: Any, source: DataFrame) -> Any:
@@ -175,6 +178,8 @@ class _JoinHost:
     """A window join of two sides (each a window table or a view)."""
 
     no_timeline: ClassVar[str | None] = "a window join"
+    #: a join's sides read each view's result, on either engine (a view's rows are final)
+    views_on_their_engine: ClassVar[bool] = True
 
     @staticmethod
     def native_input(runner: StageRunner, q: Any, source: DataFrame) -> Any:
