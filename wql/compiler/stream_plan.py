@@ -42,14 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wql.compiler import plan as P
-from wql.compiler import types as T
-from wql.compiler.backends.operator import OperatorPlan, build_stage
+from wql.compiler.backends.operator import OperatorPlan, build_stage, post_aggregation_relation
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, Span, WqlUnsupportedError
 from wql.runtime.config import (
-    EMIT_PANE_INDEX,
-    EMIT_PANE_TIMING,
-    EMIT_RESULTS,
     EMIT_WINDOW_END,
     EMIT_WINDOW_START,
     EMIT_WINDOW_TIME,
@@ -237,20 +233,7 @@ def _copied(up: P.Query, up_op: OperatorPlan) -> dict[str, tuple[P.FieldSource, 
 
 def _relation(up: P.Query, op: OperatorPlan) -> dict[str, tuple[P.FieldSource, WqlType]]:
     """The view's post-aggregation relation: column -> (what it reads, its type)."""
-    rel: dict[str, tuple[P.FieldSource, WqlType]] = {}
-    for i, k in enumerate(op.keys):
-        rel[k.name.lower()] = (("key", i), k.type)
-    for name, index in _WINDOW_FIELDS.items():
-        rel[name] = (("field", index), T.TIMESTAMP)
-    rel["pane_index"] = (("field", EMIT_PANE_INDEX), T.BIGINT)
-    rel["pane_timing"] = (("field", EMIT_PANE_TIMING), T.STRING)
-    if up.reads("is_first"):
-        rel["is_first"] = (("first",), T.BOOLEAN)
-    if up.reads("is_last"):
-        rel["is_last"] = (("last",), T.BOOLEAN)
-    for i, (a, t) in enumerate(zip(up.aggregates, op.results, strict=True)):
-        rel[a.name.lower()] = (("field", EMIT_RESULTS + i), t)
-    return rel
+    return {name.lower(): (read, t) for name, read, t in post_aggregation_relation(up, op)}
 
 
 def _refuse(message: str, span: Span | None, hint: str) -> WqlUnsupportedError:

@@ -57,7 +57,7 @@ from pyspark.sql import types as ST
 from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
-from wql.compiler.backends.operator import OperatorPlan
+from wql.compiler.backends.operator import OperatorPlan, post_aggregation_relation
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.config import (
@@ -362,24 +362,14 @@ def _project_aggregate(
 ) -> DataFrame:
     """A window aggregate's ``R`` rows -> its post-aggregation relation -> HAVING ->
     SELECT."""
-    marks = []
-    if query.reads("is_first"):
-        marks.append((F.col(PANE_INDEX) == 0).alias("is_first"))
-    if query.reads("is_last"):
-        # the runtime marks it for such a query (OperatorConfig.mark_last)
-        marks.append(F.col(IS_LAST).alias("is_last"))
     rel = rows.select(
         *keep,
         # a changelog's op, kept apart from the relation SELECT and HAVING read
         *([F.col(OP)] if query.changelog is not None else []),
-        *[F.col(c).alias(k.name) for c, k in zip(key_columns(len(op.keys)), op.keys, strict=True)],
-        F.timestamp_millis(F.col(WINDOW_START)).alias("window_start"),
-        F.timestamp_millis(F.col(WINDOW_END)).alias("window_end"),
-        F.timestamp_millis(F.col(WINDOW_TIME)).alias("window_time"),
-        F.col(PANE_INDEX).alias("pane_index"),
-        F.col(PANE_TIMING).alias("pane_timing"),
-        *marks,
-        *[F.col(_aggregate_column(i)).alias(a.name) for i, a in enumerate(query.aggregates)],
+        *[
+            _emitted(read, len(op.keys)).alias(name)
+            for name, read, _ in post_aggregation_relation(query, op)
+        ],
     )
     if query.having is not None:
         rel = rel.where(F.expr(query.having.sql))
@@ -387,6 +377,24 @@ def _project_aggregate(
     if query.changelog is not None:
         out.append(F.col(OP).alias(P.OP_COLUMN))
     return rel.select(*out, *_projection(query.output), *keep)
+
+
+def _emitted(read: P.FieldSource, keys: int) -> Column:
+    """The column of a tagged ``R`` row that ``read`` (an emitted field, a key, the
+    first-pane or last-firing mark) reads; window bounds as TIMESTAMP."""
+    if read[0] == "key":
+        return F.col(key_columns(keys)[read[1]])
+    if read[0] == "first":
+        return F.col(PANE_INDEX) == 0
+    if read[0] == "last":
+        return F.col(IS_LAST)
+    index = read[1]
+    if index >= EMIT_RESULTS:
+        return F.col(_aggregate_column(index - EMIT_RESULTS))
+    column = F.col(FIELD_COLUMNS[index])
+    if index in (EMIT_WINDOW_START, EMIT_WINDOW_END, EMIT_WINDOW_TIME):
+        return F.timestamp_millis(column)
+    return column
 
 
 def _project_rank(

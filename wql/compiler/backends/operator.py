@@ -249,6 +249,44 @@ def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPla
     )
 
 
+def post_aggregation_relation(
+    query: P.Query, op: OperatorPlan
+) -> tuple[tuple[str, P.FieldSource, WqlType], ...]:
+    """A window aggregate's post-aggregation relation (what SELECT and HAVING read), in
+    order: ``(column, what it reads of an emitted row, its type)``, the read as in
+    :data:`wql.compiler.plan.FieldSource`. The one home of that relation: the batch
+    host's projection (``wql.spark.layout``) and the stream plan's links read it."""
+    from wql.runtime.config import (
+        EMIT_PANE_INDEX,
+        EMIT_PANE_TIMING,
+        EMIT_RESULTS,
+        EMIT_WINDOW_END,
+        EMIT_WINDOW_START,
+        EMIT_WINDOW_TIME,
+    )
+
+    rel: list[tuple[str, P.FieldSource, WqlType]] = [
+        (k.name, ("key", i), k.type) for i, k in enumerate(op.keys)
+    ]
+    rel += [
+        ("window_start", ("field", EMIT_WINDOW_START), T.TIMESTAMP),
+        ("window_end", ("field", EMIT_WINDOW_END), T.TIMESTAMP),
+        ("window_time", ("field", EMIT_WINDOW_TIME), T.TIMESTAMP),
+        ("pane_index", ("field", EMIT_PANE_INDEX), T.BIGINT),
+        ("pane_timing", ("field", EMIT_PANE_TIMING), T.STRING),
+    ]
+    if query.reads("is_first"):
+        rel.append(("is_first", ("first",), T.BOOLEAN))
+    if query.reads("is_last"):
+        # the runtime marks it for such a query (OperatorConfig.mark_last)
+        rel.append(("is_last", ("last",), T.BOOLEAN))
+    rel += [
+        (a.name, ("field", EMIT_RESULTS + i), t)
+        for i, (a, t) in enumerate(zip(query.aggregates, op.results, strict=True))
+    ]
+    return tuple(rel)
+
+
 def build_stage(stage: P.OperatorStage, *, tag_firings: bool = False) -> OperatorPlan:
     """:func:`build_operator` or :func:`build_rank`, by the stage's kind."""
     build: Any = _BUILDERS[type(stage)]
