@@ -10,6 +10,7 @@ key exchange): every outcome must be the same.
 from __future__ import annotations
 
 import tempfile
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -48,7 +49,8 @@ OPTIONS = [
 def spark_jobs(spark, action):
     """``action()`` and the number of Spark jobs it ran."""
     sc = spark.sparkContext
-    group = f"driver-run-{id(action)}"
+    # a fresh name per call: a group's job ids outlive it, and id() of a lambda is reused
+    group = f"driver-run-{uuid.uuid4().hex}"
     sc.setJobGroup(group, group)
     try:
         value = action()

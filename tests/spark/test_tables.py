@@ -119,6 +119,6 @@ def test_a_stream_reads_a_table_and_writes_each_output_with_to_table(spark, db, 
     path.write_text(text(table))
     args = ["run", str(path), "--stream", "--drain", "--checkpoint", str(tmp_path / "ck")]
     assert main([*args, "--output-table", f"{db}.stream_"]) == 0
-    assert "rows in 4 | rows out 3" in capsys.readouterr().err
+    assert "rows in 4 | out 3 | late 0 | fired 4 | dropped 0" in capsys.readouterr().err
     # the table is the drained stream's output, equal to the batch run's
     assert rows_as_text(spark.table(f"{db}.stream_totals"))[1] == WANT
