@@ -4,7 +4,7 @@ This is the one place the engine of a query is decided, for a batch and for
 a streaming source alike; the hosts (``wql/api.py``, ``wql/spark/``) run
 what it chose and never re-decide. A query runs natively only when Spark's
 own ``window``/``session_window`` aggregation provably gives the operator
-engine's rows (spec §4). The test is driven by the native backend's
+engine's rows (docs/native.md). The test is driven by the native backend's
 declared capabilities (:mod:`wql.compiler.capabilities`): :data:`NATIVE` for
 a batch source, :data:`NATIVE_STREAMING` for a streaming one. Every
 construct outside them is a *blocker*, reported as a

@@ -1,4 +1,5 @@
-"""Batch replay: turn a static DataFrame into the stream the operator engine sees (spec §3).
+"""Batch replay: turn a static DataFrame into the stream the operator engine sees
+(docs/architecture.md, "Contract: batch replay on Spark").
 
 A batch source has no arrival order of its own, so WQL defines one and
 computes, for every row, the global watermark that row sees:
@@ -109,7 +110,7 @@ chooses it (docs/running.md, "Plans that do not depend on the watermark
 sequence").
 
 :data:`STRATEGY_AUTO` (the default) takes the summary strategy when the
-caller computes watermarks in its tasks, the spec allows it and the input
+caller computes watermarks in its tasks, the :class:`ReplaySpec` allows it and the input
 has at most :data:`SUMMARY_MAX_ROWS` replayed rows; otherwise
 it runs the window strategy's statistics job and keeps that strategy up to
 :data:`AUTO_WINDOW_MAX_ROWS` replayed rows, else switches to the bucketed
