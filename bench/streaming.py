@@ -3,6 +3,7 @@
 One command (from the repository root)::
 
     .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000] [--warmup]
+                                        [--where 'v < 0.5']
     .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
 
@@ -12,7 +13,8 @@ the same Spark session (local[2], 2 shuffle partitions, RocksDB state store):
 
 * **wql**: ``SESSION(ts, 30 s)`` + ``TRIGGER COUNT(100)`` + COUNT/SUM on the
   operator engine (``transformWithStateInPandas``), the tagged stream to a
-  ``noop`` sink;
+  ``noop`` sink; with ``--where``, the query and the baseline filter their rows
+  (the wql stream counts the rows ``WHERE`` rejects, as batch does);
 * **baseline**: Spark's own streaming ``session_window(ts, 30 s)`` with the
   same watermark, COUNT/SUM, append mode, ``noop`` sink.
 
@@ -48,7 +50,7 @@ QUERY = """
 CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP,
     WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
 WITH (format = 'parquet', path = '{path}', maxFilesPerTrigger = '1');
-SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS total FROM s
+SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS total FROM s{where}
 GROUP BY k, SESSION(ts, INTERVAL '30' SECOND) TRIGGER COUNT(100);
 """
 
@@ -132,7 +134,7 @@ def snapshot_size(folder: Path) -> tuple[float, int]:
     from wql.compiler.backends.operator import build_operator
     from wql.runtime.window_operator import WindowOperator
 
-    q = compile_source(QUERY.format(path=folder), engine="operator").queries[0]
+    q = compile_source(QUERY.format(path=folder, where=""), engine="operator").queries[0]
     op = WindowOperator(build_operator(q).config)
     t = pq.read_table(next(iter(sorted(folder.glob("*.parquet")))))
     ks = t.column("k").to_pylist()
@@ -266,7 +268,7 @@ def run_profile(data: Path, *, cprofile: bool) -> None:
     from wql.compiler.backends.operator import build_operator
     from wql.spark.streaming import WindowProcessor, processor_layout, time_mode
 
-    query = compile_source(QUERY.format(path=data), engine="operator").queries[0]
+    query = compile_source(QUERY.format(path=data, where=""), engine="operator").queries[0]
     op = build_operator(query)
     layout = processor_layout(query, op, time_mode(op))
     proc = WindowProcessor(layout)
@@ -330,6 +332,11 @@ def main() -> int:
     )
     ap.add_argument("--cprofile", action="store_true", help="with --profile: cProfile it")
     ap.add_argument(
+        "--where",
+        default=None,
+        help="a WHERE condition over k, v, ts for both queries, e.g. 'v < 0.5'",
+    )
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="run both queries once before the measured runs (the first pays the JVM warm-up)",
@@ -356,13 +363,15 @@ def main() -> int:
             run_floor(spark, data, work)
             spark.stop()
             return 0
-        compiled = wql.compile(QUERY.format(path=data))
+        where = f"\nWHERE {args.where}" if args.where else ""
+        compiled = wql.compile(QUERY.format(path=data, where=where))
         source = read_stream_source(spark, compiled.program.source("s"), None)
 
-        native = (
-            source.withWatermark("ts", "5 seconds")
-            .groupBy("k", F.session_window("ts", "30 seconds"))
-            .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        watermarked = source.withWatermark("ts", "5 seconds")
+        if args.where:
+            watermarked = watermarked.where(args.where)
+        native = watermarked.groupBy("k", F.session_window("ts", "30 seconds")).agg(
+            F.count("*").alias("n"), F.sum("v").alias("total")
         )
         if args.warmup:
             # both queries once, unmeasured: the JVM's JIT and Spark's Python workers

@@ -91,6 +91,32 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
     assert resumed == expected
 
 
+#: the rollup over a view whose WHERE rejects 8 of the 20 bids (prices 1, 2 and 3)
+FILTERED = PIPELINES["rollup"].replace("FROM bids GROUP", "FROM bids WHERE price > 3 GROUP")
+
+
+@pytest.mark.slow
+def test_a_restarted_stream_counts_the_rows_where_rejects_as_batch(spark, tmp_path):
+    """A view with WHERE streams on its own (a single query) and feeds the rollup (a
+    pipeline): files 0-3, stop, then the rest and the end of input from the same
+    checkpoint. Each query's counters are the batch run's: rows in (the rows WHERE
+    rejects too), filtered, fired, late, dropped."""
+    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    body = SOURCE.format(path=folder, options=", maxFilesPerTrigger = '1'") + FILTERED
+    names = ["per_auction", "rollup"]
+    write_files(folder, range(4))
+    stream_queries(spark, body, names, out, ck, drain=False)
+    write_files(folder, range(4, len(files())))
+    streamed, sinks = stream_queries(spark, body, names, out, ck)
+    expected, batch = batch_queries(spark, SOURCE.format(path=folder, options="") + FILTERED)
+    assert streamed == {name: expected[name] for name in names}
+    assert (batch["per_auction"]["rows_in"], batch["per_auction"]["rows_filtered"]) == (20, 8)
+    counters = sinks.counters(spark)
+    for name in names:
+        for key in ("rows_in", "rows_filtered", "rows_fired", "late_rows", "dropped"):
+            assert counters[name][key] == batch[name][key], (name, key)
+
+
 ROLLUP_ROWS = [
     # per_auction, 10 s windows: [0, 10) a 3 bids (top 9), b 3 (8), c 2 (4); [10, 20)
     # a 2 (6), b 1 (2), c 2 (9); [20, 30) b 1 (4), c 1 (3); [30, 40) a, b, c 1 each

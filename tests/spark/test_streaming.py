@@ -51,7 +51,7 @@ CREATE VIEW sessions AS
 SELECT k, window_start, window_end, pane_index, COUNT(*) AS n, SUM(v) AS total FROM s
 GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) TRIGGER COUNT(2) LATE DATA TO late_rows;
 CREATE VIEW tumbles AS
-SELECT k, window_start, COUNT(*) AS n, MAX(v) AS top FROM s
+SELECT k, window_start, COUNT(*) AS n, MAX(v) AS top FROM s WHERE v < 5
 GROUP BY k, TUMBLE(ts, INTERVAL '5' SECOND);
 """
 
@@ -195,6 +195,13 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, uninterrupted, t
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert outputs(spark, out) == reference
+    # the counts too (rows in, filtered by tumbles' WHERE, late, dropped): each row once
+    # over the killed run and its re-run, as in the run that was not killed
+    summaries = [line for line in done.stderr.splitlines() if "[operator, stream]" in line]
+    assert len(summaries) == 2, done.stderr[-2000:]
+    for line in summaries:
+        name = line.split(": ", 1)[1].split(" [", 1)[0]
+        assert _fields(line) == _fields(_uninterrupted_summary(spark, uninterrupted, name))
 
 
 @pytest.mark.slow
@@ -302,3 +309,21 @@ SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(2);
     assert "--drain ends the stream" in capsys.readouterr().err
     assert cli_main(["run", str(query), "--drain"]) == 1
     assert "--drain ends a stream: use it with --stream" in capsys.readouterr().err
+
+
+def _fields(summary: str) -> str:
+    """A summary line's counts: between the brackets and the time taken."""
+    return summary.split("] | ", 1)[1].rsplit(" | ", 1)[0]
+
+
+def _uninterrupted_summary(spark, uninterrupted, name: str) -> str:
+    """The summary ``wql run --stream`` prints for query ``name`` of the uninterrupted run."""
+    from wql.commands.report import summary_line
+    from wql.spark.stream_sinks import TAGGED_DIR, tagged_counters, waiting_rows
+
+    base, reference = uninterrupted
+    counters = tagged_counters(spark, base / "out" / TAGGED_DIR / name)
+    counters["rows_in"] += waiting_rows(spark, base / "ck" / name / "operator")
+    del counters["rows_fired"]  # not drained
+    counters["rows_out"] = sum(reference[name].values())
+    return summary_line("q.wql", name, "operator", counters, 0.0, ("stream",))

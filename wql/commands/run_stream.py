@@ -238,12 +238,12 @@ def _summaries(
     """A summary line per query, as batch prints it (:func:`wql.commands.report.summary_line`),
     its counts over every run on the checkpoint, from what the sinks committed.
 
-    ``rows in`` are the rows that reached the operator (WHERE runs before it),
-    counted in the micro-batch that read them (:meth:`StreamSinks.counters
-    <wql.spark.stream_sinks.StreamSinks.counters>`); ``out`` and ``late`` the
-    rows of the query's outputs; ``fired`` once the stream is drained (until
-    then rows waiting in windows are in no count but ``in``), when
-    ``in = fired + late + dropped``.
+    ``rows in`` are the rows the query read (``filtered``: those its WHERE
+    rejected, as in batch), counted in the micro-batch that read them
+    (:meth:`StreamSinks.counters <wql.spark.stream_sinks.StreamSinks.counters>`);
+    ``out`` and ``late`` the rows of the query's outputs; ``fired`` once the
+    stream is drained (until then rows waiting in windows are in no count but
+    ``in``), when ``in = fired + late + filtered + dropped``.
     """
     counters = sinks.counters(spark)
     seconds = time.perf_counter() - started

@@ -499,12 +499,16 @@ def counters_of(tagged: DataFrame) -> DataFrame:
 
 
 def sum_counters(parts: Iterable[str | dict[str, Any]]) -> dict[str, Any]:
-    """Counters rows (JSON text or dicts) summed: rows_in, rows_emitted, late_rows, dropped."""
+    """Counters rows (JSON text or dicts) summed: rows_in, rows_emitted, late_rows, dropped,
+    and ``rows_filtered`` when a row has it (a stream's processor counts the rows its
+    WHERE rejected; the batch host's rows_in are the operator's, WHERE ran before it)."""
     total: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
     for part in parts:
         p = json.loads(part) if isinstance(part, str) else part
         for k in ("rows_in", "rows_emitted", "late_rows"):
             total[k] += int(p.get(k, 0))
+        if "rows_filtered" in p:
+            total["rows_filtered"] = total.get("rows_filtered", 0) + int(p["rows_filtered"])
         for reason, n in p.get("dropped", {}).items():
             total["dropped"][reason] = total["dropped"].get(reason, 0) + int(n)
     return total

@@ -121,7 +121,8 @@ class StreamSinks:
         """Per operator query, its counters over every run on the checkpoint: those
         of its tagged sink (:func:`tagged_counters`) and the rows its processors
         took in whose count waits in their state (:func:`waiting_rows`), so that
-        ``rows_in`` counts every row the operator read. ``rows_fired`` is exact
+        ``rows_in`` counts every row the query read (as batch does: ``rows_filtered``
+        are those its WHERE rejected). ``rows_fired`` is exact
         once the stream is drained (before, rows waiting in windows are in it)."""
         out = {}
         for name, path in self.tagged.items():
@@ -442,17 +443,23 @@ def _await(queries: list[Any]) -> None:
 def tagged_counters(spark: Any, tagged: str | Path) -> dict[str, Any]:
     """The counters of an operator query's tagged sink, over every run on its checkpoint.
 
-    ``rows_in`` (rows that reached the operator: WHERE runs before it),
-    ``rows_emitted``, ``late_rows``, ``dropped`` by reason and ``rows_fired``
-    (``rows_in - late_rows - dropped``: exact once the stream is drained, as
-    in batch).
+    ``rows_in`` (the rows the query read, as batch counts them: those its WHERE
+    rejected too), ``rows_filtered`` (those), ``rows_emitted``, ``late_rows``,
+    ``dropped`` by reason and ``rows_fired`` (``rows_in - rows_filtered -
+    late_rows - dropped``: exact once the stream is drained, as in batch).
     """
     try:
         rows = L.counters_of(spark.read.parquet(str(tagged))).collect()
     except Exception:  # noqa: BLE001 - nothing committed yet
         rows = []
     total = L.sum_counters(row[L.COUNTERS] for row in rows)
-    total["rows_fired"] = total["rows_in"] - total["late_rows"] - sum(total["dropped"].values())
+    total.setdefault("rows_filtered", 0)
+    total["rows_fired"] = (
+        total["rows_in"]
+        - total["rows_filtered"]
+        - total["late_rows"]
+        - sum(total["dropped"].values())
+    )
     return total
 
 

@@ -90,6 +90,7 @@ from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.errors import ErrorCode, WqlUnsupportedError
+from wql.runtime.assigners import DROP_MISSING_TIMESTAMP
 from wql.runtime.watermarks import watermark_lag
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
@@ -281,7 +282,9 @@ def run_streaming(
     of the outputs.
     """
     op = build_stage(query)
-    staged, key_cols, mode, drainable, idle_ms, heartbeats = stream_input(query, op, source, end)
+    staged, key_cols, mode, drainable, idle_ms, heartbeats = stream_input(
+        query, op, source, end, flag_where=True
+    )
     out_schema, _ = L.tagged_layout(query, op)
     end_wm = end_watermark(query) if drainable else None
     processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_wm))
@@ -361,19 +364,27 @@ def stream_input(
     end: DataFrame | None,
     *,
     event_time_mode: bool = False,
+    flag_where: bool = False,
 ) -> tuple[DataFrame, list[str], str, bool, int | None, bool]:
     """The rows ``op``'s processor takes: ``(staged, key columns, time mode, drainable,
     idle_ms, heartbeats)`` (see :func:`run_streaming`; the pipeline host uses it for its
-    first stage). ``event_time_mode``: run in ``EventTime`` whatever ``op`` uses."""
+    first stage). ``event_time_mode``: run in ``EventTime`` whatever ``op`` uses.
+
+    ``flag_where``: the rows ``WHERE`` rejects reach the processor too, which counts
+    them (``rows_filtered``, as batch does); the staged :data:`_KEEP` column after the
+    event time says which (a rejected row computes no key or value, as after a filter).
+    Without it Spark drops them (what a pipeline's first stage needs: its counters are
+    its own query's stream's)."""
     drainable = end is not None and not op.uses_processing_time
     mode = "EventTime" if event_time_mode else time_mode(op, drainable=drainable)
     et = query.source.event_time
+    flagged = flag_where and query.filter is not None
     df, idle_ms, heartbeats = watermarked(
         query.source,
         source,
         end if drainable else None,
         spark_watermark_delay_ms(query),
-        query.filter,
+        None if flagged else query.filter,
     )
     key_cols = L.key_columns(len(op.keys))
     value_cols = L.value_columns(len(op.values))
@@ -384,13 +395,26 @@ def stream_input(
         if et is not None
         else F.lit(None).cast("bigint").alias(_TS)
     )
+    keep: Column | None = None
+    if flagged:
+        assert query.filter is not None
+        # a projection, not a filter: nothing for Spark to move below the watermark
+        keep = F.coalesce(F.expr(query.filter.sql), F.lit(False))
+
+    def computed(sql: str) -> Column:
+        # a row WHERE rejects computes nothing (its keys NULL), as after a filter
+        return F.expr(sql) if keep is None else F.when(keep, F.expr(sql))
+
     # Every staged column gets empty metadata: a plain reference to the event-time
     # column (a late-output value, a key) would otherwise keep Spark's watermark
     # marker, and Spark would drop rows behind the previous batch's watermark.
+    keys = zip(op.keys, key_cols, strict=True)
+    values = zip(op.values, value_cols, strict=True)
     staged = df.select(
-        *[F.expr(k.expr.sql).alias(c, metadata={}) for k, c in zip(op.keys, key_cols, strict=True)],
-        *[F.expr(v.sql).alias(c, metadata={}) for v, c in zip(op.values, value_cols, strict=True)],
+        *[computed(k.expr.sql).alias(c, metadata={}) for k, c in keys],
+        *[computed(v.sql).alias(c, metadata={}) for v, c in values],
         ts_col,
+        *([] if keep is None else [keep.alias(_KEEP, metadata={})]),
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
     )
     return staged, key_cols, mode, drainable, idle_ms, heartbeats
@@ -440,16 +464,26 @@ class ProcessorLayout:
     has_event_time: bool
     #: Spark's watermark once the end of input arrived (``None``: the stream has no end)
     end_watermark: int | None = None
+    #: the rows carry WHERE's result after the event time (``stream_input(flag_where=True)``)
+    where_flag: bool = False
 
 
 def processor_layout(
     query: P.OperatorStage, op: OperatorPlan, mode: str, *, end_watermark: int | None = None
 ) -> ProcessorLayout:
-    """The :class:`WindowProcessor` configuration of ``query`` in time mode ``mode``."""
+    """The :class:`WindowProcessor` configuration of ``query`` in time mode ``mode``, its
+    rows staged by ``stream_input(flag_where=True)``."""
     _, tagged = L.tagged_layout(query, op)
     has_event_time = query.source.event_time is not None
     return ProcessorLayout(
-        op.config, len(op.keys), len(op.values), tagged, mode, has_event_time, end_watermark
+        op.config,
+        len(op.keys),
+        len(op.values),
+        tagged,
+        mode,
+        has_event_time,
+        end_watermark,
+        query.filter is not None,
     )
 
 
@@ -506,7 +540,11 @@ class ProcessorState:
         """Write the state (``keep``) or clear it; returns the counters the call emits
         (``counters`` moved by it; ``output``: it emits result or late rows)."""
         pending = 0
-        if counters is not None and keep and not (output or counters["dropped"]):
+        if (
+            counters is not None
+            and keep
+            and not (output or counters["dropped"] or counters.get("rows_filtered"))
+        ):
             # only rows taken in: they wait in the state for a call with output
             pending, counters = counters["rows_in"], None
         if keep:
@@ -617,13 +655,17 @@ class WindowProcessor(StatefulProcessor):
         before = self._begin(wm)
         self._restore(k, wm, pt)
         after_end = 0
+        rejected: dict[str, int] = {}
         if frames:
             frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
             if wm == MAX_TIME:
                 after_end = len(frame)
             else:
-                self._process(k, frame)
-        yield from self._finish(k, wm, pt, before, after_end, rows=True)
+                if self.layout.where_flag:
+                    frame, rejected = self._where(frame)
+                if len(frame):
+                    self._process(k, frame)
+        yield from self._finish(k, wm, pt, before, after_end, rejected, rows=True)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -688,6 +730,23 @@ class WindowProcessor(StatefulProcessor):
         op.advance_watermark(wm)
         op.advance_processing_time(pt)
 
+    def _where(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+        """The rows WHERE keeps (the staged flag after the event time), and how many it
+        rejected: ``filtered``, and ``missing`` rows without event time, which batch
+        replay drops before WHERE runs (counted as the runtime counts them)."""
+        lay = self.layout
+        at = lay.n_keys + lay.n_values
+        keep = frame.iloc[:, at + 1].to_numpy(dtype=bool)
+        if keep.all():
+            return frame, {}
+        rejected = ~keep
+        missing = 0
+        if lay.has_event_time:
+            _, valid = _event_times(frame.iloc[:, at])
+            missing = int((rejected & ~valid).sum())
+        counts = {"filtered": int(rejected.sum()) - missing, "missing": missing}
+        return frame[keep], counts
+
     def _process(self, k: tuple, frame: pd.DataFrame) -> None:
         from wql.runtime.config import RowBatch
 
@@ -730,6 +789,7 @@ class WindowProcessor(StatefulProcessor):
         pt: int,
         before: dict[str, Any],
         after_end: int = 0,
+        rejected: dict[str, int] | None = None,
         *,
         rows: bool = False,
     ) -> Iterator[pd.DataFrame]:
@@ -752,7 +812,7 @@ class WindowProcessor(StatefulProcessor):
         else:
             spark_timers = set()
         counters = self.state.save(
-            _moved(before, op.counters.as_dict(), after_end, self.state.pending_rows),
+            _moved(before, op.counters.as_dict(), after_end, self.state.pending_rows, rejected),
             keep=keep,
             output=bool(results or late),
             snapshot=lambda: op.snapshot_key(k),
@@ -803,11 +863,16 @@ class WindowProcessor(StatefulProcessor):
 
 
 def _moved(
-    before: dict[str, Any], after: dict[str, Any], after_end: int, pending: int
+    before: dict[str, Any],
+    after: dict[str, Any],
+    after_end: int,
+    pending: int,
+    rejected: dict[str, int] | None = None,
 ) -> dict | None:
     """The counters of one call (``None`` when nothing moved), with the ``pending``
     rows the key took in before; ``after_end`` rows arrived after the end of input:
-    in, and dropped under :data:`REASON_AFTER_END`."""
+    in, and dropped under :data:`REASON_AFTER_END`; ``rejected`` (``WindowProcessor._where``):
+    rows WHERE rejected, in and ``rows_filtered`` (or dropped without event time)."""
     moved: dict[str, Any] = {
         k: after[k] - before[k] for k in ("rows_in", "rows_emitted", "late_rows")
     }
@@ -820,6 +885,13 @@ def _moved(
     if after_end:
         moved["rows_in"] += after_end
         dropped[REASON_AFTER_END] = after_end
+    if rejected:
+        missing = rejected.get("missing", 0)
+        moved["rows_in"] += rejected.get("filtered", 0) + missing
+        if rejected.get("filtered"):
+            moved["rows_filtered"] = rejected["filtered"]
+        if missing:
+            dropped[DROP_MISSING_TIMESTAMP] = dropped.get(DROP_MISSING_TIMESTAMP, 0) + missing
     if not dropped and not any(moved.values()):
         return None
     moved["dropped"] = dropped
