@@ -71,7 +71,7 @@ def test_the_pipeline_processor_gives_the_hand_derived_rollup():
     q = next(x for x in program.queries if x.name == "rollup")
     chain = q.engine.stream
     assert [s.name for s in chain.upstream] == ["per_auction"]
-    ops, body = chain_body((*chain.upstream, q), chain.links)
+    ops, body = chain_body((*chain.upstream, q), chain.links, chain.ops)
     _, output = L.tagged_layout(q, ops[-1])
     first = chain.upstream[0]
     delay = first.source.event_time.delay_ms
@@ -121,3 +121,30 @@ def test_the_pipeline_processor_gives_the_hand_derived_rollup():
     assert L.sum_counters(json.dumps(c) for c in counted)["rows_in"] == 13
     # the state was saved between calls and ended with the stream
     assert handle.saves > 1 and handle.value is None and not handle.timers
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_the_pipeline_host_runs_the_operator_plans_built_at_planning(name, monkeypatch):
+    """The planner builds every stage's operator plan once (``stream_plan.StreamMemo``)
+    and the stream plan carries them; the host tags the views' firings on those plans
+    (no second build) and gets the configurations building them tagged gives."""
+    from wql.compiler.backends.operator import build_stage
+    from wql.spark import stream_chain
+
+    text = SOURCE.format(path="unused", options="") + PIPELINES[name]
+    program = wql.compile(text, streaming=True).program
+    q = next(x for x in program.queries if x.name == name)
+    chain = q.engine.stream
+    stages = (*chain.upstream, q)
+    assert [op.query.name for op in chain.ops] == [s.name for s in stages]
+
+    def built_again(*args, **kwargs):
+        raise AssertionError("the host built a stage's operator plan again")
+
+    monkeypatch.setattr(stream_chain, "build_stage", built_again)
+    ops, _ = chain_body(stages, chain.links, chain.ops)
+    monkeypatch.undo()
+    last = len(stages) - 1
+    for i, (s, op) in enumerate(zip(stages, ops, strict=True)):
+        assert op.config == build_stage(s, tag_firings=i < last).config, s.name
+        assert op.config.tag_firings == (i < last)

@@ -46,11 +46,14 @@ import enum
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from wql.compiler import types as T
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, Span, WqlSemanticError
+
+if TYPE_CHECKING:  # the stream plans carry the operator plans built at planning
+    from wql.compiler.backends.operator import OperatorPlan
 
 _T = TypeVar("_T")
 
@@ -1414,6 +1417,9 @@ class StreamChain:
 
     upstream: tuple[OperatorStage, ...] = ()
     links: tuple[Link, ...] = ()
+    #: the operator plans of ``upstream`` and of the query, built once at planning
+    #: (none for a query over its source: its host builds its one plan)
+    ops: tuple[OperatorPlan, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -1438,6 +1444,8 @@ class JoinInput:
     source_columns: tuple[str | None, ...]
     window_columns: tuple[int | None, int | None, int | None]
     event_time: int | None = None
+    #: the operator plans of ``chain``, built once at planning
+    ops: tuple[OperatorPlan, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -95,16 +95,16 @@ def stream_chain(q: P.OperatorStage, program: P.Program, memo: StreamMemo) -> P.
     """The chain of ``q`` over the views it reads (none: over its source)."""
     if q.source.view is None:
         return P.StreamChain()
-    chain, links = _linked(program.pipeline(q), memo)
-    return P.StreamChain(chain[:-1], links)
+    chain, links, ops = _linked(program.pipeline(q), memo)
+    return P.StreamChain(chain[:-1], links, ops)
 
 
 def _linked(
     stages: tuple[P.Stage, ...], memo: StreamMemo
-) -> tuple[tuple[P.OperatorStage, ...], tuple[P.Link, ...]]:
-    """The chain ``stages`` (upstream first) and each reader's :class:`~wql.compiler.plan.Link`
-    (``stages[i + 1]`` reads ``stages[i]``); raises a positioned
-    :class:`WqlUnsupportedError` for a chain one processor cannot run."""
+) -> tuple[tuple[P.OperatorStage, ...], tuple[P.Link, ...], tuple[OperatorPlan, ...]]:
+    """The chain ``stages`` (upstream first), each reader's :class:`~wql.compiler.plan.Link`
+    (``stages[i + 1]`` reads ``stages[i]``) and each stage's operator plan; raises a
+    positioned :class:`WqlUnsupportedError` for a chain one processor cannot run."""
     for s in stages:
         if isinstance(s, P.WindowJoin):
             raise _refuse(
@@ -131,7 +131,7 @@ def _linked(
             # a refusal is not kept: it ends the planning of this query, raised anew
             link = memo.links[(id(up), id(down), last)] = _link(up, down, up_op, down_op, last=last)
         links.append(link)
-    return chain, tuple(links)
+    return chain, tuple(links), tuple(ops)
 
 
 def _link(
@@ -360,7 +360,7 @@ def _join_input(
         return P.JoinInput((), (), (None,) * len(copies), tuple(copies), window_columns)
     view = program.view(side.source.view)
     pipeline = program.pipeline(view)
-    chain, links = _linked(pipeline, memo)  # refuses a join in the view's pipeline
+    chain, links, ops = _linked(pipeline, memo)  # refuses a join in the view's pipeline
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
@@ -409,7 +409,7 @@ def _join_input(
         window = source[0] == "field" and source[1] in _WINDOW_FIELDS.values()
         fields.append(P.LinkField(source, "timestamp" if window else "value", type_))
     return P.JoinInput(
-        chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time
+        chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time, ops
     )
 
 

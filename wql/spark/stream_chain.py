@@ -69,7 +69,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from wql.compiler import plan as P
-from wql.compiler.backends.operator import OperatorPlan, build_stage
+from wql.compiler.backends.operator import OperatorPlan, build_stage, tagging_firings
 from wql.runtime.config import (
     EMIT_RESULTS,
     RowBatch,
@@ -118,7 +118,7 @@ def run_stream_chain(
     :func:`run_streaming`. The run's result and late output are ``query``'s."""
     if not chain.upstream:
         return run_streaming(query, source, end=end)
-    ops, body = chain_body((*chain.upstream, query), chain.links)
+    ops, body = chain_body((*chain.upstream, query), chain.links, chain.ops)
     first = chain.upstream[0]
     staged, _, _, drainable, idle_ms, heartbeats = stream_input(
         first, ops[0], source, end, event_time_mode=True
@@ -155,12 +155,19 @@ def run_stream_chain(
 
 
 def chain_body(
-    stages: tuple[P.OperatorStage, ...], links: tuple[P.Link, ...]
+    stages: tuple[P.OperatorStage, ...],
+    links: tuple[P.Link, ...],
+    planned: tuple[OperatorPlan, ...] = (),
 ) -> tuple[list[OperatorPlan], ChainBody]:
     """The operator plans of a chain's ``stages`` (upstream first; each but the last tags
     its firings for the next) and the :class:`ChainBody` that runs them, ``links[i]``
-    feeding stage ``i + 1``."""
-    ops = [build_stage(s, tag_firings=i < len(stages) - 1) for i, s in enumerate(stages)]
+    feeding stage ``i + 1``. ``planned``: the stages' plans the planner built (else
+    they are built here)."""
+    last = len(stages) - 1
+    if planned:
+        ops = [tagging_firings(op) if i < last else op for i, op in enumerate(planned)]
+    else:
+        ops = [build_stage(s, tag_firings=i < last) for i, s in enumerate(stages)]
     specs = tuple(
         PipelineStage(
             op.config,

@@ -129,7 +129,7 @@ def run_stream_join(
     configs: list[Any] = []
     runtime_sides: list[RuntimeSide] = []
     for s, (side, how) in enumerate(zip(join.sides, plan.sides, strict=True)):
-        ops, body = chain_body(how.chain, how.links)
+        ops, body = chain_body(how.chain, how.links, how.ops)
         bodies.append(body)
         configs += [op.config for op in ops]
         staged += _staged(s, how, ops)

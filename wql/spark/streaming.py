@@ -265,11 +265,15 @@ class StreamQueryRun(StreamRun):
         return L.results(self.query, self.operator, tagged), late
 
     def with_end(self, end: DataFrame) -> StreamRun:
-        return run_streaming(self.query, self.source, end=end)
+        return run_streaming(self.query, self.source, end=end, operator=self.operator)
 
 
 def run_streaming(
-    query: P.OperatorStage, source: DataFrame, *, end: DataFrame | None = None
+    query: P.OperatorStage,
+    source: DataFrame,
+    *,
+    end: DataFrame | None = None,
+    operator: OperatorPlan | None = None,
 ) -> StreamQueryRun:
     """Build the streaming operator pipeline of ``query`` over the streaming ``source``.
 
@@ -279,9 +283,9 @@ def run_streaming(
     :data:`HEARTBEAT_COLUMN`, a row of ``end`` that has one is an idle
     heartbeat: a marker at that event time (docs/streaming.md, "Idle
     sources"). Nothing runs until the caller starts a streaming query on one
-    of the outputs.
+    of the outputs. ``operator``: ``query``'s operator plan when it was built already.
     """
-    op = build_stage(query)
+    op = operator or build_stage(query)
     staged, key_cols, mode, drainable, idle_ms, heartbeats = stream_input(
         query, op, source, end, flag_where=True
     )

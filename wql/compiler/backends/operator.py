@@ -35,6 +35,7 @@ the global clock sequence on every partition (docs/architecture.md).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ __all__ = [
     "build_operator",
     "build_rank",
     "build_stage",
+    "tagging_firings",
     "window_assigner",
 ]
 
@@ -292,6 +294,22 @@ def build_stage(stage: P.OperatorStage, *, tag_firings: bool = False) -> Operato
     build: Any = _BUILDERS[type(stage)]
     plan: OperatorPlan = build(stage, tag_firings=tag_firings)
     return plan
+
+
+def tagging_firings(plan: OperatorPlan) -> OperatorPlan:
+    """``plan`` as ``build_stage(plan.query, tag_firings=True)`` builds it: the plan of a
+    stage other queries read, made from one already built (the stream planner builds
+    each stage's plan once; the pipeline processor needs its views' tagged)."""
+    if plan.config.tag_firings:
+        return plan
+    try:
+        config = dataclasses.replace(plan.config, tag_firings=True)
+    except WqlError as e:
+        # the runtime's own checks know no source position (as in build_operator)
+        if e.span is None:
+            e.span = plan.trigger_span
+        raise
+    return dataclasses.replace(plan, config=config)
 
 
 #: The operator plan of each kind of operator stage.
