@@ -46,7 +46,7 @@ a query is rejected with a :class:`~wql.errors.WqlUnsupportedError`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -628,10 +628,7 @@ class _PartitionTask:
                 seqs = batch.column(R.SEQ).to_numpy(zero_copy_only=False)
                 rows = list(zip(*columns, strict=True)) if columns else [()] * len(keys)
                 row_keys = keys.tolist() if hasattr(keys, "tolist") else keys
-                for i in range(len(row_keys)):
-                    row_pt = None if pt is None else int(pt[i])
-                    clocks_before_row(op, events, int(seqs[i]), int(wm[i]), row_pt)
-                    op.process_element(row_keys[i], None if ts is None else int(ts[i]), rows[i])
+                replay_rows(op, events, seqs, wm, pt, row_keys, ts, rows)
             yield from self._emit(op, placer)
         # the clocks after the last row of the whole replay (other keys' rows included)
         final_pt = None
@@ -729,6 +726,35 @@ def clocks_before_row(
     op.advance_watermark(watermark)
     if processing_time is not None:
         op.advance_processing_time(processing_time)
+
+
+def replay_rows(
+    op: Any,
+    events: ClockCursor | None,
+    seqs: Any,
+    watermarks: Any,
+    processing_times: Any,
+    keys: Sequence[tuple],
+    timestamps: Any,
+    rows: Sequence[tuple],
+    *,
+    rising: Callable[[int], None] | None = None,
+    processed: Callable[[int], None] | None = None,
+) -> None:
+    """Row by row in replay order (``seqs``, ``watermarks``, ``processing_times``,
+    ``timestamps``: integer arrays or lists, None where the query has no such clock):
+    ``op``'s clocks brought to those row ``i`` sees
+    (:func:`clocks_before_row`), then the row. ``rising(i)``: called after row ``i``'s
+    clocks rose and before it is processed, ``processed(i)`` after: what ``wql run
+    --timeline`` records of each row (the partition task passes neither)."""
+    for i in range(len(keys)):
+        row_pt = None if processing_times is None else int(processing_times[i])
+        clocks_before_row(op, events, int(seqs[i]), int(watermarks[i]), row_pt)
+        if rising is not None:
+            rising(i)
+        op.process_element(keys[i], None if timestamps is None else int(timestamps[i]), rows[i])
+        if processed is not None:
+            processed(i)
 
 
 def end_of_replay(

@@ -240,6 +240,8 @@ def _drive(
     rows: list[RowMark] = []
     firings: list[Firing] = []
 
+    before: dict[str, Any] = {}
+
     def fired(position: float) -> None:
         for r in op.drain():
             if op_plan.config.changelog and r[-1] in ("-U", "-D"):
@@ -256,14 +258,28 @@ def _drive(
             )
         op.drain_late()
 
-    for i in range(len(seq)):
-        B.clocks_before_row(op, cursor, seq[i], wm[i], pt[i] if processing else None)
+    def rising(i: int) -> None:
+        # the firings of the clocks the row sees, drawn before it
         fired(i - 0.5)
-        before = op.counters.as_dict()
-        row_ts = ts[i] if has_event_time else None
-        op.process_element(key, row_ts, tuple(v[i] for v in values))
+        before.update(op.counters.as_dict())
+
+    def processed(i: int) -> None:
         rows.append(RowMark(i, ts[i] if has_event_time else pt[i], wm[i], _outcome(before, op)))
         fired(i)
+
+    # the partition task's row loop, the same clocks before each row
+    B.replay_rows(
+        op,
+        cursor,
+        seq,
+        wm,
+        pt if processing else None,
+        [key] * len(seq),
+        ts if has_event_time else None,
+        list(zip(*values, strict=True)) if values else [()] * len(seq),
+        rising=rising,
+        processed=processed,
+    )
     B.end_of_replay(op, cursor, wm_final, pt_final if processing else None)
     fired(len(seq))
     return KeyTimeline(key, tuple(rows), tuple(firings), truncated)
