@@ -151,7 +151,7 @@ def test_a_drained_stream_join_equals_the_batch_join(drained, name):
     assert sum(expected.values()) >= 3
     assert streamed[name] == expected
     got = stream_counters[name]
-    for key in ("rows_in", "rows_fired", "dropped"):
+    for key in ("rows_in", "rows_filtered", "rows_fired", "dropped"):
         assert got[key] == counters[key], key
 
 

@@ -4,7 +4,7 @@ A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
 (:func:`run_streaming`) when the planner chose the operator engine for a
 stream (today always: docs/native.md, "Streaming"). Operator queries run as::
 
-    source -> withWatermark(ts, delay + 1 ms) -> WHERE -> key/value expressions
+    source -> withWatermark(ts, delay + 1 ms) -> WHERE (a flag) and key/value expressions
            -> groupBy(key).transformWithStateInPandas(WindowProcessor, timeMode)
            -> ONE tagged stream (R = result rows, L = late rows, C = drop counters)
            -> result DataFrame (HAVING + SELECT) and late DataFrame (late-output columns)
@@ -18,6 +18,10 @@ The contract (docs/streaming.md has the long form and the measurements):
   same ``W``; batch replay gives every row the watermark left by the rows
   before it. Spark's watermark starts at 0 and never goes below it, so a
   Spark watermark of 0 reads as "no watermark yet" (``MIN_TIME``).
+* **Every row is counted as batch counts it.** WHERE is a flag column, not a
+  filter: the rows it rejects reach the processor without their keys and
+  values (NULL, 0 for numbers), which counts them (``rows_filtered``) and
+  runs the others.
 * **Nothing is dropped by Spark.** Spark's EventTime mode would drop rows
   behind its watermark before the processor sees them; the host projects
   the event time to a plain BIGINT column after ``withWatermark``, so the
@@ -87,8 +91,10 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from wql.compiler import plan as P
+from wql.compiler import types as T
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, build_stage
+from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.assigners import DROP_MISSING_TIMESTAMP
 from wql.runtime.watermarks import watermark_lag
@@ -405,9 +411,15 @@ def stream_input(
         # a projection, not a filter: nothing for Spark to move below the watermark
         keep = F.coalesce(F.expr(query.filter.sql), F.lit(False))
 
-    def computed(sql: str) -> Column:
-        # a row WHERE rejects computes nothing (its keys NULL), as after a filter
-        return F.expr(sql) if keep is None else F.when(keep, F.expr(sql))
+    def computed(sql: str, t: WqlType) -> Column:
+        if keep is None:
+            return F.expr(sql)
+        # A row WHERE rejects computes nothing, as after a filter. A number is 0 there,
+        # not NULL: Spark hands the rows over as pandas, where one NULL makes a whole
+        # batch's integer column float (the kept rows' keys and values too) and a NaN
+        # key a group of its own per row.
+        value = F.when(keep, F.expr(sql))
+        return value.otherwise(F.lit(0).cast(T.to_spark(t))) if _is_number(t) else value
 
     # Every staged column gets empty metadata: a plain reference to the event-time
     # column (a late-output value, a key) would otherwise keep Spark's watermark
@@ -415,13 +427,18 @@ def stream_input(
     keys = zip(op.keys, key_cols, strict=True)
     values = zip(op.values, value_cols, strict=True)
     staged = df.select(
-        *[computed(k.expr.sql).alias(c, metadata={}) for k, c in keys],
-        *[computed(v.sql).alias(c, metadata={}) for v, c in values],
+        *[computed(k.expr.sql, k.type).alias(c, metadata={}) for k, c in keys],
+        *[computed(v.sql, v.type).alias(c, metadata={}) for v, c in values],
         ts_col,
         *([] if keep is None else [keep.alias(_KEEP, metadata={})]),
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
     )
     return staged, key_cols, mode, drainable, idle_ms, heartbeats
+
+
+def _is_number(t: WqlType) -> bool:
+    """Types pandas holds as NumPy numbers, which a NULL turns into float NaN."""
+    return t.is_integral or t.kind in ("FLOAT", "DOUBLE")
 
 
 def _with_end(source: DataFrame, end: DataFrame, event_time: str | None) -> DataFrame:
