@@ -864,6 +864,24 @@ def _encoded_key(k: tuple) -> bytes:
     return pickle.dumps(norm, protocol=5)
 
 
+def _key_groups(keys: list[pd.Series]) -> list[tuple[tuple, np.ndarray]]:
+    """The rows of each key in a bucket's frame: ``(key, row positions)`` in the order
+    the keys first appear, a key's rows in frame order. The key is its first row's
+    values (what Spark hands a per-key call); NaN and NULL, -0.0 and 0.0 are one key,
+    as Spark groups them."""
+    codes: np.ndarray | None = None
+    for column in keys:
+        c, _ = pd.factorize(column, use_na_sentinel=False)
+        codes = c if codes is None else pd.factorize(codes * (int(c.max()) + 1) + c)[0]
+    assert codes is not None
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
+    groups = np.split(order, starts[1:])
+    return [
+        (tuple(_key_value(column.iat[int(rows[0])]) for column in keys), rows) for rows in groups
+    ]
+
+
 class BucketProcessor(WindowProcessor):
     """:class:`WindowProcessor` for every key of a key bucket in one Spark call.
 
@@ -926,20 +944,11 @@ class BucketProcessor(WindowProcessor):
         frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         lay = self.layout
         series = [s for _, s in frame.items()]
-        groups: dict[bytes, tuple[tuple, list[int]]] = {}
-        for i, values in enumerate(zip(*series[: lay.n_keys], strict=True)):
-            k = tuple(_key_value(v) for v in values)
-            kb = _encoded_key(k)
-            group = groups.get(kb)
-            if group is None:
-                groups[kb] = (k, [i])
-            else:
-                group[1].append(i)
         columns = _BucketColumns(series, lay)
         out = _Output()
         pending, held = self._load_bucket()
-        for kb, (k, idx) in groups.items():
-            self._run_key(kb, k, wm, pt, out, columns, np.asarray(idx, dtype=np.int64))
+        for k, idx in _key_groups(series[: lay.n_keys]):
+            self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
         self._save_index()
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
         yield from out.emit(self, rows=True)
