@@ -969,7 +969,7 @@ class BucketProcessor(WindowProcessor):
         out = _Output()
         pending, held = self._load_bucket()
         for kb in due:
-            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None)
+            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None, fired=t)
         self._save_index()
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
         yield from out.emit(self, rows=False)
@@ -994,8 +994,11 @@ class BucketProcessor(WindowProcessor):
         out: _Output,
         columns: _BucketColumns | None,
         idx: np.ndarray | None,
+        *,
+        fired: int | None = None,
     ) -> None:
-        """One key's call: restore, the clocks' rise, its rows, save, re-index."""
+        """One key's call: restore, the clocks' rise, its rows, save, re-index.
+        ``fired``: the Spark timer the call runs for (Spark deletes it after the call)."""
         before = self._begin(wm)
         op = self.op
         op.forget_key(k)
@@ -1027,9 +1030,9 @@ class BucketProcessor(WindowProcessor):
         keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
         mode = self.layout.mode
         if mode == "EventTime":
-            wake = self._wake(event_timers, wm, keep)
+            wake = self._wake(event_timers, wm, keep, fired)
         elif mode == "ProcessingTime":
-            wake = self._wake([t + 1 for t in processing_timers], pt, keep)
+            wake = self._wake([t + 1 for t in processing_timers], pt, keep, fired)
         else:
             wake = None
         counters = _moved(before, op.counters.as_dict(), after_end, 0)
@@ -1088,7 +1091,7 @@ class BucketProcessor(WindowProcessor):
         elif held > 0 or pending:
             self.bucket.clear()
 
-    def _wake(self, due: list[int], now: int, keep: bool) -> int | None:
+    def _wake(self, due: list[int], now: int, keep: bool, fired: int | None) -> int | None:
         """The Spark time to wake a key at (:meth:`ProcessorState.sync_timers`' rule,
         its earliest timer): ``max(T - 1, now)`` for its earliest due clock ``T``; a
         drainable stream's at most at the end timer, which a key with state and no
@@ -1096,6 +1099,11 @@ class BucketProcessor(WindowProcessor):
         if now == MAX_TIME:
             return None
         wanted = [max(t - 1, now) for t in due if t < MAX_TIME]
+        if fired is not None:
+            # Spark fires a timer registered at the call's clock in the same micro-batch
+            # (observed: a stale timer at W) and deletes it after the call; the per-key
+            # processor's other timers then wake the key: so do the next of them
+            wanted = [t for t in wanted if t > fired]
         end = self._end_timer
         if end is not None:
             wanted = [min(t, end) for t in wanted]
