@@ -5,7 +5,8 @@ A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
 stream (today always: docs/native.md, "Streaming"). Operator queries run as::
 
     source -> withWatermark(ts, delay + 1 ms) -> WHERE -> key/value expressions
-           -> groupBy(key).transformWithStateInPandas(WindowProcessor, timeMode)
+           -> groupBy(bucket of key).transformWithStateInPandas(BucketProcessor, timeMode)
+              (a keyless query: groupBy(constant), WindowProcessor)
            -> ONE tagged stream (R = result rows, L = late rows, C = drop counters)
            -> result DataFrame (HAVING + SELECT) and late DataFrame (late-output columns)
 
@@ -28,7 +29,8 @@ The contract (docs/streaming.md has the long form and the measurements):
   (every timer ``<= W`` of the key fires, in time order), then the key's
   rows of the batch are processed in event-time order (ties in the order
   Spark delivers them). Keys without rows are woken by Spark timers.
-* **State** per key is one ``ValueState``: the runtime's
+* **State** per key (in its key bucket's ``MapState``, :class:`BucketProcessor`;
+  a keyless query's in one ``ValueState``): the runtime's
   ``snapshot_key`` bytes (window contents or accumulators, trigger state,
   pane counts, merging set, the key's (window, time) timer index) plus the
   clocks the key last saw. Spark timers are registered at the distinct
