@@ -6,6 +6,7 @@ One command (from the repository root)::
                                         [--where 'v < 0.5']
     .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
+    .venv/bin/python bench/streaming.py --state-scale 10000,1000000  # cost vs state size
 
 Writes ``--batches`` parquet files of ``--rows`` rows each (``--keys`` keys,
 event time rising across files, 1 s apart per key on average), then runs in
@@ -26,6 +27,13 @@ in-process on the same data; per engine, the CPU seconds of the whole
 process tree (the JVM and Spark's Python workers: the figure to read on a
 shared machine) and the wall time of the micro-batches after the first.
 Prints a Markdown table (docs/benchmarks.md).
+
+``--state-scale N1,N2,...``: instead, per ``N``, the wql query alone over a
+first micro-batch that opens ``N`` sessions (``N`` keys, one row each) and
+then two micro-batches of ``--scale-rows`` rows (10 000) on as many keys
+among them, no window due: the time of those micro-batches against the state
+they run beside (a micro-batch should cost what its keys cost, not the state's
+size).
 """
 
 from __future__ import annotations
@@ -71,6 +79,57 @@ def make_data(folder: Path, rows: int, batches: int, keys: int) -> None:
         path = folder / f"b{b:03d}.parquet"
         pq.write_table(table, path)
         os.utime(path, (1_000_000 + b, 1_000_000 + b))
+
+
+def make_scale_data(folder: Path, open_windows: int, rows: int) -> None:
+    """``open_windows`` keys with one row each (one open session per key), then two
+    files of ``rows`` rows on ``rows`` distinct keys among them, 1 s and 2 s later
+    (inside the sessions' 30 s gap: nothing fires, no state ends)."""
+    rng = np.random.default_rng(11)
+    folder.mkdir(parents=True)
+    keys = np.arange(open_windows)
+    files = [(keys, 0)]
+    for b in (1, 2):
+        files.append((rng.choice(open_windows, size=min(rows, open_windows), replace=False), b))
+    for b, (ks, second) in enumerate(files):
+        ts = BASE + second * 1000 + rng.integers(0, 1000, len(ks))
+        table = pa.table(
+            {
+                "k": pa.array([f"k{i}" for i in ks]),
+                "v": pa.array(rng.random(len(ks))),
+                "ts": pa.array(ts.astype("datetime64[ms]")).cast(pa.timestamp("us", tz="UTC")),
+            }
+        )
+        path = folder / f"b{b:03d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (1_000_000 + b, 1_000_000 + b))
+
+
+def run_state_scale(spark, work: Path, sizes: list[int], rows: int) -> None:
+    """The wql query's micro-batches of ``rows`` rows beside ``sizes`` open windows."""
+    import wql
+    from wql.spark.stream_sinks import read_stream_source
+
+    print("| open windows | build batch (s) | micro-batches of rows (s) | mean (s) |")
+    print("|---|---|---|---|")
+    means = []
+    for n in sizes:
+        data = work / f"scale_{n}"
+        make_scale_data(data, n, rows)
+        compiled = wql.compile(QUERY.format(path=data, where=""))
+        source = read_stream_source(spark, compiled.program.source("s"), None)
+        run = compiled.apply(spark, s=source).queries[0].run
+        progress = run_stream(run.tagged, work / f"ck_scale_{n}")
+        secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+        mean = sum(secs[1:]) / len(secs[1:])
+        means.append(mean)
+        shown = ", ".join(f"{x:.2f}" for x in secs[1:])
+        print(f"| {n:,} | {secs[0]:.1f} | {shown} | {mean:.2f} |")
+    print()
+    print(
+        f"micro-batch of {rows:,} rows, {sizes[-1]:,} vs {sizes[0]:,} open windows: "
+        f"ratio {means[-1] / means[0]:.2f}x"
+    )
 
 
 def tree_cpu() -> float:
@@ -152,6 +211,7 @@ FLOOR_WORK = {
     "rows": "read the key's rows, nothing else",
     "state": "+ ValueState get and update (500 bytes)",
     "timer": "+ move one Spark timer (delete the old, register the new)",
+    "bucket": "read a key bucket's rows (128 buckets), nothing else",
 }
 
 
@@ -170,7 +230,7 @@ def floor_processor(work: str):
             # with the largest values, the keys the string column
             top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
             keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
-            if work != "rows":  # state, timer: 500 bytes per key
+            if work not in ("rows", "bucket"):  # state, timer: 500 bytes per key
                 saved = self.state.get()
                 self.state.update((b"x" * (500 * keys), top + 30_000))
                 if work != "state":
@@ -201,7 +261,12 @@ def run_floor(spark, data: Path, work: Path) -> None:
     print("|---|---|---|---|")
     # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
     for name, what in [("rows", None), *FLOOR_WORK.items()]:
-        out = staged.groupBy("k").transformWithStateInPandas(
+        grouped = (
+            staged.withColumn("b", F.pmod(F.xxhash64("k"), F.lit(128))).groupBy("b")
+            if name == "bucket"
+            else staged.groupBy("k")
+        )
+        out = grouped.transformWithStateInPandas(
             statefulProcessor=floor_processor(name),
             outputStructType="k STRING",
             outputMode="Append",
@@ -337,6 +402,12 @@ def main() -> int:
         help="a WHERE condition over k, v, ts for both queries, e.g. 'v < 0.5'",
     )
     ap.add_argument(
+        "--state-scale",
+        help="instead: micro-batches of --scale-rows rows beside N open windows, per N "
+        "(comma-separated, e.g. 10000,1000000)",
+    )
+    ap.add_argument("--scale-rows", type=int, default=10_000)
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="run both queries once before the measured runs (the first pays the JVM warm-up)",
@@ -361,6 +432,11 @@ def main() -> int:
         )
         if args.floor:
             run_floor(spark, data, work)
+            spark.stop()
+            return 0
+        if args.state_scale:
+            sizes = [int(n) for n in args.state_scale.split(",")]
+            run_state_scale(spark, work, sizes, args.scale_rows)
             spark.stop()
             return 0
         where = f"\nWHERE {args.where}" if args.where else ""

@@ -5,7 +5,8 @@ A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
 stream (today always: docs/native.md, "Streaming"). Operator queries run as::
 
     source -> withWatermark(ts, delay + 1 ms) -> WHERE (a flag) and key/value expressions
-           -> groupBy(key).transformWithStateInPandas(WindowProcessor, timeMode)
+           -> groupBy(bucket of key).transformWithStateInPandas(BucketProcessor, timeMode)
+              (a keyless query: groupBy(constant), WindowProcessor)
            -> ONE tagged stream (R = result rows, L = late rows, C = drop counters)
            -> result DataFrame (HAVING + SELECT) and late DataFrame (late-output columns)
 
@@ -32,7 +33,8 @@ The contract (docs/streaming.md has the long form and the measurements):
   (every timer ``<= W`` of the key fires, in time order), then the key's
   rows of the batch are processed in event-time order (ties in the order
   Spark delivers them). Keys without rows are woken by Spark timers.
-* **State** per key is one ``ValueState``: the runtime's
+* **State** per key (in its key bucket's ``MapState``, :class:`BucketProcessor`;
+  a keyless query's in one ``ValueState``): the runtime's
   ``snapshot_key`` bytes (window contents or accumulators, trigger state,
   pane counts, merging set, the key's (window, time) timer index) plus the
   clocks the key last saw. Spark timers are registered at the distinct
@@ -73,6 +75,7 @@ The contract (docs/streaming.md has the long form and the measurements):
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import reduce
@@ -105,9 +108,14 @@ from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
 
 __all__ = [
+    "BUCKET_STATE_SCHEMA",
+    "DUE_NAME",
     "END_MS",
     "HEARTBEAT_COLUMN",
     "IDLE_METRICS",
+    "KEYS_NAME",
+    "KEY_BUCKETS",
+    "KEY_SCHEMA",
     "REASON_AFTER_END",
     "STATE_NAME",
     "STATE_SCHEMA",
@@ -115,7 +123,9 @@ __all__ = [
     "ProcessorState",
     "StreamQueryRun",
     "StreamRun",
+    "BucketProcessor",
     "WindowProcessor",
+    "bucket_column",
     "call_clocks",
     "end_watermark",
     "processor_layout",
@@ -297,8 +307,16 @@ def run_streaming(
     )
     out_schema, _ = L.tagged_layout(query, op)
     end_wm = end_watermark(query) if drainable else None
-    processor = WindowProcessor(processor_layout(query, op, mode, end_watermark=end_wm))
-    tagged = staged.groupBy(*(key_cols or [_ALL])).transformWithStateInPandas(
+    layout = processor_layout(query, op, mode, end_watermark=end_wm)
+    if key_cols:
+        # Spark groups by the key's bucket: one call per bucket and micro-batch, each
+        # key's state in the bucket's MapState (docs/streaming.md, "Key buckets")
+        staged = staged.select("*", bucket_column(key_cols))
+        processor: WindowProcessor = BucketProcessor(layout)
+        grouping = [_BUCKET]
+    else:
+        processor, grouping = WindowProcessor(layout), [_ALL]
+    tagged = staged.groupBy(*grouping).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
@@ -881,6 +899,438 @@ class WindowProcessor(StatefulProcessor):
             batch = pa.concat_batches(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
             self._buffer, self._buffered_rows = [], 0
             yield _pandas(batch)
+
+
+# --------------------------------------------------------------------------- key buckets
+
+#: How many key buckets a keyed query's stream is grouped into (Flink's key groups, its
+#: maximum parallelism): Spark's grouping key is ``pmod(xxhash64(keys), KEY_BUCKETS)``.
+#: Every key's saved state records it; a checkpoint written with another count is refused
+#: (:class:`BucketProcessor`), since its keys would sit in the wrong buckets.
+KEY_BUCKETS = 128
+
+#: A key bucket's own state (the ``ValueState`` :data:`STATE_NAME`): the rows its keys
+#: took in since its last counters row (the pending-rows rule, per bucket), the bucket
+#: count it was written with and how many keys it holds.
+BUCKET_STATE_SCHEMA = "pending_rows LONG, buckets INT, keys LONG"
+
+#: The name of a bucket's per-key state (``MapState``: encoded key -> :data:`KEY_SCHEMA`).
+KEYS_NAME = "wql_keys"
+
+#: One key's state in its bucket: the runtime's ``snapshot_key``, the clocks the key last
+#: saw and the Spark time to wake it at (NULL: none).
+KEY_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG, wake LONG"
+
+#: The name of a bucket's timer index (``MapState``: Spark time -> the keys to wake then).
+DUE_NAME = "wql_due"
+
+_BUCKET = "__wql_bucket"
+
+
+def bucket_column(key_cols: list[str]) -> Column:
+    """The Spark grouping column of a keyed query: its key's bucket (:data:`KEY_BUCKETS`)."""
+    return F.pmod(F.xxhash64(*[F.col(c) for c in key_cols]), F.lit(KEY_BUCKETS)).alias(_BUCKET)
+
+
+def _key_value(v: Any) -> Any:
+    """One grouping-key value as the processor keys the runtime with (Python scalars)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _encoded_key(k: tuple) -> bytes:
+    """A key's identity in its bucket's ``MapState``: equal for the values Spark groups as
+    one (NaN and NULL both read as pandas' NaN; -0.0 is 0.0)."""
+    norm = tuple(
+        (None if v != v else v + 0.0) if isinstance(v, float) else v  # noqa: PLR0124 - NaN
+        for v in k
+    )
+    return pickle.dumps(norm, protocol=5)
+
+
+def _key_groups(keys: list[pd.Series]) -> list[tuple[tuple, np.ndarray]]:
+    """The rows of each key in a bucket's frame: ``(key, row positions)`` in the order
+    the keys first appear, a key's rows in frame order. The key is its first row's
+    values (what Spark hands a per-key call); NaN and NULL, -0.0 and 0.0 are one key,
+    as Spark groups them."""
+    codes: np.ndarray | None = None
+    for column in keys:
+        c, _ = pd.factorize(column, use_na_sentinel=False)
+        codes = c if codes is None else pd.factorize(codes * (int(c.max()) + 1) + c)[0]
+    assert codes is not None
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
+    groups = np.split(order, starts[1:])
+    return [
+        (tuple(_key_value(column.iat[int(rows[0])]) for column in keys), rows) for rows in groups
+    ]
+
+
+class BucketProcessor(WindowProcessor):
+    """:class:`WindowProcessor` for every key of a key bucket in one Spark call.
+
+    Spark groups a keyed query by its key's bucket (:func:`bucket_column`),
+    so ``transformWithStateInPandas`` pays per bucket and micro-batch, not
+    per key (docs/streaming.md, "Key buckets"). A bucket's state:
+
+    * ``ValueState`` :data:`STATE_NAME` (:data:`BUCKET_STATE_SCHEMA`): the
+      bucket's pending rows, bucket count and number of keys;
+    * ``MapState`` :data:`KEYS_NAME`: encoded key -> the key's state in
+      :data:`KEY_SCHEMA` (the runtime's ``snapshot_key``, its clocks, its
+      wake time). A call reads and writes only the entries of the keys it runs;
+    * ``MapState`` :data:`DUE_NAME`: Spark time ``t`` -> the keys to wake
+      when Spark's clock passes ``t``, with one Spark timer of the bucket
+      at each such ``t``.
+
+    Each key runs exactly as a :class:`WindowProcessor` call runs it (its
+    clocks, its rows in event-time order, its timers, its counters), so
+    results and counters are the same; a key's wake time is the earliest
+    Spark timer the per-key processor would hold. The pending-rows rule
+    holds per bucket: a call whose keys only took rows in emits no counters
+    row, its rows wait in the bucket's state (where
+    :func:`wql.spark.stream_sinks.waiting_rows` reads them).
+    """
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        from wql.runtime.operator_factory import make_operator
+
+        # WindowProcessor.init without its per-key ValueState (this one has its own)
+        self.handle = handle
+        self._make = make_operator
+        self.op = make_operator(self.layout.config)
+        self._buffer: list[pa.RecordBatch] = []
+        self._buffered_rows = 0
+        self._flush_timer = False
+        self._spark_clock: int | None = None
+        end = self.layout.end_watermark
+        #: the Spark time that wakes a key with no runtime timer at the end of input
+        self._end_timer = None if end is None else end - 1
+        self.bucket = handle.getValueState(STATE_NAME, BUCKET_STATE_SCHEMA)
+        self.keys = handle.getMapState(KEYS_NAME, "key BINARY", KEY_SCHEMA)
+        #: keys the call added to the bucket (negative: removed)
+        self._added = 0
+        self.due = handle.getMapState(DUE_NAME, "time LONG", "keys ARRAY<BINARY>")
+        #: the Spark clock of the call (timers strictly below it fire), None without timers
+        self._timer_clock: int | None = None
+        #: the index entries this call read: time -> its keys as the call leaves them
+        self._index: dict[int, list[bytes]] = {}
+        #: whether each of them held keys before the call (so it has a Spark timer)
+        self._indexed: dict[int, bool] = {}
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        frames = [f for f in rows if len(f)]
+        wm, pt = self._clocks(timerValues)
+        self._call_clock(wm, pt)
+        if not frames:
+            return
+        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        lay = self.layout
+        out = _Output()
+        if lay.where_flag and wm != MAX_TIME:
+            # the rows WHERE rejects are counted for the bucket and run no key (their
+            # staged keys are placeholders); after the end of input every row is a
+            # key's, dropped after the end as the per-key processor drops it
+            frame, rejected = self._where(frame)
+            frame = frame.reset_index(drop=True)
+            out.add([], [], _moved(_NO_COUNTERS, _NO_COUNTERS, 0, 0, rejected))
+        pending, held = self._load_bucket()
+        if len(frame):
+            series = [s for _, s in frame.items()]
+            columns = _BucketColumns(series, lay)
+            for k, idx in _key_groups(series[: lay.n_keys]):
+                self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
+        self._save_index()
+        self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
+        yield from out.emit(self, rows=True)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        yield from self._flush()
+        self._flush_timer = False
+        wm, pt = self._clocks(timerValues)
+        self._call_clock(wm, pt)
+        t = int(expiredTimerInfo.getExpiryTimeInMs())
+        due = list(self._entry(t))
+        if not due:
+            # the flush timer of the task's output (WindowProcessor._emit)
+            self._index, self._indexed = {}, {}
+            return
+        out = _Output()
+        pending, held = self._load_bucket()
+        for kb in due:
+            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None, fired=t)
+        self._save_index()
+        self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
+        yield from out.emit(self, rows=False)
+
+    # -- steps ----------------------------------------------------------------
+
+    def _call_clock(self, wm: int, pt: int) -> None:
+        mode = self.layout.mode
+        if mode == "EventTime":
+            self._timer_clock = self._spark_clock
+        elif mode == "ProcessingTime":
+            self._timer_clock = pt
+        else:
+            self._timer_clock = None
+
+    def _run_key(
+        self,
+        kb: bytes,
+        k: tuple,
+        wm: int,
+        pt: int,
+        out: _Output,
+        columns: _BucketColumns | None,
+        idx: np.ndarray | None,
+        *,
+        fired: int | None = None,
+    ) -> None:
+        """One key's call: restore, the clocks' rise, its rows, save, re-index.
+        ``fired``: the Spark timer the call runs for (Spark deletes it after the call)."""
+        before = self._begin(wm)
+        op = self.op
+        op.forget_key(k)
+        saved = self.keys.getValue((kb,))
+        old_wake: int | None = None
+        if saved is not None:
+            blob, key_wm, key_pt, wake = saved
+            old_wake = None if wake is None else int(wake)
+            op.watermark = int(key_wm)
+            op.processing_time = int(key_pt)
+            op.restore_key(k, bytes(blob))
+        else:
+            op.watermark = MIN_TIME
+            op.processing_time = MIN_TIME
+        op.advance_watermark(wm)
+        op.advance_processing_time(pt)
+        after_end = 0
+        if idx is not None and columns is not None:
+            if wm == MAX_TIME:
+                after_end = len(idx)
+            else:
+                columns.process(op, k, idx)
+        ended = wm == MAX_TIME
+        if ended:
+            op.end_of_input()
+        results = op.drain()
+        late = op.drain_late()
+        event_timers, processing_timers = op.timers(k)
+        keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
+        mode = self.layout.mode
+        if mode == "EventTime":
+            wake = self._wake(event_timers, wm, keep, fired)
+        elif mode == "ProcessingTime":
+            wake = self._wake([t + 1 for t in processing_timers], pt, keep, fired)
+        else:
+            wake = None
+        counters = _moved(before, op.counters.as_dict(), after_end, 0)
+        if keep:
+            self.keys.updateValue(
+                (kb,), (op.snapshot_key(k), op.watermark, op.processing_time, wake)
+            )
+            self._added += saved is None
+        elif saved is not None:
+            self.keys.removeKey((kb,))
+            self._added -= 1
+        op.forget_key(k)
+        if old_wake != wake:
+            if old_wake is not None:
+                self._unindex(kb, old_wake)
+            if wake is not None:
+                self._reindex(kb, wake)
+        out.add(results, late, counters)
+
+    def _load_bucket(self) -> tuple[int, int]:
+        """The bucket's pending rows and key count (refusing another bucket count)."""
+        self._added = 0
+        saved = self.bucket.get()
+        if saved is None:
+            return 0, 0
+        pending, buckets, held = saved
+        if buckets != KEY_BUCKETS:
+            raise WqlUnsupportedError(
+                f"the stream's checkpoint keeps its keys in {buckets} buckets; this "
+                f"version of WQL groups them into {KEY_BUCKETS}",
+                code=ErrorCode.SNAPSHOT,
+                hint="restart it with the WQL version that wrote the checkpoint, or start "
+                "the stream on a new checkpoint",
+            )
+        return int(pending), int(held)
+
+    def _save_bucket(self, out: _Output, pending: int, held: int, *, ended: bool) -> None:
+        """The pending-rows rule for the bucket (:class:`ProcessorState`'s, per bucket):
+        the call's counters with the rows that waited, or, when its keys only took rows
+        in and the bucket keeps keys, no counters row and the rows wait on."""
+        keys = held + self._added
+        counters = out.counters
+        if pending:
+            if counters is None:
+                counters = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
+            counters["rows_in"] += pending
+        new_pending = 0
+        only_in = counters is not None and not (
+            out.results or out.late or counters["dropped"] or counters.get("rows_filtered")
+        )
+        if only_in and keys > 0 and not ended:
+            assert counters is not None
+            new_pending, counters = counters["rows_in"], None
+        out.counters = counters
+        if keys > 0:
+            if (new_pending, keys) != (pending, held) or held == 0:
+                self.bucket.update((new_pending, KEY_BUCKETS, keys))
+        elif held > 0 or pending:
+            self.bucket.clear()
+
+    def _wake(self, due: list[int], now: int, keep: bool, fired: int | None) -> int | None:
+        """The Spark time to wake a key at (:meth:`ProcessorState.sync_timers`' rule,
+        its earliest timer): ``max(T - 1, now)`` for its earliest due clock ``T``; a
+        drainable stream's at most at the end timer, which a key with state and no
+        timer gets. None: no wake (or the end of input, when every timer is past)."""
+        if now == MAX_TIME:
+            return None
+        wanted = [max(t - 1, now) for t in due if t < MAX_TIME]
+        if fired is not None:
+            # Spark fires a timer registered at the call's clock in the same micro-batch
+            # (observed: a stale timer at W) and deletes it after the call; the per-key
+            # processor's other timers then wake the key: so do the next of them
+            wanted = [t for t in wanted if t > fired]
+        end = self._end_timer
+        if end is not None:
+            wanted = [min(t, end) for t in wanted]
+            if keep and not wanted:
+                wanted = [end]
+        return min(wanted) if wanted else None
+
+    def _entry(self, t: int) -> list[bytes]:
+        """The keys indexed at ``t`` as this call leaves them (read once per call)."""
+        entry = self._index.get(t)
+        if entry is None:
+            saved = self.due.getValue((t,))
+            entry = [] if saved is None else [bytes(b) for b in saved[0]]
+            self._index[t] = entry
+            self._indexed[t] = bool(entry)
+        return entry
+
+    def _unindex(self, kb: bytes, t: int) -> None:
+        entry = self._entry(t)
+        if kb in entry:
+            entry.remove(kb)
+
+    def _reindex(self, kb: bytes, t: int) -> None:
+        self._entry(t).append(kb)
+
+    def _save_index(self) -> None:
+        """Write the index entries the call changed and move the bucket's Spark timers:
+        one at each time with keys. A time that lost its keys loses its timer, unless
+        Spark fires it in this micro-batch (below the clock): Spark drops it after."""
+        clock = self._timer_clock
+        for t, entry in self._index.items():
+            existed = self._indexed[t]
+            if entry:
+                self.due.updateValue((t,), (entry,))
+                if not existed:
+                    self.handle.registerTimer(t)
+            elif existed:
+                self.due.removeKey((t,))
+                if clock is None or t >= clock:
+                    self.handle.deleteTimer(t)
+        self._index = {}
+        self._indexed = {}
+
+
+#: The counters of a call that counted nothing yet (:func:`_moved`'s ``before`` and ``after``).
+_NO_COUNTERS: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
+
+
+class _Output:
+    """A bucket call's output: its keys' result and late rows, their counters summed."""
+
+    def __init__(self) -> None:
+        self.results: list[tuple] = []
+        self.late: list[tuple] = []
+        self.counters: dict[str, Any] | None = None
+
+    def add(self, results: list, late: list, counters: dict[str, Any] | None) -> None:
+        self.results.extend(results)
+        self.late.extend(late)
+        if counters is None:
+            return
+        total = self.counters
+        if total is None:
+            self.counters = {**counters, "dropped": dict(counters["dropped"])}
+            return
+        for name in ("rows_in", "rows_emitted", "late_rows"):
+            total[name] += counters[name]
+        if counters.get("rows_filtered"):
+            total["rows_filtered"] = total.get("rows_filtered", 0) + counters["rows_filtered"]
+        for reason, n in counters["dropped"].items():
+            total["dropped"][reason] = total["dropped"].get(reason, 0) + n
+
+    def emit(self, proc: WindowProcessor, *, rows: bool) -> Iterator[pd.DataFrame]:
+        if self.results or self.late or self.counters:
+            batch = proc.layout.tagged.rows(self.results, self.late, self.counters)
+            yield from proc._emit((), batch, rows)
+
+
+class _BucketColumns:
+    """A bucket's staged frame read once: each key's rows are taken from it as
+    :meth:`WindowProcessor._process` reads a key's own frame (the same values)."""
+
+    def __init__(self, series: list[pd.Series], layout: ProcessorLayout) -> None:
+        self.layout = layout
+        n_keys, n_values = layout.n_keys, layout.n_values
+        self.ts: np.ndarray | None = None
+        self.valid: np.ndarray | None = None
+        if layout.has_event_time:
+            self.ts, self.valid = _event_times(series[n_keys + n_values])
+        self.values = [_BucketValues(series[n_keys + i]) for i in range(n_values)]
+
+    def process(self, op: Any, k: tuple, idx: np.ndarray) -> None:
+        """Feed ``op`` the rows ``idx`` of key ``k`` in event-time order (ties in Spark's)."""
+        from wql.runtime.config import RowBatch
+
+        n = len(idx)
+        timestamps: Any = None
+        timestamp_valid: Any = None
+        if self.ts is not None and self.valid is not None:
+            ts, valid = self.ts[idx], self.valid[idx]
+            order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
+            if not np.all(order[:-1] <= order[1:]):
+                idx, ts, valid = idx[order], ts[order], valid[order]
+            timestamps = ts
+            timestamp_valid = valid if not valid.all() else None
+        columns = tuple(v.take(idx) for v in self.values)
+        wm = np.full(n, op.watermark, dtype=np.int64)
+        pt = (
+            np.full(n, op.processing_time, dtype=np.int64)
+            if self.layout.mode == "ProcessingTime"
+            else None
+        )
+        op.process_batch(RowBatch([k] * n, timestamps, columns, wm, pt, timestamp_valid))
+
+
+class _BucketValues:
+    """One staged value column of a bucket, as :func:`_runtime_values` reads a key's."""
+
+    def __init__(self, column: pd.Series) -> None:
+        self.numpy: np.ndarray | None = None
+        self.arrow: pa.Array | None = None
+        if isinstance(column.dtype, np.dtype):
+            values = column.to_numpy()
+            kind = values.dtype.kind
+            if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
+                self.numpy = values
+                return
+        self.arrow = _microseconds(pa.array(column, from_pandas=True))
+
+    def take(self, idx: np.ndarray) -> Any:
+        if self.numpy is not None:
+            return self.numpy[idx]
+        assert self.arrow is not None
+        return L.runtime_column(self.arrow.take(pa.array(idx)))
 
 
 def _moved(
