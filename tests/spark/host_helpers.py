@@ -192,6 +192,7 @@ def summary_and_window(spark, text, files, partitions, batch, strategy=R.STRATEG
     import pyarrow.parquet as pq
 
     compiled = compile_source(text, engine="operator").queries[0]
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
@@ -218,7 +219,7 @@ def summary_and_window(spark, text, files, partitions, batch, strategy=R.STRATEG
             got = outcome(summary)
             expected = outcome(run_operator(compiled, df, replay_strategy=R.STRATEGY_WINDOW))
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     return got, expected

@@ -182,6 +182,7 @@ def test_spark_host_equals_one_global_operator(
     )
     if "COUNT_WINDOW" in query:  # that query selects (k, pane_index, total, n)
         expected = [(r[0], r[3], *r[5:]) for r in expected]
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     # small inputs run in one partition unless told otherwise
     spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
@@ -189,7 +190,7 @@ def test_spark_host_equals_one_global_operator(
     try:
         result, late, host_counters = host(spark, text, rows)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert multiset(result) == multiset(expected)
@@ -286,6 +287,7 @@ def test_operator_partitions_follow_the_cores_unless_configured(spark):
     from wql.spark.batch import SMALL_INPUT_ROWS, operator_partitions
 
     cores = spark.sparkContext.defaultParallelism
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         spark.conf.set("spark.sql.shuffle.partitions", "200")
         assert operator_partitions(spark) == 2 * cores
@@ -297,7 +299,7 @@ def test_operator_partitions_follow_the_cores_unless_configured(spark):
         assert operator_partitions(spark) == 7
     finally:
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def test_hop_operators_give_every_window(spark):
