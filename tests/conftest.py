@@ -33,7 +33,12 @@ def pytest_collection_modifyitems(config, items):
 def spark(tmp_path_factory):
     """A local[2] SparkSession shared by every test that asks for it (JVM start-up is ~15 s);
     its catalog's warehouse is a temporary folder (tests that create tables use a
-    database of their own and drop it)."""
+    database of their own and drop it).
+
+    Two shuffle partitions, one per core: every micro-batch of a stateful stream
+    runs one task per partition (a Python worker and a RocksDB state store each),
+    so four made two waves of tasks on two cores for the same rows; two still
+    spread keys over more than one partition. Tests of other layouts set their own."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from wql.spark.session import default_session
 
@@ -41,7 +46,7 @@ def spark(tmp_path_factory):
         master="local[2]",
         app_name="wql-tests",
         extra_conf={
-            "spark.sql.shuffle.partitions": "4",
+            "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
         },

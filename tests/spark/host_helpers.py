@@ -7,6 +7,11 @@ of docs/architecture.md (``advance_watermark(wm_before)``,
 1. Equal outputs mean the host's partitioning, sorting, batching and clock
 hand-over are exact. Only queries whose keys and aggregate arguments are
 plain source columns can be run here (no Spark to evaluate expressions).
+
+Also the Spark side those tests and the replay tests (test_local_replay,
+test_driver_run) share: the source's rows as a DataFrame (``frame``,
+``rows_of``), a run's outcome, and one query by two replay strategies
+(``summary_and_window``).
 """
 
 from __future__ import annotations
@@ -15,9 +20,13 @@ import datetime as dt
 from collections import Counter
 from typing import Any
 
+import pyarrow as pa
+
 from wql.compiler import compile_source
 from wql.compiler.backends.operator import build_operator
 from wql.runtime.window_operator import WindowOperator
+from wql.spark import replay as R
+from wql.spark.batch import OPERATOR_PARTITIONS_CONF, run_operator
 
 MIN_TIME = -(2**63)
 EPOCH = dt.datetime(1970, 1, 1)
@@ -142,3 +151,75 @@ QUERIES = [
     "SELECT k, pane_index, SUM(v) AS total, COUNT(*) AS n FROM s GROUP BY k, COUNT_WINDOW(3, 2)",
     f"{SELECT} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) TRIGGER COUNT(2) EVICT COUNT(2)",
 ]
+
+
+# --------------------------------------------------------------------------- Spark runs
+
+
+def frame(spark, rows):
+    return spark.createDataFrame(
+        [(r["k"], r["v"], r["ts"], r.get("arr"), r.get("pt")) for r in rows], SCHEMA
+    )
+
+
+def rows_of(*items):
+    """``(key, value, ts_ms[, arrival])`` tuples as row dicts."""
+    out = []
+    for i, item in enumerate(items):
+        k, v, t = item[:3]
+        out.append({"k": k, "v": v, "ts": ts(t), "arr": item[3] if len(item) > 3 else i, "pt": 0})
+    return out
+
+
+def outcome(run):
+    """A run's results, late rows and dropped rows (multisets) and counters; releases it."""
+    try:
+        late = multiset(run.late.collect()) if run.late is not None else None
+        return multiset(run.result.collect()), late, multiset(run.dropped.collect()), run.counters
+    finally:
+        run.release()
+
+
+def summary_and_window(spark, text, files, partitions, batch, strategy=R.STRATEGY_SUMMARY):
+    """The outcomes of ``text``'s query by the summary (or ``strategy``'s) and the window replay.
+
+    ``files``: one Parquet file per list of ``(k, v, ts ms, arr)`` rows, read as
+    one DataFrame; ``partitions`` key partitions, Arrow batches of ``batch`` rows.
+    ``strategy`` ``auto``: the query must take the local replay.
+    """
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    compiled = compile_source(text, engine="operator").queries[0]
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, rows in enumerate(files):
+                table = pa.table(
+                    {
+                        "k": [k for k, _, _, _ in rows],
+                        "v": [float(v) for _, v, _, _ in rows],
+                        "ts": pa.array([ts(t) for _, _, t, _ in rows], pa.timestamp("us")),
+                        "arr": pa.array([a for _, _, _, a in rows], pa.int64()),
+                        "pt": pa.array([0] * len(rows), pa.int64()),
+                    }
+                )
+                pq.write_table(table, f"{tmp}/part-{i}.parquet")
+            df = spark.read.parquet(tmp)
+            summary = run_operator(compiled, df, replay_strategy=strategy)
+            assert summary._replay is not None
+            if strategy == R.STRATEGY_SUMMARY:
+                assert summary._replay.summary is not None
+            else:
+                assert summary._replay.local_order is not None
+            got = outcome(summary)
+            expected = outcome(run_operator(compiled, df, replay_strategy=R.STRATEGY_WINDOW))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    return got, expected

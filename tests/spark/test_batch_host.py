@@ -11,7 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.spark.host_helpers import QUERIES, SCHEMA, SELECT, multiset, run_in_process, source, ts
+from tests.spark.host_helpers import (
+    QUERIES,
+    SELECT,
+    frame,
+    multiset,
+    outcome,
+    rows_of,
+    run_in_process,
+    source,
+    summary_and_window,
+    ts,
+)
 from wql.compiler import compile_source
 from wql.compiler import types as T
 from wql.errors import WqlUnsupportedError
@@ -24,12 +35,6 @@ from wql.spark.batch import OPERATOR_PARTITIONS_CONF, _encode_keys, run_operator
 pytestmark = pytest.mark.spark
 
 
-def frame(spark, rows):
-    return spark.createDataFrame(
-        [(r["k"], r["v"], r["ts"], r.get("arr"), r.get("pt")) for r in rows], SCHEMA
-    )
-
-
 def host(spark, text, rows):
     query = compile_source(text, engine="operator").queries[0]
     run = run_operator(query, frame(spark, rows))
@@ -39,15 +44,6 @@ def host(spark, text, rows):
         return result, late, run.counters
     finally:
         run.release()
-
-
-def rows_of(*items):
-    """``(key, value, ts_ms[, arrival])`` tuples as row dicts."""
-    out = []
-    for i, item in enumerate(items):
-        k, v, t = item[:3]
-        out.append({"k": k, "v": v, "ts": ts(t), "arr": item[3] if len(item) > 3 else i, "pt": 0})
-    return out
 
 
 def test_flink_vector_tumbling_through_spark(spark):
@@ -186,6 +182,7 @@ def test_spark_host_equals_one_global_operator(
     )
     if "COUNT_WINDOW" in query:  # that query selects (k, pane_index, total, n)
         expected = [(r[0], r[3], *r[5:]) for r in expected]
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     # small inputs run in one partition unless told otherwise
     spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
@@ -193,7 +190,7 @@ def test_spark_host_equals_one_global_operator(
     try:
         result, late, host_counters = host(spark, text, rows)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert multiset(result) == multiset(expected)
@@ -290,6 +287,7 @@ def test_operator_partitions_follow_the_cores_unless_configured(spark):
     from wql.spark.batch import SMALL_INPUT_ROWS, operator_partitions
 
     cores = spark.sparkContext.defaultParallelism
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         spark.conf.set("spark.sql.shuffle.partitions", "200")
         assert operator_partitions(spark) == 2 * cores
@@ -301,7 +299,7 @@ def test_operator_partitions_follow_the_cores_unless_configured(spark):
         assert operator_partitions(spark) == 7
     finally:
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def test_hop_operators_give_every_window(spark):
@@ -409,15 +407,6 @@ SUMMARY_QUERIES = [
 ]
 
 
-def outcome(run):
-    """A run's results, late rows and dropped rows (multisets) and counters; releases it."""
-    try:
-        late = multiset(run.late.collect()) if run.late is not None else None
-        return multiset(run.result.collect()), late, multiset(run.dropped.collect()), run.counters
-    finally:
-        run.release()
-
-
 @settings(
     max_examples=10,
     deadline=None,
@@ -449,50 +438,6 @@ def test_summary_replay_equals_the_window_replay(spark, files, query, delay, par
     files = [[(k, v, t, 0) for k, v, t in rows] for rows in files]
     got, expected = summary_and_window(spark, source(delay) + query, files, partitions, batch)
     assert got == expected
-
-
-def summary_and_window(spark, text, files, partitions, batch, strategy=R.STRATEGY_SUMMARY):
-    """The outcomes of ``text``'s query by the summary (or ``strategy``'s) and the window replay.
-
-    ``files``: one Parquet file per list of ``(k, v, ts ms, arr)`` rows, read as
-    one DataFrame; ``partitions`` key partitions, Arrow batches of ``batch`` rows.
-    ``strategy`` ``auto``: the query must take the local replay.
-    """
-    import tempfile
-
-    import pyarrow.parquet as pq
-
-    compiled = compile_source(text, engine="operator").queries[0]
-    spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    spark.conf.set(OPERATOR_PARTITIONS_CONF, partitions)
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for i, rows in enumerate(files):
-                table = pa.table(
-                    {
-                        "k": [k for k, _, _, _ in rows],
-                        "v": [float(v) for _, v, _, _ in rows],
-                        "ts": pa.array([ts(t) for _, _, t, _ in rows], pa.timestamp("us")),
-                        "arr": pa.array([a for _, _, _, a in rows], pa.int64()),
-                        "pt": pa.array([0] * len(rows), pa.int64()),
-                    }
-                )
-                pq.write_table(table, f"{tmp}/part-{i}.parquet")
-            df = spark.read.parquet(tmp)
-            summary = run_operator(compiled, df, replay_strategy=strategy)
-            assert summary._replay is not None
-            if strategy == R.STRATEGY_SUMMARY:
-                assert summary._replay.summary is not None
-            else:
-                assert summary._replay.local_order is not None
-            got = outcome(summary)
-            expected = outcome(run_operator(compiled, df, replay_strategy=R.STRATEGY_WINDOW))
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
-        spark.conf.unset(OPERATOR_PARTITIONS_CONF)
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    return got, expected
 
 
 @settings(

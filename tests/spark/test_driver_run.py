@@ -17,8 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.spark.host_helpers import ts
-from tests.spark.test_batch_host import SELECT, outcome, source
+from tests.spark.host_helpers import SELECT, outcome, source, ts
 from wql.compiler import compile_source
 from wql.spark.batch import OPERATOR_PARTITIONS_CONF, run_operator
 

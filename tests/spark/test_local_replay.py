@@ -15,8 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.spark.host_helpers import ts
-from tests.spark.test_batch_host import frame, outcome, rows_of, source, summary_and_window
+from tests.spark.host_helpers import frame, outcome, rows_of, source, summary_and_window, ts
 from wql.compiler import compile_source
 from wql.compiler.clock_dependence import depends_on_watermark_sequence, watermark_dependence
 from wql.spark import replay as R

@@ -157,12 +157,13 @@ def test_file_input_order_survives_split_packing(spark, tmp_path):
 def test_scalable_replays_match_reference_whatever_the_layout(
     spark, rows, delay, partitions, batch, strategy
 ):
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
         got, rows_in, dropped, _ = run(spark, rows, delay, strategy)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert got == reference(rows, delay)
     assert rows_in == len(rows)
