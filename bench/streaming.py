@@ -7,6 +7,7 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --state-scale 10000,1000000  # cost vs state size
+    .venv/bin/python bench/streaming.py --parallel  # partitioned streams, local[2] vs [1]
 
 Writes ``--batches`` parquet files of ``--rows`` rows each (``--keys`` keys,
 event time rising across files, 1 s apart per key on average), then runs in
@@ -408,11 +409,21 @@ def main() -> int:
     )
     ap.add_argument("--scale-rows", type=int, default=10_000)
     ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="instead: a keyed join and a keyed pipeline, local[2] vs local[1] "
+        "(bench/stream_scaling.py)",
+    )
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="run both queries once before the measured runs (the first pays the JVM warm-up)",
     )
     args = ap.parse_args()
+    if args.parallel:
+        from bench.stream_scaling import run
+
+        return run(args.rows, args.batches, args.keys)
 
     from pyspark.sql import functions as F
 

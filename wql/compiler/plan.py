@@ -1420,6 +1420,14 @@ class StreamChain:
     #: the operator plans of ``upstream`` and of the query, built once at planning
     #: (none for a query over its source: its host builds its one plan)
     ops: tuple[OperatorPlan, ...] = field(default=(), compare=False, repr=False)
+    #: the first stage's key positions the chain runs partitioned by: one Spark group
+    #: per value of them, every later stage keeping copies of them among its keys
+    #: (docs/streaming.md, "Partitioned pipelines"); empty: ONE group for all keys
+    partition: tuple[int, ...] = ()
+    #: those keys as the first stage groups by them (what ``wql explain`` names)
+    partition_text: tuple[str, ...] = ()
+    #: why the chain runs in one group (a pipeline that is not partitioned)
+    serial: str = ""
 
 
 @dataclass(frozen=True)
@@ -1462,6 +1470,15 @@ class StreamJoin:
     sides: tuple[JoinInput, JoinInput]
     equi: tuple[tuple[int, int], ...]
     residual: tuple[str, ...]
+    #: per side, the staged columns the join runs partitioned by, aligned across the
+    #: sides (one ON equality each): ``("c", j)`` a window table's copied source column
+    #: ``j``, ``("k", i)`` a view side's first-stage key ``i`` that its pipeline and the
+    #: equality carry (docs/streaming.md, "Partitioned window joins"); empty: ONE group
+    partition: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = ((), ())
+    #: those equalities as written (what ``wql explain`` names)
+    partition_text: tuple[str, ...] = ()
+    #: why the join runs in one group (a join that is not partitioned)
+    serial: str = ""
 
 
 #: How an operator stage runs on a stream.

@@ -97,23 +97,36 @@ def _on_stream(choice: P.EngineChoice, q: P.Stage, how: P.StreamPlan) -> P.Engin
     if isinstance(how, P.StreamJoin):
         return _in_stream_join(choice, q)  # type: ignore[arg-type]
     if how.upstream:
-        return _in_stream_pipeline(choice, (*how.upstream, q))
+        return _in_stream_pipeline(choice, (*how.upstream, q), how)
     return choice
 
 
-def _in_stream_pipeline(choice: P.EngineChoice, chain: tuple[P.Stage, ...]) -> P.EngineChoice:
+def _in_stream_pipeline(
+    choice: P.EngineChoice, chain: tuple[P.Stage, ...], how: P.StreamChain
+) -> P.EngineChoice:
     """``choice`` with how the pipeline ``chain`` runs on a stream (docs/streaming.md)."""
     q = chain[-1]
     view = next(s for s in P.inputs_of(q) if s.view is not None)
-    how = P.Reason(
-        "runs on a stream in the pipeline processor: ONE stateful processor holds the "
-        f"operators of {P.chain_text(chain)} for all keys (parallelism 1), "
+    order = (
         "and at each watermark rise a stage fires, its rows reach the next stage, and only "
-        "then does that stage rise, as in Flink's operator chain",
-        view.span,
-        f"FROM {view.view}",
+        "then does that stage rise, as in Flink's operator chain"
     )
-    return dataclasses.replace(choice, reasons=(*choice.reasons, how))
+    if how.partition:
+        text = (
+            "runs on a stream in the pipeline processor, partitioned by "
+            f"{', '.join(how.partition_text)}: one stateful processor per value of "
+            f"{chain[0].name}'s keys {', '.join(how.partition_text)} holds the operators of "
+            f"{P.chain_text(chain)} for those keys (every later stage groups by them too, so "
+            f"rows of different keys never meet), {order}"
+        )
+    else:
+        text = (
+            "runs on a stream in the pipeline processor: ONE stateful processor holds the "
+            f"operators of {P.chain_text(chain)} for all keys (parallelism 1: "
+            f"{how.serial}), {order}"
+        )
+    reason = P.Reason(text, view.span, f"FROM {view.view}")
+    return dataclasses.replace(choice, reasons=(*choice.reasons, reason))
 
 
 def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
@@ -123,13 +136,27 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
         + (f"view {s.source.view}" if s.source.view else s.source.name)
         for s in q.sides
     )
-    how = P.Reason(
-        f"runs on a stream in the join processor: ONE stateful processor holds {sides} "
-        "(each view with its pipeline) and the join, for all keys (parallelism 1); each "
-        "window joins once, when the watermark passes its end, after the rows its views "
-        "fire at that rise, as Flink's WindowJoinOperator",
-        q.span,
+    plan = choice.stream
+    assert isinstance(plan, P.StreamJoin)
+    order = (
+        "each window joins once, when the watermark passes its end, after the rows its "
+        "views fire at that rise, as Flink's WindowJoinOperator"
     )
+    if plan.partition_text:
+        keys = " and ".join(plan.partition_text)
+        text = (
+            f"runs on a stream in the join processor, partitioned by {keys}: one stateful "
+            f"processor per value of them holds {sides} (each view with its pipeline) and "
+            f"the join, for the rows of that value (rows of different values never match); "
+            f"{order}"
+        )
+    else:
+        text = (
+            f"runs on a stream in the join processor: ONE stateful processor holds {sides} "
+            "(each view with its pipeline) and the join, for all keys (parallelism 1: "
+            f"{plan.serial}); {order}"
+        )
+    how = P.Reason(text, q.span)
     return dataclasses.replace(choice, reasons=(*choice.reasons, how))
 
 

@@ -51,7 +51,7 @@ from wql.runtime.config import (
     EMIT_WINDOW_TIME,
 )
 
-__all__ = ["stream_join", "stream_plan"]
+__all__ = ["chain_partition", "stream_join", "stream_plan"]
 
 _WINDOW_FIELDS = {
     "window_start": EMIT_WINDOW_START,
@@ -96,7 +96,67 @@ def stream_chain(q: P.OperatorStage, program: P.Program, memo: StreamMemo) -> P.
     if q.source.view is None:
         return P.StreamChain()
     chain, links, ops = _linked(program.pipeline(q), memo)
-    return P.StreamChain(chain[:-1], links, ops)
+    keys, serial = chain_partition(chain, [memo.op(s) for s in chain], links)
+    text = tuple(memo.op(chain[0]).keys[i].expr.sql for i in keys)
+    return P.StreamChain(chain[:-1], links, ops, keys, text, serial)
+
+
+def chain_partition(
+    chain: tuple[P.OperatorStage, ...], ops: list[OperatorPlan], links: tuple[P.Link, ...]
+) -> tuple[tuple[int, ...], str]:
+    """The first stage's key positions the chain ``chain`` (its operator plans ``ops``,
+    ``links[i]`` feeding ``chain[i + 1]``) can run partitioned by, and, when there are
+    none, why it runs in one group (docs/streaming.md, "Partitioned pipelines").
+
+    A chain runs partitioned by the first stage's keys ``S`` when
+
+    * every later stage's keys include a copy (``LinkField`` of a key, as its
+      value) of each key of ``S`` as the stage before carries it: a later
+      stage's key state then depends on the rows of one value of ``S`` only,
+      and rows of different values never meet; and
+    * every later stage's event time is its view's ``window_time`` or
+      ``window_end``: a group sees only the rises of micro-batches with its
+      own rows or due timers, and a row a rise fires has a window bound at or
+      after the timer that fired it, so it is late at no skipped rise either
+      (``window_start`` can be behind one).
+    """
+    first = ops[0]
+    if not first.keys:
+        return (), f"view {chain[0].name!r} has no grouping key: one window holds every row"
+    carried = {i: i for i in range(len(first.keys))}  # first-stage key -> position here
+    for stage, link in zip(chain[1:], links, strict=True):
+        here: dict[int, int] = {}
+        for i, p in carried.items():
+            m = next(
+                (m for m, f in enumerate(link.keys) if f.source == ("key", p) and f.as_ == "value"),
+                None,
+            )
+            if m is not None:
+                here[i] = m
+        if not here:
+            return (), _serial_reason(stage, chain[0])
+        carried = here
+        if link.event_time not in (None, EMIT_WINDOW_END, EMIT_WINDOW_TIME):
+            return (), (
+                f"query {stage.name!r} takes its event time from window_start, which can be "
+                "behind a watermark rise that only other keys' rows bring"
+            )
+    return tuple(sorted(carried)), ""
+
+
+def _serial_reason(stage: P.OperatorStage, first: P.OperatorStage) -> str:
+    """Why ``stage`` needs the rows of every key of ``first`` in one group."""
+    if isinstance(stage, P.WindowRank):
+        return (
+            f"window rank {stage.name!r} ranks across the keys of {first.name!r} per window: "
+            "one order over every key"
+        )
+    if not stage.keys:
+        return f"query {stage.name!r} has no grouping key: it rolls up every key's rows"
+    return (
+        f"query {stage.name!r} groups by other keys than {first.name!r}: rows of several of "
+        "its keys meet in one window"
+    )
 
 
 def _linked(
@@ -300,7 +360,76 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
             "compare columns of the same type with =, filter in a side's view, or run the "
             "join in batch",
         )
-    return P.StreamJoin(sides, tuple(equi), tuple(residual))
+    refs, text, serial = _join_partition(join, sides, equi, memo)
+    return P.StreamJoin(sides, tuple(equi), tuple(residual), refs, text, serial)
+
+
+def _join_partition(
+    join: P.WindowJoin,
+    sides: tuple[P.JoinInput, P.JoinInput],
+    equi: list[tuple[int, int]],
+    memo: StreamMemo,
+) -> tuple[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], tuple[str, ...], str]:
+    """The staged columns of each side the join runs partitioned by (see
+    :class:`~wql.compiler.plan.StreamJoin`), the equalities they stand for, and, when
+    there are none, why the join runs in one group (docs/streaming.md, "Partitioned
+    window joins").
+
+    An equality of ON partitions the join when each side's column is a value the
+    side takes from each source row before any stage: a window table's source
+    column, or a view's grouping key that its pipeline carries from its first
+    stage (as :func:`chain_partition` carries keys), with the same type on both
+    sides (floating point excluded) and the view's event times window bounds
+    that a skipped rise cannot be behind. Rows whose values differ can never
+    match, so a group per value joins exactly what the one group joins.
+    """
+    pairs: list[tuple[tuple[str, int], tuple[str, int], str]] = []
+    for i, j in equi:
+        a, b = join.left.columns[i], join.right.columns[j]
+        if a.type != b.type or a.type.kind in ("FLOAT", "DOUBLE"):
+            continue
+        left = _staged_ref(sides[0], i, memo)
+        right = _staged_ref(sides[1], j, memo)
+        if left is not None and right is not None:
+            shown = f"{join.left.qualifier}.{a.name} = {join.right.qualifier}.{b.name}"
+            pairs.append((left, right, shown))
+    if not pairs:
+        return (
+            ((), ()),
+            (),
+            "no equality of ON is between keys both sides take from each row before "
+            "their first stage (a window table's column, a view's grouping key carried "
+            "from its first stage): rows of every key can match",
+        )
+    return (
+        (tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)),
+        tuple(p[2] for p in pairs),
+        "",
+    )
+
+
+def _staged_ref(side: P.JoinInput, column: int, memo: StreamMemo) -> tuple[str, int] | None:
+    """The staged column that side column ``column`` copies from each source row: a
+    window table's source column, or the first-stage key of a view side's pipeline that
+    the column carries (None: neither, or a window column of a window table)."""
+    if not side.chain:
+        if column in side.window_columns or side.source_columns[column] is None:
+            return None
+        return ("c", column)
+    f = side.fields[column]
+    if f is None or f.source[0] != "key" or f.as_ != "value":
+        return None
+    if side.event_time not in (None, EMIT_WINDOW_END, EMIT_WINDOW_TIME):
+        return None
+    p = int(f.source[1])
+    for link in reversed(side.links):
+        if link.event_time not in (None, EMIT_WINDOW_END, EMIT_WINDOW_TIME):
+            return None
+        up = link.keys[p]
+        if up.source[0] != "key" or up.as_ != "value":
+            return None
+        p = int(up.source[1])
+    return ("k", p)
 
 
 def _user_name(node: Any, names: dict[str, str]) -> Any:

@@ -10,7 +10,8 @@ fired while processing a row go downstream right after that row). Here every
 stage's operator lives in one Python process, which orders them itself::
 
     source -> withWatermark -> WHERE -> stage 1's keys and values   (as run_streaming)
-           -> groupBy(constant).transformWithStateInPandas(AllKeysProcessor: ChainBody)
+           -> groupBy(the first stage's partition keys, or a constant)
+              .transformWithStateInPandas(AllKeysProcessor: ChainBody)
            -> ONE tagged stream of the LAST stage (R, L, C) -> result and late DataFrames
 
 Per call (a micro-batch's rows, or a Spark timer), with ``W`` the
@@ -39,14 +40,23 @@ The last stage's result and late rows are the output, with its counters
 (the rows it took in from its view, as in batch); an upstream stage's late
 rows and counters are its own query's (that view runs as its own stream).
 
-**State and parallelism.** Stages are keyed differently (per auction, then
-per window), so the processor holds every stage for ALL keys: the stream is
-grouped by a constant, and one ``ValueState`` holds each stage's operator
-snapshot. The pipeline runs in one task (parallelism 1), and every call
-restores and saves the whole pipeline's state: that is the price of
-Flink's order in Spark, whose stateful operators see one key at a time and
-one watermark per micro-batch. One Spark timer, at the earliest runtime
+**State and parallelism.** A processor holds every stage for the keys of
+its Spark group, one ``ValueState`` with each stage's operator snapshot,
+restored and saved by every call; one Spark timer, at the earliest runtime
 timer of any stage, wakes it when the watermark rises without rows.
+
+* A *partitioned* chain (``StreamChain.partition``, the planner's
+  :func:`~wql.compiler.stream_plan.chain_partition`: every later stage keeps
+  copies of some of the first stage's keys among its own and takes its
+  event time from a window's end or time) is grouped by those keys: rows
+  of different groups never meet in any stage, so each group runs the
+  pipeline of its own rows in Flink's order, on every core, and a call
+  restores and saves the state of its group only (docs/streaming.md,
+  "Partitioned pipelines").
+* Any other chain (a stage that rolls every key up, ranks across keys or
+  groups by other keys) is grouped by a constant: ONE task holds every
+  stage for ALL keys (parallelism 1), and every call restores and saves the
+  whole pipeline's state.
 """
 
 from __future__ import annotations
@@ -102,7 +112,7 @@ __all__ = [
     "run_stream_chain",
 ]
 
-_GROUP = "__wql_pipeline"  # the constant grouping column: one group holds every key
+_GROUP = "__wql_pipeline"  # the constant grouping column of a chain that is not partitioned
 
 
 def run_stream_chain(
@@ -120,7 +130,7 @@ def run_stream_chain(
         return run_streaming(query, source, end=end)
     ops, body = chain_body((*chain.upstream, query), chain.links, chain.ops)
     first = chain.upstream[0]
-    staged, _, _, drainable, idle_ms, heartbeats = stream_input(
+    staged, key_cols, _, drainable, idle_ms, heartbeats = stream_input(
         first, ops[0], source, end, event_time_mode=True
     )
     mode = "EventTime"
@@ -131,15 +141,16 @@ def run_stream_chain(
     processor = AllKeysProcessor(
         output, end_wm, configs, body, et.delay_ms if et else 0, et is not None
     )
-    tagged = (
-        staged.withColumn(_GROUP, F.lit(0))
-        .groupBy(_GROUP)
-        .transformWithStateInPandas(
-            statefulProcessor=processor,
-            outputStructType=out_schema,
-            outputMode="Append",
-            timeMode=mode,
-        )
+    if chain.partition:
+        # a group per value of the first stage's keys that every stage keeps
+        grouped = staged.groupBy(*(key_cols[i] for i in chain.partition))
+    else:
+        grouped = staged.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
+    tagged = grouped.transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode=mode,
     )
     return StreamChainRun.of(
         query,

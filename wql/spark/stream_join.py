@@ -12,7 +12,8 @@ rise. So, as the pipeline host does, one processor holds everything::
     source -> withWatermark -> per side: its WHERE (a flag), keys and values
                                (a view's first stage) or the columns it copies
                                (a window table)
-           -> groupBy(constant).transformWithStateInPandas(AllKeysProcessor: JoinBody)
+           -> groupBy(ON's key equalities both sides keep: each row once per side,
+                      or a constant).transformWithStateInPandas(AllKeysProcessor: JoinBody)
            -> ONE tagged stream: the joined relation (R) and counters (C)
            -> ON's other conjuncts, WHERE, SELECT in Spark
 
@@ -36,8 +37,17 @@ The processor matches rows on ON's equalities of one column of each side
 of ON (INNER joins only: the planner refuses others), WHERE and SELECT to
 the joined rows after it. The counters are the join's (both sides' rows
 in, late rows dropped), as in batch; each view's own counters and late rows
-are its own query's (it streams on its own as well). Parallelism 1, and the
-whole state restored and saved every call, as for a pipeline.
+are its own query's (it streams on its own as well).
+
+When equalities of ON are between values both sides take from each source
+row before any stage (``StreamJoin.partition``: a window table's column, a
+view's key its pipeline carries from its first stage), each source row is
+staged once per side (tagged ``__wql_side``) in the Spark group of that
+side's values: rows of different values never match, so each group joins
+its rows as the one group would, on every core, and a call restores and
+saves its group's state only (docs/streaming.md, "Partitioned window
+joins"). Any other join runs in one group: parallelism 1, and the whole
+state restored and saved every call, as for a pipeline in one task.
 """
 
 from __future__ import annotations
@@ -72,8 +82,14 @@ from wql.spark.streaming import END_MS, StreamRun, watermarked
 
 __all__ = ["JoinBody", "StreamJoinRun", "run_stream_join"]
 
-_GROUP = "__wql_join"  # the constant grouping column: one group holds every key
+_GROUP = "__wql_join"  # the constant grouping column of a join that is not partitioned
 _TS = "__wql_ts"
+_SIDE = "__wql_side"  # a partitioned join's row: the side it is staged for
+
+
+def _group(k: int) -> str:
+    """A partitioned join's grouping column: the ``k``-th partitioning equality's value."""
+    return f"__wql_g{k}"
 
 
 def _column(side: int, what: str, i: int) -> str:
@@ -143,21 +159,45 @@ def run_stream_join(
     )
     out_schema, layout = L.join_layout(join)
     end_watermark = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
-    joined = JoinBody(plan, (bodies[0], bodies[1]), tuple(name for name, _ in staged))
+    # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
+    # row (the runtime applies lateness)
+    columns = [c.alias(n, metadata={}) for n, c in staged]
+    names = tuple(name for name, _ in staged)
+    if plan.partition_text:
+        # each row once per side, in the group of that side's partition columns: rows
+        # of different values never match (docs/streaming.md, "Partitioned window joins")
+        # (one branch over the source: an explode, not a union that reads it twice)
+        groups = [_group(k) for k in range(len(plan.partition_text))]
+        names += (_SIDE, *groups)
+        per_side = F.explode(
+            F.array(
+                *(
+                    F.struct(
+                        F.lit(s).alias(_SIDE),
+                        *(
+                            F.col(_column(s, what, i)).alias(g)
+                            for g, (what, i) in zip(groups, plan.partition[s], strict=True)
+                        ),
+                    )
+                    for s in (0, 1)
+                )
+            )
+        )
+        rows = df.select(*columns).select(*names[: len(columns)], per_side.alias(_SIDE))
+        grouped = rows.select(
+            *names[: len(columns)], *(F.col(f"{_SIDE}.{n}").alias(n) for n in (_SIDE, *groups))
+        ).groupBy(*groups)
+    else:
+        grouped = df.select(*columns, F.lit(0).alias(_GROUP)).groupBy(_GROUP)
+    joined = JoinBody(plan, (bodies[0], bodies[1]), names)
     processor = AllKeysProcessor(
         layout, end_watermark, (*configs, config), joined, et.delay_ms, True
     )
-    tagged = (
-        # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
-        # row (the runtime applies lateness)
-        df.select(*[c.alias(n, metadata={}) for n, c in staged], F.lit(0).alias(_GROUP))
-        .groupBy(_GROUP)
-        .transformWithStateInPandas(
-            statefulProcessor=processor,
-            outputStructType=out_schema,
-            outputMode="Append",
-            timeMode="EventTime",
-        )
+    tagged = grouped.transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="EventTime",
     )
     return StreamJoinRun(
         join=join,
@@ -242,7 +282,17 @@ class JoinBody:
         pipeline to the join, a window table side's to the join."""
         names = list(self.columns)
         join = ops[-1]
+        every = batch, timestamps, valid
         for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self._ranges(), strict=True)):
+            batch, timestamps, valid = every
+            if _SIDE in names:
+                # a partitioned join stages each row once per side: this side's rows
+                mine = batch.column(names.index(_SIDE)).to_numpy(zero_copy_only=False) == s
+                batch = batch.filter(pa.array(mine))
+                timestamps = timestamps[mine]
+                valid = valid[mine] if valid is not None else None
+                if valid is not None and valid.all():
+                    valid = None
             if not how.chain:
                 n = batch.num_rows
                 copied = [
