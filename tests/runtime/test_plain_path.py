@@ -232,3 +232,38 @@ def test_a_row_bridging_sessions_merges_three() -> None:
     assert [(r[1], r[2], r[7], r[8], r[9]) for r in out] == [(0, 50, 5, 100, 0)]
     plain.drain()
     _same(fast, plain)
+
+
+@pytest.mark.parametrize("restored", [False, True])
+def test_columnar_hop_after_a_restore_fires_only_the_windows_still_open(restored: bool):
+    """A restored operator sets its watermark after making its columnar path: a row
+    behind that watermark joins only the windows still open, as on the per-row path
+    (a HOP of 9 over slides of 1: of the nine windows of ts -67, only [-66, -58)
+    ends after the watermark -60)."""
+    from wql.runtime.assigners import SlidingWindows
+
+    config = OperatorConfig(SlidingWindows(size=9, slide=1, offset=0), COLUMNAR_AGGS)
+
+    def batch(ts: int | None) -> RowBatch:
+        return RowBatch(
+            keys=[("a",)],
+            timestamps=[0 if ts is None else ts],
+            columns=([0], [None], [0]),
+            watermark_before=[-60],
+            timestamp_valid=[ts is not None],
+        )
+
+    fast, plain = WindowOperator(config), WindowOperator(config, fast=False)
+    plain.advance_watermark(-60)
+    for ts in (None, -67):
+        fast.process_batch(batch(ts))
+        plain.process_element(("a",), ts, (0, None, 0))
+        if restored and ts is None:
+            fast = WindowOperator.restore(config, fast.snapshot())
+    assert type(fast._path).__name__ == "ColumnarWindows"
+    assert fast.open_windows() == plain.open_windows() == 1
+    for op in (fast, plain):
+        op.advance_watermark(100)
+    fired, want = fast.drain(), plain.drain()
+    assert fired == want and len(want) == 1
+    assert fast.counters == plain.counters

@@ -122,6 +122,10 @@ class ColumnarWindows(RowPath):
         if p is None or not self._takes(p):
             self.materialize()
             return self.per_window.process_batch(batch)
+        if self._empty():
+            # no window is held: every window up to the operator's watermark has fired
+            # (a restored operator sets its watermark after making this path)
+            self.fired_to = op.watermark
         op.admit(p.n)
         invalid = p.n - int(p.valid.sum())
         if invalid:
