@@ -932,9 +932,14 @@ def bucket_column(key_cols: list[str]) -> Column:
     return F.pmod(F.xxhash64(*[F.col(c) for c in key_cols]), F.lit(KEY_BUCKETS)).alias(_BUCKET)
 
 
-def _key_value(v: Any) -> Any:
-    """One grouping-key value as the processor keys the runtime with (Python scalars)."""
-    return v.item() if isinstance(v, np.generic) else v
+def _key_value(v: Any, t: WqlType) -> Any:
+    """One grouping-key value as Spark hands a per-key call its key (Python scalars): an
+    integer column with a NULL in the frame reaches pandas as floats with NaN, so its
+    values are integers again and its NaN is NULL (the same key's state in every call)."""
+    v = v.item() if isinstance(v, np.generic) else v
+    if t.is_integral and isinstance(v, float):
+        return None if v != v else int(v)  # noqa: PLR0124 - NaN
+    return v
 
 
 def _encoded_key(k: tuple) -> bytes:
@@ -947,7 +952,9 @@ def _encoded_key(k: tuple) -> bytes:
     return pickle.dumps(norm, protocol=5)
 
 
-def _key_groups(keys: list[pd.Series]) -> list[tuple[tuple, np.ndarray]]:
+def _key_groups(
+    keys: list[pd.Series], types: tuple[WqlType, ...]
+) -> list[tuple[tuple, np.ndarray]]:
     """The rows of each key in a bucket's frame: ``(key, row positions)`` in the order
     the keys first appear, a key's rows in frame order. The key is its first row's
     values (what Spark hands a per-key call); NaN and NULL, -0.0 and 0.0 are one key,
@@ -961,7 +968,14 @@ def _key_groups(keys: list[pd.Series]) -> list[tuple[tuple, np.ndarray]]:
     starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
     groups = np.split(order, starts[1:])
     return [
-        (tuple(_key_value(column.iat[int(rows[0])]) for column in keys), rows) for rows in groups
+        (
+            tuple(
+                _key_value(column.iat[int(rows[0])], t)
+                for column, t in zip(keys, types, strict=True)
+            ),
+            rows,
+        )
+        for rows in groups
     ]
 
 
@@ -1038,7 +1052,7 @@ class BucketProcessor(WindowProcessor):
         if len(frame):
             series = [s for _, s in frame.items()]
             columns = _BucketColumns(series, lay)
-            for k, idx in _key_groups(series[: lay.n_keys]):
+            for k, idx in _key_groups(series[: lay.n_keys], lay.tagged.key_types):
                 self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
         self._save_index()
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
