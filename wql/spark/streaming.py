@@ -754,20 +754,7 @@ class WindowProcessor(StatefulProcessor):
         return tuple(v.item() if isinstance(v, np.generic) else v for v in key)
 
     def _restore(self, k: tuple, wm: int, pt: int) -> None:
-        op = self.op
-        op.forget_key(k)
-        saved = self.state.load()
-        if saved is not None:
-            blob, key_wm, key_pt = saved
-            # the clocks this key last saw: a rise from there fires its due timers
-            op.watermark = key_wm
-            op.processing_time = key_pt
-            op.restore_key(k, blob)
-        else:
-            op.watermark = MIN_TIME
-            op.processing_time = MIN_TIME
-        op.advance_watermark(wm)
-        op.advance_processing_time(pt)
+        _restore_key(self.op, k, self.state.load(), wm, pt)
 
     def _where(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
         """The rows WHERE keeps (the staged flag after the event time), and how many it
@@ -833,14 +820,7 @@ class WindowProcessor(StatefulProcessor):
         rows: bool = False,
     ) -> Iterator[pd.DataFrame]:
         op = self.op
-        ended = wm == MAX_TIME
-        if ended:
-            # every event-time timer fired in _restore; count what never fires
-            op.end_of_input()
-        results = op.drain()
-        late = op.drain_late()
-        event_timers, processing_timers = op.timers(k)
-        keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
+        results, late, event_timers, processing_timers, keep = _settle_key(op, k, wm)
         if self.layout.mode == "EventTime":
             spark_timers = self.state.sync_timers(event_timers, wm, keep)
         elif self.layout.mode == "ProcessingTime":
@@ -1106,33 +1086,21 @@ class BucketProcessor(WindowProcessor):
         ``fired``: the Spark timer the call runs for (Spark deletes it after the call)."""
         before = self._begin(wm)
         op = self.op
-        op.forget_key(k)
         saved = self.keys.getValue((kb,))
         old_wake: int | None = None
         if saved is not None:
             blob, key_wm, key_pt, wake = saved
             old_wake = None if wake is None else int(wake)
-            op.watermark = int(key_wm)
-            op.processing_time = int(key_pt)
-            op.restore_key(k, bytes(blob))
+            _restore_key(op, k, (bytes(blob), int(key_wm), int(key_pt)), wm, pt)
         else:
-            op.watermark = MIN_TIME
-            op.processing_time = MIN_TIME
-        op.advance_watermark(wm)
-        op.advance_processing_time(pt)
+            _restore_key(op, k, None, wm, pt)
         after_end = 0
         if idx is not None and columns is not None:
             if wm == MAX_TIME:
                 after_end = len(idx)
             else:
                 columns.process(op, k, idx)
-        ended = wm == MAX_TIME
-        if ended:
-            op.end_of_input()
-        results = op.drain()
-        late = op.drain_late()
-        event_timers, processing_timers = op.timers(k)
-        keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
+        results, late, event_timers, processing_timers, keep = _settle_key(op, k, wm)
         mode = self.layout.mode
         if mode == "EventTime":
             wake = self._wake(event_timers, wm, keep, fired)
@@ -1345,6 +1313,38 @@ class _BucketValues:
             return self.numpy[idx]
         assert self.arrow is not None
         return L.runtime_column(self.arrow.take(pa.array(idx)))
+
+
+def _restore_key(op: Any, k: tuple, saved: tuple[bytes, int, int] | None, wm: int, pt: int) -> None:
+    """Key ``k``'s state into ``op`` at the clocks it last saw (``saved``: its snapshot,
+    watermark and processing time; None: a new key), then the rise to the call's clocks,
+    which fires its due timers."""
+    op.forget_key(k)
+    if saved is not None:
+        blob, key_wm, key_pt = saved
+        op.watermark = key_wm
+        op.processing_time = key_pt
+        op.restore_key(k, blob)
+    else:
+        op.watermark = MIN_TIME
+        op.processing_time = MIN_TIME
+    op.advance_watermark(wm)
+    op.advance_processing_time(pt)
+
+
+def _settle_key(op: Any, k: tuple, wm: int) -> tuple[list, list, list[int], list[int], bool]:
+    """After key ``k``'s call: at the end of input (``wm`` is ``MAX_TIME``) what never
+    fires is counted; its result and late rows, its event- and processing-time timers,
+    and whether its state is kept."""
+    ended = wm == MAX_TIME
+    if ended:
+        # every event-time timer fired in the rise; count what never fires
+        op.end_of_input()
+    results = op.drain()
+    late = op.drain_late()
+    event_timers, processing_timers = op.timers(k)
+    keep = not ended and bool(k in op.active_keys() or event_timers or processing_timers)
+    return results, late, event_timers, processing_timers, keep
 
 
 def _moved(
