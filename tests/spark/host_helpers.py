@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+from hypothesis import strategies as st
 
 from wql.compiler import compile_source
 from wql.compiler.backends.operator import build_operator
@@ -223,3 +224,16 @@ def summary_and_window(spark, text, files, partitions, batch, strategy=R.STRATEG
         spark.conf.unset(OPERATOR_PARTITIONS_CONF)
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     return got, expected
+
+
+def key_files(values: Any, slots: int, rows: int, files: int) -> Any:
+    """Source files (1 to ``files``, of 1 to ``rows`` rows) of ``(key, value, event time
+    in ms or NULL)``: keys a, b and c, ``values`` drawn from the strategy given, event
+    times on a 250 ms grid of ``slots + 1`` times (few distinct times: ties within and
+    across keys and files)."""
+    row = st.tuples(
+        st.sampled_from(["a", "b", "c"]),
+        values,
+        st.one_of(st.integers(0, slots).map(lambda t: t * 250), st.none()),
+    )
+    return st.lists(st.lists(row, min_size=1, max_size=rows), min_size=1, max_size=files)

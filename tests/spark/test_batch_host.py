@@ -15,6 +15,7 @@ from tests.spark.host_helpers import (
     QUERIES,
     SELECT,
     frame,
+    key_files,
     multiset,
     outcome,
     rows_of,
@@ -413,20 +414,7 @@ SUMMARY_QUERIES = [
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    files=st.lists(
-        st.lists(
-            st.tuples(
-                st.sampled_from(["a", "b", "c"]),
-                st.integers(0, 9),
-                # few distinct times: ties within and across keys and files
-                st.one_of(st.integers(0, 8).map(lambda t: t * 250), st.none()),
-            ),
-            min_size=1,
-            max_size=8,
-        ),
-        min_size=1,
-        max_size=4,
-    ),
+    files=key_files(st.integers(0, 9), slots=8, rows=8, files=4),
     query=st.sampled_from(SUMMARY_QUERIES),
     delay=st.sampled_from([0, 1]),
     partitions=st.sampled_from(["1", "3"]),

@@ -15,7 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.spark.host_helpers import frame, outcome, rows_of, source, summary_and_window, ts
+from tests.spark.host_helpers import (
+    frame,
+    key_files,
+    outcome,
+    rows_of,
+    source,
+    summary_and_window,
+    ts,
+)
 from wql.compiler import compile_source
 from wql.compiler.clock_dependence import depends_on_watermark_sequence, watermark_dependence
 from wql.spark import replay as R
@@ -91,21 +99,8 @@ def test_the_planner_finds_these_dependent(options, query, clause):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    files=st.lists(
-        st.lists(
-            st.tuples(
-                st.sampled_from(["a", "b", "c"]),
-                st.integers(1, 9),
-                # few distinct times: ties within and across keys and files, NULLs;
-                # far behind in input order: rows a stream would have had late
-                st.one_of(st.integers(0, 24).map(lambda t: t * 250), st.none()),
-            ),
-            min_size=1,
-            max_size=10,
-        ),
-        min_size=1,
-        max_size=3,
-    ),
+    # times far behind in input order: rows a stream would have had late
+    files=key_files(st.integers(1, 9), slots=24, rows=10, files=3),
     query=st.sampled_from(INDEPENDENT),
     delay=st.sampled_from([1, 2]),
     partitions=st.sampled_from(["1", "3"]),
