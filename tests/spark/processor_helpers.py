@@ -98,13 +98,15 @@ class Driver:
             return 0
         return max(0, self.max_ts - self.delay)
 
-    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
-        """One micro-batch of ``(key, value, ts ms after BASE)`` rows."""
+    def staged(
+        self, rows: list[tuple[str, float, int]], watermark: int | None
+    ) -> tuple[int, TimerValues, dict[str, list]]:
+        """A micro-batch's clock, its timer values and its rows in Spark's positional
+        columns: key, values (as the operator plan lists them), ts."""
         wm = self.watermark if watermark is None else watermark
         # ProcessingTime mode: ``watermark`` is the micro-batch's processing time
         processing = self.proc.layout.mode == "ProcessingTime"
         tv = TimerValues(wm, -1) if processing else TimerValues(-1, wm)
-        # Spark's positional columns: key, values (as the operator plan lists them), ts
         columns = {"_0": [r[0] for r in rows]}
         for i, v in enumerate(self.op.values):
             columns[f"_{i + 1}"] = {
@@ -113,6 +115,11 @@ class Driver:
                 "`ts`": pd.to_datetime([BASE + r[2] for r in rows], unit="ms"),
             }[v.sql]
         columns[f"_{len(self.op.values) + 1}"] = [BASE + r[2] for r in rows]
+        return wm, tv, columns
+
+    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
+        """One micro-batch of ``(key, value, ts ms after BASE)`` rows."""
+        wm, tv, columns = self.staged(rows, watermark)
         frame = pd.DataFrame(columns)
         for k in sorted({r[0] for r in rows}):
             self.key = (k,)

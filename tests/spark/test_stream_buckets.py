@@ -26,7 +26,6 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql.streaming.stateful_processor import (  # noqa: E402
     ExpiredTimerInfo,
-    TimerValues,
 )
 
 from tests.spark.processor_helpers import (  # noqa: E402
@@ -108,18 +107,8 @@ class BucketDriver(Driver):
         return sum(len(m) for per in self.maps.values() for m in per.values()) + len(self.buckets)
 
     def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
-        wm = self.watermark if watermark is None else watermark
-        processing = self.proc.layout.mode == "ProcessingTime"
-        tv = TimerValues(wm, -1) if processing else TimerValues(-1, wm)
-        columns = {"_0": [r[0] for r in rows]}
-        for i, v in enumerate(self.op.values):
-            columns[f"_{i + 1}"] = {
-                "v": [float(r[1]) for r in rows],
-                "`k`": [r[0] for r in rows],
-                "`ts`": pd.to_datetime([BASE + r[2] for r in rows], unit="ms"),
-            }[v.sql]
+        wm, tv, columns = self.staged(rows, watermark)
         n = len(self.op.values)
-        columns[f"_{n + 1}"] = [BASE + r[2] for r in rows]
         columns[f"_{n + 2}"] = [zlib.crc32(r[0].encode()) % BUCKETS for r in rows]
         frame = pd.DataFrame(columns)
         for b in sorted(set(columns[f"_{n + 2}"])):
