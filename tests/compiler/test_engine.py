@@ -9,6 +9,8 @@ from wql.compiler import plan as P
 from wql.compiler.capabilities import NATIVE
 from wql.compiler.planner import native_blockers
 from wql.errors import WqlErrors, WqlUnsupportedError
+from wql.grammar.formatter import format_script
+from wql.grammar.parser import parse
 
 SRC = (
     "CREATE SOURCE c (k STRING, v DOUBLE, ts TIMESTAMP, "
@@ -361,3 +363,24 @@ def test_a_top_n_over_a_view_selecting_its_keys_is_native_however_they_are_quote
     name = key.strip("`").replace("``", "`") if key.startswith("`") else key
     assert rank.ties == (name,)
     assert rank.engine is not None and rank.engine.engine == "native", rank.engine
+
+
+@pytest.mark.parametrize("function", ["RANK", "DENSE_RANK", "rank", "Dense_Rank"])
+def test_rank_functions_bind_as_tied_top_n_and_a_column_may_be_named_rank(function):
+    # RANK/DENSE_RANK are words only before `() OVER`: `rank` stays a column name
+    text = (
+        "CREATE SOURCE b2 (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts);\n"
+        "CREATE VIEW counts AS SELECT k AS rank, window_start, window_end, window_time, "
+        "COUNT(*) AS n "
+        "FROM b2 GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND);\n"
+        f"SELECT rank, n FROM counts QUALIFY {function}() OVER (PARTITION BY window_start, "
+        "window_end ORDER BY window_time) <= 1;\n"
+    )
+    rank = compile_source(text).queries[-1]
+    assert isinstance(rank, P.WindowRank)
+    # by the view's window_time and one row: ROW_NUMBER would be a deduplication
+    assert rank.keep is P.RankKeep(function.upper())
+    assert rank.engine is not None and rank.engine.engine == "native", rank.engine
+    formatted = format_script(parse(text))
+    assert f"{function.upper()}() OVER" in formatted
+    assert parse(formatted) == parse(text)

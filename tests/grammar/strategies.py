@@ -243,8 +243,9 @@ def row_number(draw: st.DrawFn) -> str:
         direction = draw(st.sampled_from(["", f" {kw('ASC')}", f" {kw('DESC')}"]))
         order.append(draw(expr()) + direction)
     partition = ", ".join(["window_start", "window_end", *keys])
+    function = draw(st.sampled_from(["ROW_NUMBER", "RANK", "DENSE_RANK"]))
     return (
-        f"{kw('ROW_NUMBER')}() {kw('OVER')} ({kw('PARTITION BY')} {partition} "
+        f"{kw(function)}() {kw('OVER')} ({kw('PARTITION BY')} {partition} "
         f"{kw('ORDER BY')} {', '.join(order)})"
     )
 

@@ -127,3 +127,83 @@ def test_matches_a_brute_force_ranking(rows, limit, descending, restore_at):
     c = op.counters
     fired = len({r[4] for r in want})
     assert c.rows_in == fired + sum(c.dropped.values())
+
+
+def test_rank_and_dense_rank_keep_every_row_tied_within_n():
+    # top 2 by n DESC: 9, 9 share rank 1; RANK gives 5 rank 3 (out), DENSE_RANK rank 2
+    rows = [(5, 0, 10, "a"), (9, 0, 10, "b"), (5, 0, 10, "c"), (9, 0, 10, "d"), (1, 0, 10, "e")]
+    want = {
+        "RANK": [(1, "b"), (1, "d")],
+        "DENSE_RANK": [(1, "b"), (1, "d"), (2, "a"), (2, "c")],
+    }
+    for keep, kept in want.items():
+        op = WindowRankOperator(RankConfig(2, ((0, True),), keep, bounds=(1, 2)))
+        for r in rows:
+            op.process_element((), None, r)
+        op.end_of_input()
+        assert [(r[7], r[11]) for r in op.drain()] == kept, keep
+        c = op.counters
+        assert (c.rows_emitted, c.dropped) == (len(kept), {DROP_OUTSIDE_TOP_N: 5 - len(kept)})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(0, 60),
+            st.one_of(st.none(), st.integers(0, 3)),
+            st.integers(0, 5),
+        ),
+        max_size=40,
+    ),
+    keep=st.sampled_from(["RANK", "DENSE_RANK"]),
+    limit=st.integers(1, 3),
+    descending=st.booleans(),
+    restore_at=st.one_of(st.none(), st.integers(0, 40)),
+)
+def test_rank_and_dense_rank_match_a_brute_force_ranking(rows, keep, limit, descending, restore_at):
+    # rows: (key, event time, sort value, watermark step); HOP(20, 10) windows. SQL's
+    # ranks: RANK = 1 + the rows with a smaller sort value, DENSE_RANK = 1 + the distinct
+    # smaller values; rows come out in sort order, equal ones in arrival order
+    assigner = SlidingWindows(20, 10)
+    op = WindowRankOperator(RankConfig(limit, ((1, descending),), keep, assigner=assigner))
+    wm, want_in = MIN_TIME, []
+    for i, (key, ts, v, step) in enumerate(rows):
+        if i == restore_at:  # a streaming host's per-key round trip
+            for k in ("a", "b"):
+                saved = op.snapshot_key((k,))
+                op.forget_key((k,))
+                op.restore_key((k,), saved)
+        wm = max(wm, ts - 5 * step) if wm != MIN_TIME or step else wm
+        op.advance_watermark(wm)
+        for w in assigner.assign_windows(ts, ()):
+            if w.end - 1 > op.watermark:
+                want_in.append(((key,), w.start, w.end, i, v))
+        op.process_element((key,), ts, (i, v))
+    op.end_of_input()
+    got = [(r[0], r[1], r[2], r[7], r[8]) for r in op.drain()]
+
+    def value(v: int | None) -> tuple:
+        if descending:
+            return (1, 0) if v is None else (0, -v)
+        return (0, 0) if v is None else (1, v)
+
+    groups: dict[tuple, list] = {}
+    for entry in want_in:
+        groups.setdefault(entry[:3], []).append(entry)
+    want: dict[tuple, list] = {}
+    for window, entries in groups.items():
+        for e in sorted(entries, key=lambda e: (value(e[4]), e[3])):
+            smaller = [value(o[4]) for o in entries if value(o[4]) < value(e[4])]
+            rank = 1 + (len(smaller) if keep == "RANK" else len(set(smaller)))
+            if rank <= limit:
+                want.setdefault(window, []).append((*window, rank, e[3]))
+    # each window's rows in rank order, equal ranks in arrival order
+    by_window: dict[tuple, list] = {}
+    for r in got:
+        by_window.setdefault(r[:3], []).append(r)
+    assert by_window == want
+    c = op.counters
+    fired = len({r[4] for rs in want.values() for r in rs})
+    assert c.rows_in == len(rows) == fired + sum(c.dropped.values())

@@ -52,6 +52,90 @@ def test_top_n_over_a_window_aggregate_on_both_engines(spark, partitions):
         assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (5, 4, {"outside the top N": 1})
 
 
+def _ranked(function: str, view_keys: str = "auction, ") -> str:
+    return HOTTEST.replace("ROW_NUMBER()", f"{function}()").replace(
+        "SELECT auction, window_start", f"SELECT {view_keys}window_start"
+    )
+
+
+@pytest.mark.parametrize(
+    ("function", "want", "dropped"),
+    [
+        # [0, 10): 1 and 2 tie on n=2, both rank 1; 3 (n=1) is rank 3 for RANK, out
+        (
+            "RANK",
+            [
+                ("1", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+                ("1", "2024-01-01 00:00:10", "2024-01-01 00:00:20", "1", "2"),
+                ("2", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+                ("3", "2024-01-01 00:00:10", "2024-01-01 00:00:20", "2", "1"),
+            ],
+            {"outside the top N": 1},
+        ),
+        # ... and rank 2 for DENSE_RANK: every row kept
+        (
+            "DENSE_RANK",
+            [
+                ("1", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+                ("1", "2024-01-01 00:00:10", "2024-01-01 00:00:20", "1", "2"),
+                ("2", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+                ("3", "2024-01-01 00:00:00", "2024-01-01 00:00:10", "1", "2"),
+                ("3", "2024-01-01 00:00:10", "2024-01-01 00:00:20", "2", "1"),
+            ],
+            {},
+        ),
+    ],
+)
+def test_rank_and_dense_rank_keep_ties_on_both_engines(spark, partitions, function, want, dropped):
+    text = _ranked(function)
+    native, native_counters, engines = run(spark, text, bids=bids(spark, ROWS))
+    operator, counters, _ = run(spark, text, "operator", bids=bids(spark, ROWS))
+    assert engines == {"counts": "native", "hottest": "native"}
+    assert native["hottest"] == want
+    assert native == operator
+    for c in (native_counters["hottest"], counters["hottest"]):
+        assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (5, len(want), dropped)
+
+
+def test_rank_runs_natively_without_the_views_keys(spark):
+    # equal rows share a rank, so the order they reach the rank in changes no row: unlike
+    # ROW_NUMBER (test_forcing_native_on_a_rank_that_cannot_is_a_positioned_error)
+    text = _ranked("RANK", view_keys="")
+    native, _, engines = run(spark, text, bids=bids(spark, ROWS))
+    operator, _, _ = run(spark, text, "operator", bids=bids(spark, ROWS))
+    assert engines["hottest"] == "native"
+    assert native == operator
+    assert native["hottest"] == [
+        ("2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+        ("2024-01-01 00:00:00", "2024-01-01 00:00:10", "2", "1"),
+        ("2024-01-01 00:00:10", "2024-01-01 00:00:20", "1", "2"),
+        ("2024-01-01 00:00:10", "2024-01-01 00:00:20", "2", "1"),
+    ]
+
+
+def test_rank_over_a_window_table_keeps_equal_times(spark, partitions):
+    # the latest bid per 10 s window: [10, 20) has two at 13 s, both rank 1
+    text = (
+        BIDS
+        + """
+    SELECT auction, price, window_start FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts),
+        INTERVAL '10' SECOND))
+    QUALIFY RANK() OVER (PARTITION BY window_start, window_end ORDER BY ts DESC) <= 1;
+    """
+    )
+    native, native_counters, engines = run(spark, text, bids=bids(spark, ROWS))
+    operator, counters, _ = run(spark, text, "operator", bids=bids(spark, ROWS))
+    assert engines == {"query_1": "native"}
+    assert native == operator
+    assert native["query_1"] == [
+        ("2", "25", "2024-01-01 00:00:00"),
+        ("3", "40", "2024-01-01 00:00:10"),
+        ("3", "41", "2024-01-01 00:00:10"),
+    ]
+    for c in (native_counters["query_1"], counters["query_1"]):
+        assert (c["rows_fired"], c["dropped"]) == (3, {"outside the top N": 5})
+
+
 DEDUP = (
     BIDS
     + """
@@ -116,9 +200,8 @@ def test_rows_of_a_fired_window_are_late_dropped_and_counted(spark, partitions):
     )
 
 
-def test_a_rank_over_a_window_table_streams(spark, tmp_path):
-    # one stateful operator: it runs on a stream (a micro-batch per file) and gives the
-    # batch rows once the watermark has passed every window
+def _drained_stream(spark, tmp_path, text: str, name: str) -> list[tuple]:
+    """``name``'s rows when ``text`` runs on a stream (a micro-batch per file), drained."""
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "a.csv").write_text(
@@ -134,21 +217,44 @@ def test_a_rank_over_a_window_table_streams(spark, tmp_path):
         .option("maxFilesPerTrigger", "1")
         .csv(str(folder))
     )
-    results = wql.compile(DEDUP).apply(spark, bids=df)
-    r = results.query("last_bid")
+    results = wql.compile(text).apply(spark, bids=df)
+    r = results.query(name)
     assert r.engine == "operator"
+    table = f"wql_rank_stream_{name}"
     query = (
         r.df.writeStream.format("memory")
-        .queryName("wql_rank_stream")
+        .queryName(table)
         .outputMode("append")
         .option("checkpointLocation", str(tmp_path / "ck"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
-    got = sorted(tuple(str(v) for v in row) for row in spark.table("wql_rank_stream").collect())
+    got = sorted(tuple(str(v) for v in row) for row in spark.table(table).collect())
+    return [tuple(v.replace("T", " ") for v in row) for row in got]
+
+
+def test_a_rank_over_a_window_table_streams(spark, tmp_path):
+    # one stateful operator: it runs on a stream (a micro-batch per file) and gives the
+    # batch rows once the watermark has passed every window
     batch, _, _ = run(spark, DEDUP, bids=bids(spark, ROWS))
-    assert [tuple(v.replace("T", " ") for v in row) for row in got] == batch["last_bid"]
+    assert _drained_stream(spark, tmp_path, DEDUP, "last_bid") == batch["last_bid"]
+
+
+def test_rank_with_ties_streams(spark, tmp_path):
+    # RANK() on a stream: both bids at 13 s rank 1, as in batch
+    text = (
+        BIDS
+        + """
+    CREATE VIEW latest AS
+    SELECT auction, price, window_start FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts),
+        INTERVAL '10' SECOND))
+    QUALIFY RANK() OVER (PARTITION BY window_start, window_end ORDER BY ts DESC) <= 1;
+    """
+    )
+    batch, _, _ = run(spark, text, bids=bids(spark, ROWS))
+    assert len(batch["latest"]) == 3
+    assert _drained_stream(spark, tmp_path, text, "latest") == batch["latest"]
 
 
 def test_forcing_native_on_a_rank_that_cannot_is_a_positioned_error():

@@ -235,6 +235,11 @@ def explain_rank(q: P.WindowRank, program: P.Program | None = None) -> str:
     order = ", ".join(o.expr.sql + (" DESC" if o.descending else "") for o in q.order)
     if q.keep is P.RankKeep.TOP:
         add(f"  window Top-N: rows 1 to {q.limit} by {order}, equal rows in arrival order")
+    elif q.keep.tied:
+        add(
+            f"  window Top-N: every row whose {q.keep.function}() is 1 to {q.limit} by {order}; "
+            "equal rows share a rank, so ties can keep more rows"
+        )
     else:
         which = "first" if q.keep is P.RankKeep.FIRST else "last"
         add(

@@ -1176,17 +1176,36 @@ class RankKeep(enum.Enum):
     the rank keeps one row ordered by the time attribute alone: the row with
     the smallest time, the first of equal ones (``FIRST``, ascending), or the
     row with the largest time, the *last* of equal ones (``LAST``,
-    descending).
+    descending). ``RANK`` / ``DENSE_RANK``: a Top-N by ``RANK()`` /
+    ``DENSE_RANK()`` (which Flink's window Top-N refuses): equal rows share a
+    rank and every row ranked at most N is kept, so ties can keep more than N.
     """
 
     TOP = "TOP"
     FIRST = "FIRST"
     LAST = "LAST"
+    RANK = "RANK"
+    DENSE_RANK = "DENSE_RANK"
+
+    @property
+    def deduplicates(self) -> bool:
+        """A window deduplication (one row per window by time), not a Top-N."""
+        return self in (RankKeep.FIRST, RankKeep.LAST)
+
+    @property
+    def tied(self) -> bool:
+        """Equal rows share a rank: which rows are kept does not depend on arrival."""
+        return self in (RankKeep.RANK, RankKeep.DENSE_RANK)
+
+    @property
+    def function(self) -> str:
+        """The ranking function, as SQL writes it."""
+        return self.value if self.tied else "ROW_NUMBER"
 
 
 @dataclass(frozen=True)
 class RankOrder:
-    """One ORDER BY item of ``ROW_NUMBER() OVER``: an expression over the input relation.
+    """One ORDER BY item of a rank's ``OVER``: an expression over the input relation.
 
     NULLs come first ascending and last descending (Spark's and Flink's default).
     """
@@ -1211,7 +1230,7 @@ class WindowRank:
 
     The *ranked relation* is ``inner`` (expressions over the input relation,
     the Top-N subquery's SELECT list; every input column for QUALIFY) and the
-    rank, ``rank_column`` (BIGINT, 1..``limit``). ``condition`` (the outer
+    rank, ``rank_column`` (BIGINT, 1..``limit``; ties: ``keep``). ``condition`` (the outer
     WHERE or QUALIFY) and ``output`` read it.
     """
 
@@ -1249,7 +1268,7 @@ class WindowRank:
                 self.span,
                 code=ErrorCode.SEMANTIC,
             )
-        if self.keep is not RankKeep.TOP and (self.limit != 1 or len(self.order) != 1):
+        if self.keep.deduplicates and (self.limit != 1 or len(self.order) != 1):
             _fail("deduplication keeps one row by time", self.span, code=ErrorCode.SEMANTIC)
         out = [c.name.lower() for c in self.output]
         if len(set(out)) != len(out):

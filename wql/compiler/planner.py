@@ -219,9 +219,14 @@ def _native_rank(q: P.WindowRank) -> tuple[P.Reason, ...]:
     what = f"view {q.source.view}" if q.window is None else "a window table"
     return (
         P.Reason(
-            f"window {'deduplication' if q.keep is not P.RankKeep.TOP else 'Top-N'} over "
-            f"{what}: no row is late for it, and Spark's row_number over each window, "
-            "equal rows in the order they arrive, gives identical rows",
+            f"window {'deduplication' if q.keep.deduplicates else 'Top-N'} over "
+            f"{what}: no row is late for it, and Spark's {q.keep.function.lower()} over each "
+            "window"
+            + (
+                " gives identical rows (equal rows share a rank)"
+                if q.keep.tied
+                else ", equal rows in the order they arrive, gives identical rows"
+            ),
             q.span,
         ),
     )
@@ -371,7 +376,8 @@ def rank_blockers(
             need(f"FROM {q.source.view}", q.source.span, "operator_view")
         elif q.window is not None:
             need(f"a window table over view {q.source.view}", q.source.span, "rank_view_table")
-        elif q.ties is None:
+        elif q.ties is None and not q.keep.tied:
+            # RANK/DENSE_RANK give equal rows one rank: their order changes no row
             need(f"FROM {q.source.view}", q.source.span, "rank_view_keys")
     elif q.source.arrival_order is not None:
         need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")

@@ -723,12 +723,23 @@ class OrderItem(Node):
     descending: bool = False
 
 
+class RankFunction(enum.Enum):
+    """The ranking function of a window Top-N: ``ROW_NUMBER()`` numbers equal rows in
+    arrival order; ``RANK()`` and ``DENSE_RANK()`` give them one rank (SQL's ranks)."""
+
+    ROW_NUMBER = "ROW_NUMBER"
+    RANK = "RANK"
+    DENSE_RANK = "DENSE_RANK"
+
+
 @dataclass(frozen=True)
 class RowNumber(Node):
-    """``ROW_NUMBER() OVER (PARTITION BY cols ORDER BY items)``."""
+    """``ROW_NUMBER() OVER (PARTITION BY cols ORDER BY items)`` (or ``RANK()``,
+    ``DENSE_RANK()``: ``function``)."""
 
     partition_by: tuple[Ident, ...]
     order_by: tuple[OrderItem, ...]
+    function: RankFunction = RankFunction.ROW_NUMBER
 
 
 @dataclass(frozen=True)

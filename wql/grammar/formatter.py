@@ -258,10 +258,10 @@ def _relation(rel: ast.Relation) -> str:
 
 
 def format_rank(rank: ast.RowNumber) -> str:
-    """``ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)``."""
+    """``ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)`` (or RANK, DENSE_RANK)."""
     order = ", ".join(o.expr.canonical + (" DESC" if o.descending else "") for o in rank.order_by)
     partition = ", ".join(format_ident(i) for i in rank.partition_by)
-    return f"ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY {order})"
+    return f"{rank.function.value}() OVER (PARTITION BY {partition} ORDER BY {order})"
 
 
 def _rank_lines(query: ast.RankQuery, *, anchor_first: bool) -> list[_Line]:

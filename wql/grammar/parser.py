@@ -56,6 +56,8 @@ _PATTERN_NAMES = {
     "COMP_OP": "a comparison operator",
     "QUALIFIED_STAR": "t.*",
     "LATE_DATA_TO": "LATE DATA TO",
+    # lexed only right before `() OVER`, where ROW_NUMBER is expected too: one name
+    "RANK_FUNCTION": "ROW_NUMBER",
     "_SEMI": "';'",
     "$END": "end of input",
 }
@@ -703,6 +705,8 @@ _SAMPLE_VALUES = {
     "DECIMAL": "1.0",
     "COMP_OP": "=",
     "LATE_DATA_TO": "LATE DATA TO",
+    # lexed only right before `() OVER`, where ROW_NUMBER is expected too: one name
+    "RANK_FUNCTION": "ROW_NUMBER",
 }
 
 

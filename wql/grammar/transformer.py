@@ -107,7 +107,9 @@ def unquote_ident(text: str) -> tuple[str, bool]:
 
 # Tokens that carry a value; every other token is a keyword or punctuation,
 # which only contributes its position.
-_VALUE_TOKENS = frozenset({"NAME", "BACKQUOTED", "STRING", "INT", "DECIMAL"})
+_VALUE_TOKENS = frozenset(
+    {"NAME", "BACKQUOTED", "STRING", "INT", "DECIMAL", "ROW_NUMBER", "RANK_FUNCTION"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,9 +625,10 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         return _RankItem(children[0], children[1] if len(children) > 1 else None, span)
 
     def row_number(self, span: Span | None, children: list[Any]) -> ast.RowNumber:
-        partition = children[0].value
-        order = tuple(c for c in children[1:] if isinstance(c, ast.OrderItem))
-        return ast.RowNumber(partition, order, span=span)
+        function = ast.RankFunction(str(children[0]).upper())
+        partition = children[1].value
+        order = tuple(c for c in children[2:] if isinstance(c, ast.OrderItem))
+        return ast.RowNumber(partition, order, function, span=span)
 
     def partition_list(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(tuple(children), span)

@@ -16,7 +16,10 @@ besides the window bounds) and window:
   the one row with the smallest time, the first of equal ones (keep first),
   or with the largest time, the last of equal ones (keep last:
   ``DeduplicateFunctionHelper.isDuplicate`` replaces on ``>=``) -- and is
-  cleared.
+  cleared. With ``RANK()`` or ``DENSE_RANK()`` (which Flink's window Top-N
+  does not run) equal rows share a rank, as SQL defines them, and every row
+  ranked at most N is kept: ties at N keep more than N rows; rows still come
+  out in sort order, equal ones in arrival order.
 
 The buffer keeps only the rows that can still rank within N (as Flink's
 combiner), so state is O(N) per window. A row is in no output when it ranks
@@ -70,6 +73,10 @@ DROP_DUPLICATE = "duplicate"
 TOP = "TOP"
 FIRST = "FIRST"
 LAST = "LAST"
+RANK = "RANK"
+DENSE_RANK = "DENSE_RANK"
+#: The keeps that rank with ties: equal rows share a rank (``RANK()``, ``DENSE_RANK()``).
+_TIED = (RANK, DENSE_RANK)
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,12 @@ class RankConfig:
         limit: N, the rows kept per window (1..N).
         order: ``(values index, descending)`` per ORDER BY item; NULL comes
             first ascending and last descending.
-        keep: ``"TOP"`` (Top-N, ties in arrival order), ``"FIRST"`` /
-            ``"LAST"`` (deduplication by time: ``order`` is the time, ties
-            keep the first / the last arrival).
+        keep: ``"TOP"`` (Top-N by ``ROW_NUMBER()``, ties in arrival order),
+            ``"RANK"`` / ``"DENSE_RANK"`` (Top-N by ``RANK()`` /
+            ``DENSE_RANK()``: equal rows share a rank, and every row ranked
+            at most N is kept, so ties can keep more than N rows),
+            ``"FIRST"`` / ``"LAST"`` (deduplication by time: ``order`` is the
+            time, ties keep the first / the last arrival).
         bounds: ``values`` indices of the window's start and end (ms): the
             rows of a view; or None with ``assigner``.
         assigner: assigns each row its windows by its event time (a window
@@ -102,9 +112,9 @@ class RankConfig:
             raise ValueError("a window rank keeps at least one row")
         if (self.bounds is None) == (self.assigner is None):
             raise ValueError("a window rank takes its windows from the rows or from an assigner")
-        if self.keep not in (TOP, FIRST, LAST):
+        if self.keep not in (TOP, FIRST, LAST, RANK, DENSE_RANK):
             raise ValueError(f"unknown keep {self.keep!r}")
-        if self.keep != TOP and (self.limit != 1 or len(self.order) != 1):
+        if self.keep in (FIRST, LAST) and (self.limit != 1 or len(self.order) != 1):
             raise ValueError("a deduplication keeps one row by one time column")
 
     @property
@@ -150,7 +160,8 @@ class WindowRankOperator:
         self._tag = config.tag_firings
         # a window rank emits on timers only: every row it emits is fired by one
         self._cause: tuple = (FIRED_BY_EVENT_TIMER, None, None)
-        self._drop_kept = DROP_OUTSIDE_TOP_N if config.keep == TOP else DROP_DUPLICATE
+        self._drop_kept = DROP_DUPLICATE if config.keep in (FIRST, LAST) else DROP_OUTSIDE_TOP_N
+        self._tied = config.keep in _TIED
 
     # ------------------------------------------------------------------ input
 
@@ -209,6 +220,8 @@ class WindowRankOperator:
     def _insert(self, entries: list[tuple], entry: tuple) -> int:
         """Put ``entry`` in the window's ranked buffer; whether it is kept there."""
         limit = self.config.limit
+        if self._tied:
+            return self._insert_tied(entries, entry, limit)
         if len(entries) >= limit and not entry[0] < entries[-1][0]:
             return 0
         heap_pos = _bisect(entries, entry[0])
@@ -217,6 +230,30 @@ class WindowRankOperator:
             pushed = entries.pop()
             self._release(pushed[2])
         return 1
+
+    def _insert_tied(self, entries: list[tuple], entry: tuple, limit: int) -> int:
+        """``RANK()`` / ``DENSE_RANK()``: keep every row whose rank is at most ``limit``.
+
+        A rank only grows as rows arrive (a row ranks after every row with a
+        smaller sort value), so a row ranked past ``limit`` never comes back.
+        The buffer held ranks 1..limit before ``entry``; inserting it raises
+        by one the rank of the rows after it, so only the last group of equal
+        rows can pass ``limit``: it leaves whole.
+        """
+        entries.insert(_bisect(entries, entry[0]), entry)
+        last = _group_start(entries, len(entries) - 1)
+        rank = last + 1 if self.config.keep == RANK else _groups(entries, last) + 1
+        if rank <= limit:
+            return 1
+        pushed = entries[last:]
+        del entries[last:]
+        kept = 1
+        for e in pushed:
+            if e is entry:
+                kept = 0
+            else:
+                self._release(e[2])
+        return kept
 
     def _release(self, seq: int) -> None:
         """Row ``seq`` left a window without being emitted from it."""
@@ -260,7 +297,9 @@ class WindowRankOperator:
         if not state:
             del self._state[key]
         start, end = window
-        for rank, (_, values, seq) in enumerate(entries, start=1):
+        ranks = _tied_ranks(entries, self.config.keep) if self._tied else None
+        for i, (_, values, seq) in enumerate(entries):
+            rank = ranks[i] if ranks is not None else i + 1
             row = (key, start, end, end - 1, 0, ON_TIME, end - 1, rank, *values)
             if self._tag:
                 row += self._cause
@@ -346,6 +385,52 @@ class WindowRankOperator:
             for entries in windows.values():
                 for _, _, seq in entries:
                     self._held.pop(seq, None)
+
+
+def _group_start(entries: list[tuple], i: int) -> int:
+    """The index of the first entry whose sort value equals entry ``i``'s (the sort key
+    without its arrival number): the rows tied with it start there."""
+    value = entries[i][0][:-1]
+    lo, hi = 0, i
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if entries[mid][0][:-1] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _groups(entries: list[tuple], end: int) -> int:
+    """How many distinct sort values ``entries[:end]`` hold (walking group by group)."""
+    count, i = 0, 0
+    while i < end:
+        count += 1
+        value = entries[i][0][:-1]
+        lo, hi = i + 1, end
+        while lo < hi:  # the first entry past the group of ``value``
+            mid = (lo + hi) // 2
+            if value < entries[mid][0][:-1]:
+                hi = mid
+            else:
+                lo = mid + 1
+        i = lo
+    return count
+
+
+def _tied_ranks(entries: list[tuple], keep: str) -> list[int]:
+    """Each entry's ``RANK()`` (1 + the rows before its group) or ``DENSE_RANK()``
+    (1 + the groups before it); entries are in sort order."""
+    ranks: list[int] = []
+    previous: tuple | None = None
+    rank = 0
+    for i, entry in enumerate(entries):
+        value = entry[0][:-1]
+        if previous is None or previous < value:
+            rank = i + 1 if keep == RANK else rank + 1
+            previous = value
+        ranks.append(rank)
+    return ranks
 
 
 def _bisect(entries: list[tuple], key: tuple) -> int:

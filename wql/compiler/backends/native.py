@@ -288,13 +288,15 @@ def lower(
 def lower_rank(
     stage: P.WindowRank, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> NativeProgram:
-    """The native steps of a window Top-N or deduplication: Spark's row_number per window.
+    """The native steps of a window Top-N or deduplication: Spark's row_number per window
+    (``rank`` / ``dense_rank`` for ``RANK()`` / ``DENSE_RANK()``).
 
     Equal rows rank in the order the operator gets them (``WindowRank``'s
     docstring and the planner's ``rank_blockers``): a view's rows of one
     window by the view's grouping keys (``ties``); a window table's rows in
     replay order (event time, then input order). A keep-last deduplication
-    keeps the last of equal times: that order reversed.
+    keeps the last of equal times: that order reversed. ``RANK()`` and
+    ``DENSE_RANK()`` give equal rows one rank, so their order is not needed.
     """
     _check_rank(stage, caps)
     steps: list[Step] = []
@@ -306,14 +308,17 @@ def lower_rank(
     else:
         if stage.filter is not None:
             steps.append(Filter(f"({stage.filter.sql})"))
-        assert stage.ties is not None  # _check_rank
-        ties = [_q(c) for c in stage.ties]
+        assert stage.ties is not None or stage.keep.tied  # _check_rank
+        ties = [_q(c) for c in stage.ties or ()]
+    if stage.keep.tied:
+        ties = []
     start, end = stage.window_bounds
     partition = [_q(start), _q(end), *(k.expr.sql for k in stage.keys)]
     reverse = " DESC" if stage.keep is P.RankKeep.LAST else ""
     order = [o.expr.sql + (" DESC" if o.descending else "") for o in stage.order]
     order += [t + reverse for t in ties]
-    rank = f"ROW_NUMBER() OVER (PARTITION BY {', '.join(partition)} ORDER BY {', '.join(order)})"
+    over = f"PARTITION BY {', '.join(partition)} ORDER BY {', '.join(order)}"
+    rank = f"{stage.keep.function}() OVER ({over})"
     steps.append(Project((Item(rank, P.RANK_COLUMN),)))
     steps.append(Filter(f"{P.RANK_COLUMN} <= {stage.limit}"))
     steps.append(
@@ -778,7 +783,7 @@ def _rank_counters(stage: P.WindowRank, df) -> dict:
             filtered = int(df.where(F.expr(f"NOT coalesce(({stage.filter.sql}), false)")).count())
     ranked_out = rows_in - fired - filtered - sum(dropped.values())
     if ranked_out:
-        dropped[DROP_OUTSIDE_TOP_N if stage.keep is P.RankKeep.TOP else DROP_DUPLICATE] = ranked_out
+        dropped[DROP_DUPLICATE if stage.keep.deduplicates else DROP_OUTSIDE_TOP_N] = ranked_out
     return {
         "rows_in": rows_in,
         "late_rows": 0,

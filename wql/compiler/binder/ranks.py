@@ -15,6 +15,11 @@ last of equal ones: Flink's ``RowTimeDeduplicateRecordsCombiner``). The bound
 is the smallest ``rn <= N``, ``rn < N`` or ``rn = N`` among the conjuncts of
 the outer WHERE (or QUALIFY); the whole condition still filters the ranked
 rows, so ``rn >= 2 AND rn <= 3`` keeps ranks 2 and 3 (Flink's rank range).
+
+``RANK()`` and ``DENSE_RANK()`` in place of ``ROW_NUMBER()`` rank as SQL
+does: equal rows share a rank, and every row ranked at most N is kept (ties
+can keep more than N rows). Flink's window Top-N refuses them; its regular
+Top-N (``RankType.RANK`` / ``DENSE_RANK``) ranks the same way.
 """
 
 from __future__ import annotations
@@ -368,7 +373,10 @@ def _is_rank(node: exp.Expression, rank: str) -> bool:
 
 
 def _keep(q: ast.RankQuery, limit: int, windowed: Windowed) -> P.RankKeep:
-    """Deduplication (Flink's rule): one row, ordered by the time attribute alone."""
+    """Deduplication (Flink's rule): one ``ROW_NUMBER()`` row, ordered by the time
+    attribute alone. ``RANK()`` and ``DENSE_RANK()`` keep ties: never a deduplication."""
+    if q.rank.function is not ast.RankFunction.ROW_NUMBER:
+        return P.RankKeep(q.rank.function.value)
     order = q.rank.order_by
     if limit != 1 or len(order) != 1 or windowed.time is None:
         return P.RankKeep.TOP
