@@ -192,9 +192,11 @@ RANK_CASES = [
         ErrorCode.WINDOWED,
     ),
     (
-        "rank_over_a_session_table",
-        "    FROM counts\n",
-        "    FROM TABLE(@SESSION(TABLE bids, DESCRIPTOR(ts), INTERVAL '5' SECOND))\n",
+        # a rank over a SESSION table ranks each key's sessions: the keys must agree
+        "rank_over_a_session_table_of_other_keys",
+        "ORDER BY n DESC) AS rn\n    FROM counts\n",
+        "ORDER BY price DESC) AS rn\n    FROM TABLE(SESSION(TABLE bids PARTITION BY @auction, "
+        "DESCRIPTOR(ts), INTERVAL '5' SECOND))\n",
         ErrorCode.WINDOWED,
     ),
     (
@@ -222,6 +224,12 @@ def test_one_rank_mistake_gives_one_error_at_its_place(case_id, old, new, code):
 
 def test_the_rank_is_valid_and_says_what_is_supported():
     assert check_source(RANK, "r.wql") == []
+    # a SESSION table, its keys those of the rank (none here): ranked per session
+    sessions = RANK.replace(
+        "    FROM counts\n",
+        "    FROM TABLE(SESSION(TABLE bids, DESCRIPTOR(ts), INTERVAL '5' SECOND))\n",
+    ).replace("ORDER BY n DESC", "ORDER BY price DESC")
+    assert check_source(sessions, "r.wql") == []
     early = RANK.replace(
         "TUMBLE(ts, INTERVAL '10' SECOND);", "TUMBLE(ts, INTERVAL '10' SECOND)\nTRIGGER COUNT(2);"
     )

@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wql.runtime import TumblingWindows
-from wql.runtime.assigners import SlidingWindows
+from wql.runtime.assigners import SessionWindows, SlidingWindows
 from wql.runtime.rank import (
     DROP_DUPLICATE,
     DROP_OUTSIDE_TOP_N,
     RankConfig,
     WindowRankOperator,
 )
-from wql.runtime.windows import MIN_TIME
+from wql.runtime.windows import MAX_TIME, MIN_TIME
 
 
 def ranked(op: WindowRankOperator) -> list[tuple]:
@@ -207,3 +207,82 @@ def test_rank_and_dense_rank_match_a_brute_force_ranking(rows, keep, limit, desc
     c = op.counters
     fired = len({r[4] for rs in want.values() for r in rs})
     assert c.rows_in == len(rows) == fired + sum(c.dropped.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(0, 40),
+            st.one_of(st.none(), st.integers(0, 3)),
+            st.one_of(st.none(), st.integers(0, 8)),
+        ),
+        max_size=30,
+    ),
+    gap=st.integers(1, 6),
+    keep=st.sampled_from(["TOP", "RANK", "DENSE_RANK"]),
+    limit=st.integers(1, 3),
+    descending=st.booleans(),
+    restore_at=st.one_of(st.none(), st.integers(0, 30)),
+)
+def test_a_session_table_rank_matches_a_brute_force_ranking(
+    rows, gap, keep, limit, descending, restore_at
+):
+    # rows: (key, event time, sort value, watermark lag or None: no rise). Flink's SESSION
+    # table function (UnalignedWindowTableFunctionOperator) then its window rank: a row's
+    # [ts, ts + gap) merges with every intersecting (touching) session of its key; a merged
+    # session behind the watermark is late; a session's rows are ranked when it fires
+    op = WindowRankOperator(
+        RankConfig(limit, ((0, descending),), keep, assigner=SessionWindows(gap))
+    )
+
+    def value(v: int | None) -> tuple:
+        if descending:
+            return (1, 0) if v is None else (0, -v)
+        return (0, 0) if v is None else (1, v)
+
+    sessions: dict[str, list[list]] = {"a": [], "b": []}
+    want: list[tuple] = []
+    late = 0
+
+    def fire(watermark: int) -> None:
+        for key, open_ in sessions.items():
+            for s in [s for s in open_ if s[1] - 1 <= watermark]:
+                open_.remove(s)
+                rows_ = sorted(s[2], key=lambda e: (value(e[1]), e[0]))
+                for i, (seq, v) in enumerate(rows_):
+                    smaller = [value(o[1]) for o in rows_ if value(o[1]) < value(v)]
+                    rank = {"TOP": i + 1, "RANK": len(smaller) + 1}.get(keep, len(set(smaller)) + 1)
+                    if rank <= limit:
+                        want.append((key, s[0], s[1], rank, seq))
+
+    wm = MIN_TIME
+    for i, (key, ts, v, lag) in enumerate(rows):
+        if i == restore_at:  # a streaming host's per-key round trip
+            for k in ("a", "b"):
+                saved = op.snapshot_key((k,))
+                op.forget_key((k,))
+                op.restore_key((k,), saved)
+        if lag is not None and ts - lag > wm:
+            wm = ts - lag
+            fire(wm)
+        op.advance_watermark(wm)
+        op.process_element((key,), ts, (v, i))
+        start, end = ts, ts + gap
+        merged = [s for s in sessions[key] if s[0] <= end and s[1] >= start]
+        for s in merged:
+            start, end = min(start, s[0]), max(end, s[1])
+        if end - 1 <= wm:
+            late += 1
+            continue
+        for s in merged:
+            sessions[key].remove(s)
+        sessions[key].append([start, end, [(i, v)] + [e for s in merged for e in s[2]]])
+    op.end_of_input()
+    fire(MAX_TIME)
+    got = sorted((r[0][0], r[1], r[2], r[7], r[9]) for r in op.drain())
+    assert got == sorted(want)
+    c = op.counters
+    assert c.dropped.get("late", 0) == late
+    assert c.rows_in == len(rows) == len(want) + sum(c.dropped.values())

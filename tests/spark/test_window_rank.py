@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 import wql
+from tests.spark.examples_helpers import text as as_text
 from tests.spark.pipeline_helpers import BIDS, ROWS, at, bids, run
 from wql.errors import WqlUnsupportedError
 
@@ -230,8 +231,7 @@ def _drained_stream(spark, tmp_path, text: str, name: str) -> list[tuple]:
         .start()
     )
     query.awaitTermination()
-    got = sorted(tuple(str(v) for v in row) for row in spark.table(table).collect())
-    return [tuple(v.replace("T", " ") for v in row) for row in got]
+    return sorted(tuple(as_text(v) for v in row) for row in spark.table(table).collect())
 
 
 def test_a_rank_over_a_window_table_streams(spark, tmp_path):
@@ -255,6 +255,68 @@ def test_rank_with_ties_streams(spark, tmp_path):
     batch, _, _ = run(spark, text, bids=bids(spark, ROWS))
     assert len(batch["latest"]) == 3
     assert _drained_stream(spark, tmp_path, text, "latest") == batch["latest"]
+
+
+#: Top-N and deduplication over SESSION tables (Flink 2.3 runs both): each bidder's
+#: sessions of 5 s gaps, ranked when they close.
+SESSIONS = (
+    BIDS
+    + """
+CREATE VIEW best_of_session AS
+SELECT * FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, bidder
+        ORDER BY price DESC) AS rn
+    FROM TABLE(SESSION(TABLE bids PARTITION BY bidder, DESCRIPTOR(ts), INTERVAL '5' SECOND))
+) WHERE rn <= 1;
+CREATE VIEW last_of_session AS
+SELECT bidder, price, window_start, window_end
+FROM TABLE(SESSION(TABLE bids PARTITION BY bidder, DESCRIPTOR(ts), INTERVAL '5' SECOND))
+QUALIFY ROW_NUMBER() OVER (PARTITION BY window_start, window_end, bidder ORDER BY ts DESC) = 1;
+"""
+)
+# bidder a: 1 s (10), 3 s (15) -> [1, 8); 9 s (5) -> [9, 14) (8 < 9: no touch).
+# b: 2 s (20) -> [2, 7); 20 s (25), 22 s (30) -> [20, 27). c: 13 s (40, 41) -> [13, 18).
+SESSION_ROWS = [
+    (1, 10, "a", 1),
+    (2, 20, "b", 2),
+    (1, 15, "a", 3),
+    (3, 5, "a", 9),
+    (2, 25, "b", 20),
+    (1, 30, "b", 22),
+    (3, 40, "c", 13),
+    (3, 41, "c", 13),
+]
+
+
+def test_top_n_and_deduplication_over_session_tables(spark, partitions):
+    out, counters, engines = run(spark, SESSIONS, bids=bids(spark, SESSION_ROWS))
+    assert engines == {"best_of_session": "operator", "last_of_session": "operator"}
+    best = [(r[0], r[1], r[2], r[5], r[6], r[8]) for r in out["best_of_session"]]
+    assert best == [
+        ("1", "15", "a", "2024-01-01 00:00:01", "2024-01-01 00:00:08", "1"),
+        ("1", "30", "b", "2024-01-01 00:00:20", "2024-01-01 00:00:27", "1"),
+        ("2", "20", "b", "2024-01-01 00:00:02", "2024-01-01 00:00:07", "1"),
+        ("3", "41", "c", "2024-01-01 00:00:13", "2024-01-01 00:00:18", "1"),
+        ("3", "5", "a", "2024-01-01 00:00:09", "2024-01-01 00:00:14", "1"),
+    ]
+    # the last of equal times: 41 came after 40
+    assert out["last_of_session"] == [
+        ("a", "15", "2024-01-01 00:00:01", "2024-01-01 00:00:08"),
+        ("a", "5", "2024-01-01 00:00:09", "2024-01-01 00:00:14"),
+        ("b", "20", "2024-01-01 00:00:02", "2024-01-01 00:00:07"),
+        ("b", "30", "2024-01-01 00:00:20", "2024-01-01 00:00:27"),
+        ("c", "41", "2024-01-01 00:00:13", "2024-01-01 00:00:18"),
+    ]
+    c = counters["best_of_session"]
+    assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (8, 5, {"outside the top N": 3})
+    c = counters["last_of_session"]
+    assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (8, 5, {"duplicate": 3})
+
+
+def test_a_rank_over_a_session_table_streams(spark, tmp_path):
+    batch, _, _ = run(spark, SESSIONS, bids=bids(spark, ROWS))
+    assert batch["best_of_session"]
+    assert _drained_stream(spark, tmp_path, SESSIONS, "best_of_session") == batch["best_of_session"]
 
 
 def test_forcing_native_on_a_rank_that_cannot_is_a_positioned_error():

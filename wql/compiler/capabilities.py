@@ -164,6 +164,11 @@ NATIVE = Capabilities(
             "grouping keys, which the view must select for Spark's row_number to follow",
         ),
         (
+            "rank_session_table",
+            "a SESSION table's rows get their session's bounds only when it closes "
+            "(sessions merge as rows arrive), which a per-row Spark window does not give",
+        ),
+        (
             "rank_view_table",
             "the rows of a window table over a view come in the view's firing order, "
             "which Spark's row_number does not follow",

@@ -223,10 +223,16 @@ def explain_rank(q: P.WindowRank, program: P.Program | None = None) -> str:
     start, end = q.window_bounds
     if q.window is not None:
         add(f"  window table: {window_text(q.window)}")
-        add(
-            "    its rows: the table's rows, each in every window it falls in, with "
-            "window_start, window_end and window_time"
-        )
+        if q.window.merging:
+            add(
+                "    its rows: the table's rows, each in its key's session (rows within the gap "
+                "merge), with window_start, window_end and window_time once the session closes"
+            )
+        else:
+            add(
+                "    its rows: the table's rows, each in every window it falls in, with "
+                "window_start, window_end and window_time"
+            )
     else:
         add(f"  windows: the view's, from {start} and {end} (one final row per window)")
     add(f"  filter: {q.filter.sql}" if q.filter is not None else "  filter: none")

@@ -370,6 +370,8 @@ def rank_blockers(
     if not caps.window_rank:
         need("ROW_NUMBER() OVER", q.span, "window_rank")
         return out
+    if q.window is not None and q.window.merging:
+        need(f"TABLE({q.window.kind}(...))", q.window.span, "rank_session_table")
     if q.source.view is not None:
         # upstream None: the caller (the native backend) checks the rank alone
         if upstream is not None and (upstream.engine is None or upstream.engine.engine != "native"):

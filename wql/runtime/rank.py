@@ -185,6 +185,9 @@ class WindowRankOperator:
                 self._drop(d.reason)
                 return
         sort = self._sort_key(values, seq)
+        if config.assigner is not None and config.assigner.is_merging:
+            self._process_session_row(key, windows[0], (sort, values, seq))
+            return
         held = 0
         state = None
         for window in windows:
@@ -204,6 +207,45 @@ class WindowRankOperator:
             self._drop(DROP_LATE)
         else:
             self._drop(self._drop_kept)  # ranked out at once in every window
+
+    def _process_session_row(self, key: Key, window: tuple[int, int], entry: tuple) -> None:
+        """A row of a SESSION window table (Flink's ``UnalignedWindowTableFunctionOperator``
+        feeding the rank): its window ``[ts, ts + gap)`` merges with every session of the
+        key it intersects (touching counts, ``TimeWindow.intersects``); a merged session
+        already behind the watermark is late (``MergingWindowProcessFunction``: the window
+        is retired, the row dropped). A session's rows are ranked when it fires; merging
+        two sessions merges their ranked buffers (the first N of a union are among the
+        first N of its parts), and a row pushed out of a buffer is ranked out for good.
+        """
+        start, end = window
+        state = self._state.get(key)
+        merged = []
+        if state:
+            merged = [w for w in state if w[0] <= end and w[1] >= start]
+            for w in merged:
+                start, end = min(start, w[0]), max(end, w[1])
+        if end - 1 <= self.watermark:
+            self._drop(DROP_LATE)
+            return
+        if state is None:
+            state = self._state[key] = {}
+        entries: list[tuple] = []
+        if merged:
+            # the largest buffer takes the others' rows
+            merged.sort(key=lambda w: -len(state[w]))
+            entries = state.pop(merged[0])
+            for w in merged[1:]:
+                for other in state.pop(w):
+                    if not self._insert(entries, other):
+                        self._release(other[2])
+        state[(start, end)] = entries
+        if (start, end) not in merged:  # a merged session's timer stays when it did not grow
+            self._timer_seq += 1
+            heapq.heappush(self._heap, (end - 1, self._timer_seq, key, (start, end)))
+        if self._insert(entries, entry):
+            self._held[entry[2]] = [1, False]
+        else:
+            self._drop(self._drop_kept)
 
     def _sort_key(self, values: tuple, seq: int) -> tuple:
         key: list[Any] = []
@@ -280,6 +322,8 @@ class WindowRankOperator:
         heap = self._heap
         while heap and heap[0][0] <= watermark:
             time, _, key, window = heapq.heappop(heap)
+            if window not in self._state.get(key, ()):
+                continue  # a session that merged into another since
             if self._tag:
                 self._cause = (FIRED_BY_EVENT_TIMER, time, None)
             self._fire(key, window)

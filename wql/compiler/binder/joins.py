@@ -134,7 +134,8 @@ def _one_source_and_windows(ctx: BindContext, q: ast.JoinQuery, sides: tuple) ->
             f"a window join joins the same windows on both sides: {left.qualifier!r} has "
             f"{_describe(left.windows)}, {right.qualifier!r} {_describe(right.windows)}",
             q.right.span,
-            hint="window both sides alike (as Flink requires)",
+            hint="window both sides alike; rows of different windows are joined by a regular "
+            "join, which WQL does not run",
             code=ErrorCode.WINDOW_JOIN,
         )
     roots = [_root(ctx, side.source) for side in sides]

@@ -60,6 +60,8 @@ def bind_rank(ctx: BindContext, q: ast.RankQuery, name: str) -> P.WindowRank | N
     if q.where is not None:
         where = ctx.attempt(ctx.boolean, q.where, relation, tables, "WHERE")
     keys = ctx.attempt(_partition, ctx, q.rank, windowed, before_rank)
+    if keys is not None and isinstance(q.source, ast.WindowTable):
+        ctx.attempt(_session_keys, ctx, q.source, keys)
     order = ctx.attempt(_order, ctx, q.rank, relation, tables)
     inner = ctx.attempt(_inner, ctx, q, windowed)
     if inner is None or keys is None or order is None:
@@ -125,6 +127,32 @@ def _names(sql: str, column: str) -> bool:
     if len(s) > 1 and s[0] == s[-1] == "`":
         s = s[1:-1].replace("``", "`")
     return s.lower() == column.lower()
+
+
+def _session_keys(ctx: BindContext, table: ast.WindowTable, keys: tuple[P.KeyColumn, ...]) -> None:
+    """A rank over a SESSION table ranks each session of each key: PARTITION BY of the
+    rank (besides the bounds) and of SESSION must name the same keys, as for a GROUP BY
+    over a SESSION table (WQL's sessions are per key)."""
+    if not isinstance(table.window, ast.Session):
+        if table.partition:
+            raise ctx.error(
+                "PARTITION BY in a window table function belongs to SESSION",
+                table.partition[0].span,
+                code=ErrorCode.WINDOWED,
+            )
+        return
+    session = sorted(i.name.lower() for i in table.partition)
+    if session != sorted(k.name.lower() for k in keys):
+        where = table.partition[0].span if table.partition else table.span
+        raise ctx.error(
+            "a window Top-N over a SESSION table ranks each key's sessions: "
+            "SESSION(TABLE t PARTITION BY ...) and the rank's PARTITION BY (besides "
+            "window_start, window_end) must name the same keys (WQL's sessions are per key)",
+            where,
+            hint="TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap)) ... "
+            "OVER (PARTITION BY window_start, window_end, k ORDER BY ...)",
+            code=ErrorCode.WINDOWED,
+        )
 
 
 def _partition(

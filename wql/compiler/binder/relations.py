@@ -25,8 +25,9 @@ from wql.errors import ErrorCode
 from wql.grammar import ast
 from wql.grammar.formatter import format_window
 
-#: Window table functions a window Top-N or join reads (as in Flink: a SESSION
-#: table function has set semantics, its rows exist only once the session closes).
+#: Window table functions a window join reads. A SESSION table function has set
+#: semantics: its rows get their window only once the session closes (Flink's
+#: ``UnalignedWindowTableFunctionOperator``); a window Top-N reads it too.
 ROW_WINDOWS = (ast.Tumble, ast.Hop, ast.Cumulate)
 
 
@@ -80,11 +81,17 @@ def bind_windowed(
 def _window_table(
     ctx: BindContext, rel: ast.WindowTable, reader: str, what: str, tables: tuple[str, ...]
 ) -> Windowed:
-    if not isinstance(rel.window, ROW_WINDOWS):
+    sessions = isinstance(rel.window, ast.Session) and what == "window Top-N"
+    if not isinstance(rel.window, ROW_WINDOWS) and not sessions:
+        kind = format_window(rel.window).partition("(")[0]
         raise ctx.error(
-            f"a {what} reads TUMBLE, HOP or CUMULATE window tables, not "
-            f"{format_window(rel.window).partition('(')[0]}: a session's rows exist only "
-            "once it closes (as in Flink)",
+            f"a {what} reads TUMBLE, HOP or CUMULATE window tables, not {kind}"
+            + (
+                ": WQL joins windows that every row falls in as it arrives, and a session's "
+                "rows get their window only once it closes"
+                if isinstance(rel.window, ast.Session)
+                else ""
+            ),
             rel.window.span,
             code=ErrorCode.WINDOWED,
         )
