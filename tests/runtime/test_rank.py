@@ -74,6 +74,34 @@ def test_a_row_in_several_windows_counts_once():
     assert op.counters.dropped == {}  # each row is in some output
 
 
+def _replay(
+    op: WindowRankOperator, assigner: SlidingWindows, rows: list, restore_at: int | None
+) -> list[tuple]:
+    """Feed ``rows`` (key, event time, sort value, watermark step) to ``op``, with a
+    per-key snapshot round trip (a streaming host's) before row ``restore_at``, then end
+    the input; the ``(key, window_start, window_end, row, value)`` of every row in a window
+    that had not fired when it came."""
+    wm, want_in = MIN_TIME, []
+    for i, (key, ts, v, step) in enumerate(rows):
+        if i == restore_at:
+            _round_trip(op)
+        wm = max(wm, ts - 5 * step) if wm != MIN_TIME or step else wm
+        op.advance_watermark(wm)
+        for w in assigner.assign_windows(ts, ()):
+            if w.end - 1 > op.watermark:
+                want_in.append(((key,), w.start, w.end, i, v))
+        op.process_element((key,), ts, (i, v))
+    op.end_of_input()
+    return want_in
+
+
+def _round_trip(op: WindowRankOperator) -> None:
+    for k in ("a", "b"):
+        saved = op.snapshot_key((k,))
+        op.forget_key((k,))
+        op.restore_key((k,), saved)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     rows=st.lists(
@@ -94,20 +122,7 @@ def test_matches_a_brute_force_ranking(rows, limit, descending, restore_at):
     assigner = SlidingWindows(20, 10)
     config = RankConfig(limit, ((1, descending),), assigner=assigner)
     op = WindowRankOperator(config)
-    wm, want_in = MIN_TIME, []
-    for i, (key, ts, v, step) in enumerate(rows):
-        if i == restore_at:  # a streaming host's per-key round trip
-            for k in ("a", "b"):
-                saved = op.snapshot_key((k,))
-                op.forget_key((k,))
-                op.restore_key((k,), saved)
-        wm = max(wm, ts - 5 * step) if wm != MIN_TIME or step else wm
-        op.advance_watermark(wm)
-        for w in assigner.assign_windows(ts, ()):
-            if w.end - 1 > op.watermark:
-                want_in.append(((key,), w.start, w.end, i, v))
-        op.process_element((key,), ts, (i, v))
-    op.end_of_input()
+    want_in = _replay(op, assigner, rows, restore_at)
     got = sorted((r[0], r[1], r[2], r[7], r[8]) for r in op.drain())
 
     def order(entry: tuple) -> tuple:
@@ -168,20 +183,7 @@ def test_rank_and_dense_rank_match_a_brute_force_ranking(rows, keep, limit, desc
     # smaller values; rows come out in sort order, equal ones in arrival order
     assigner = SlidingWindows(20, 10)
     op = WindowRankOperator(RankConfig(limit, ((1, descending),), keep, assigner=assigner))
-    wm, want_in = MIN_TIME, []
-    for i, (key, ts, v, step) in enumerate(rows):
-        if i == restore_at:  # a streaming host's per-key round trip
-            for k in ("a", "b"):
-                saved = op.snapshot_key((k,))
-                op.forget_key((k,))
-                op.restore_key((k,), saved)
-        wm = max(wm, ts - 5 * step) if wm != MIN_TIME or step else wm
-        op.advance_watermark(wm)
-        for w in assigner.assign_windows(ts, ()):
-            if w.end - 1 > op.watermark:
-                want_in.append(((key,), w.start, w.end, i, v))
-        op.process_element((key,), ts, (i, v))
-    op.end_of_input()
+    want_in = _replay(op, assigner, rows, restore_at)
     got = [(r[0], r[1], r[2], r[7], r[8]) for r in op.drain()]
 
     def value(v: int | None) -> tuple:
@@ -260,10 +262,7 @@ def test_a_session_table_rank_matches_a_brute_force_ranking(
     wm = MIN_TIME
     for i, (key, ts, v, lag) in enumerate(rows):
         if i == restore_at:  # a streaming host's per-key round trip
-            for k in ("a", "b"):
-                saved = op.snapshot_key((k,))
-                op.forget_key((k,))
-                op.restore_key((k,), saved)
+            _round_trip(op)
         if lag is not None and ts - lag > wm:
             wm = ts - lag
             fire(wm)
