@@ -103,6 +103,8 @@ def trigger(draw: st.DrawFn, depth: int = 0) -> str:
     if form == 4:
         domain = draw(st.sampled_from(["OF EVENT TIME", "OF PROCESSING TIME", ""]))
         update = draw(st.sampled_from(["", " ON UPDATE", " on update"]))
+        if draw(st.booleans()):
+            return f"{kw('AFTER')} {draw(interval())} {kw(domain)}"
         return f"{kw('EVERY')} {draw(interval())} {kw(domain)}{update}"
     if form in (5, 6):
         threshold = draw(st.sampled_from(["1", "2.5", "-3", "0.125"]))

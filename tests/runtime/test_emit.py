@@ -464,6 +464,38 @@ def test_on_update_merges_the_earliest_pending_timer():
     ]
 
 
+def test_after_fires_a_delay_after_the_first_row_of_a_pane():
+    # AFTER 2 s (Beam's pastFirstElementInPane().plusDelayOf(2 s)): 500 arms 2500, not
+    # the boundary 2000; 2100 joins the armed pane, which fires at 2600 with both rows.
+    # EVERY 2 s ON UPDATE fires 500 alone at 2000, and 2100 arms the boundary 4000.
+    script = "k:1@500, WM 2000, k:2@2100, WM 2600, WM 9999"
+    after = OnUpdateTrigger(2000, True, True, aligned=False)
+    assert on_update(TumblingWindows(10_000), after, script) == [
+        (3, 0, 10_000, 0, "EARLY", False),
+    ]
+    assert on_update(TumblingWindows(10_000), OnUpdateTrigger(2000, True, True), script) == [
+        (1, 0, 10_000, 0, "EARLY", False),
+        (3, 0, 10_000, 1, "EARLY", False),
+    ]
+    # a row whose delay passes the window's end fires at the end: an ON_TIME pane
+    assert on_update(TumblingWindows(10_000), after, "k:1@500, WM 2600, k:2@9000, WM 9999") == [
+        (1, 0, 10_000, 0, "EARLY", False),
+        (3, 0, 10_000, 1, "ON_TIME", True),
+    ]
+
+
+def test_after_in_processing_time():
+    # processing-time TUMBLE 10 s, AFTER 2 s OF PROCESSING TIME: the first row at
+    # clock 1000 arms 3000, which fires once the clock passes it; 6500 arms 8500
+    window = TumblingWindows(10_000, event_time=False)
+    script = "PT 1000, k:1@0, PT 2500, k:2@0, PT 3001, PT 6500, k:4@0, PT 9000, PT 10000"
+    trigger = OnUpdateTrigger(2000, False, True, aligned=False)
+    assert on_update(window, trigger, script) == [
+        (3, 0, 10_000, 0, "EARLY", False),
+        (7, 0, 10_000, 1, "EARLY", False),
+    ]
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     assigner=st.sampled_from(

@@ -60,6 +60,8 @@ TRIGGERS = [
     PanePurgingTrigger(ContinuousEventTimeTrigger(1000), frozenset({"EARLY"}), True),
     OnUpdateTrigger(1000, event_time=True, bounded=True, lateness=500),
     OnUpdateTrigger(700, event_time=False),
+    OnUpdateTrigger(900, event_time=True, bounded=True, lateness=500, aligned=False),
+    EarlyLateTrigger(OnUpdateTrigger(600, False, aligned=False), CountTrigger(1)),
     EarlyLateTrigger(OnUpdateTrigger(500, True, True), OnUpdateTrigger(800, True, True, 2000)),
 ]
 MERGEABLE = [t for t in TRIGGERS if t.can_merge()]

@@ -181,6 +181,28 @@ def test_every_on_update_in_batch(spark):
     ]
 
 
+def test_after_fires_a_delay_after_each_panes_first_row_in_batch(spark):
+    text = SOURCE + (
+        "SELECT k, window_start, pane_index, pane_timing, COUNT(*) AS n FROM s "
+        "GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) TRIGGER AFTER INTERVAL '2' SECOND"
+    )
+    rows = [("a", 1, 0.5), ("z", 1, 2.1), ("a", 1, 2.2), ("z", 1, 3.0), ("z", 1, 12)]
+    # a@0.5 arms a's window at 2.5 s; z@2.1 arms z's at 4.1 s; a@2.2 (watermark 2.099)
+    # joins a's pane; z@12 (watermark 2.999) fires a's pane with both rows. The end of
+    # input fires z's at 4.1 s and z@12's at 14 s. (EVERY 2 s ON UPDATE fires a@0.5
+    # alone at the boundary 2 s, then a@2.2 at 4 s: two panes.)
+    assert run(spark, text, rows)["query_1"] == [
+        ("a", at(0), 0, "EARLY", 2),
+        ("z", at(0), 0, "EARLY", 2),
+        ("z", at(10), 0, "EARLY", 1),
+    ]
+    aligned = text.replace("AFTER INTERVAL '2' SECOND", "EVERY INTERVAL '2' SECOND ON UPDATE")
+    assert [r for r in run(spark, aligned, rows)["query_1"] if r[0] == "a"] == [
+        ("a", at(0), 0, "EARLY", 1),
+        ("a", at(0), 1, "EARLY", 2),
+    ]
+
+
 def test_every_on_update_through_the_streaming_processor():
     text = SOURCE.replace("STRING, v BIGINT", "STRING, v DOUBLE") + (
         "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) "
@@ -196,6 +218,24 @@ def test_every_on_update_through_the_streaming_processor():
         ("a", 0, 10_000, 0, "EARLY", 2.0),
         ("z", 0, 10_000, 0, "EARLY", 2.0),
         ("a", 0, 10_000, 1, "EARLY", 3.0),
+    ]
+
+
+def test_after_through_the_streaming_processor():
+    text = SOURCE.replace("STRING, v BIGINT", "STRING, v DOUBLE") + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND) "
+        "TRIGGER AFTER INTERVAL '2' SECOND"
+    )
+    d = Driver(text)
+    d.batch([("a", 1, 500)])  # a armed at 2500
+    d.batch([("z", 1, 2100), ("a", 1, 2200)])  # watermark 499; z armed at 4100
+    d.batch([("z", 1, 3000)])  # watermark 2199: nothing due
+    d.batch([("z", 1, 12_000)])  # watermark 2999: a fires both rows; [10,20) armed at 14000
+    d.end()  # z fires at 4100, then z's [10, 20) at 14000
+    assert d.results == [
+        ("a", 0, 10_000, 0, "EARLY", 2.0),
+        ("z", 0, 10_000, 0, "EARLY", 2.0),
+        ("z", 10_000, 20_000, 0, "EARLY", 1.0),
     ]
 
 

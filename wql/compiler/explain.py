@@ -456,6 +456,14 @@ def _(t: P.CountTrigger) -> NodeText:
 @trigger_text.register
 def _(t: P.EveryTrigger) -> NodeText:
     text = f"EVERY {duration(t.interval_ms)} OF {t.domain.value} TIME"
+    if t.after_first_row:
+        after = f"AFTER {duration(t.interval_ms)} OF {t.domain.value} TIME"
+        return NodeText(
+            "AFTER",
+            after,
+            f"{after} (fire {duration(t.interval_ms)} after the first row of a pane, once per "
+            "pane)",
+        )
     if not t.on_update:
         return NodeText("EVERY", text, text)
     return NodeText(

@@ -529,12 +529,15 @@ class EveryTrigger(_TriggerNode):
 
     ``on_update`` (EVERY ... ON UPDATE): fire at the next boundary after rows
     arrived, only when rows arrived since the last firing (the runtime's
-    OnUpdateTrigger), instead of at every boundary.
+    OnUpdateTrigger), instead of at every boundary. ``after_first_row``
+    (``AFTER <interval>``, with ``on_update``): fire ``interval`` after the
+    first row of a pane instead of at a boundary.
     """
 
     interval_ms: int
     domain: TimeDomain
     on_update: bool = False
+    after_first_row: bool = False
     span: Span | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

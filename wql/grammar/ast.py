@@ -84,6 +84,7 @@ __all__ = [
     "ProcessingTimeTrigger",
     "CountTrigger",
     "EveryTrigger",
+    "AfterTrigger",
     "DeltaTrigger",
     "TimeoutTrigger",
     "PurgingTrigger",
@@ -503,6 +504,16 @@ class EveryTrigger(TriggerSpec):
 
 
 @dataclass(frozen=True)
+class AfterTrigger(TriggerSpec):
+    """``AFTER <interval> [OF EVENT TIME | OF PROCESSING TIME]``: fire ``interval``
+    after the first row of a pane (Beam's ``AfterProcessingTime.pastFirstElementInPane()
+    .plusDelayOf(interval)``, repeated). ``domain`` None = the window's own."""
+
+    interval: Interval
+    domain: TimeDomain | None = None
+
+
+@dataclass(frozen=True)
 class DeltaTrigger(TriggerSpec):
     """``DELTA(<expr>, <threshold>)`` (DeltaTrigger)."""
 
@@ -552,6 +563,7 @@ Trigger = (
     | ProcessingTimeTrigger
     | CountTrigger
     | EveryTrigger
+    | AfterTrigger
     | DeltaTrigger
     | TimeoutTrigger
     | PurgingTrigger

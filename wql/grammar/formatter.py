@@ -472,6 +472,9 @@ def format_trigger(trigger: ast.Trigger) -> str:
             text = f"EVERY {format_interval(interval)}"
             text += f" OF {domain.value} TIME" if domain is not None else ""
             return text + (" ON UPDATE" if on_update else "")
+        case ast.AfterTrigger(interval, domain):
+            text = f"AFTER {format_interval(interval)}"
+            return text + (f" OF {domain.value} TIME" if domain is not None else "")
         case ast.DeltaTrigger(expr, threshold):
             return f"DELTA({expr.canonical}, {decimal_text(threshold.value)})"
         case ast.TimeoutTrigger(inner, timeout):

@@ -1048,6 +1048,10 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         domain = next((p for p in parts if isinstance(p, ast.TimeDomain)), None)
         return ast.EveryTrigger(children[0], domain, "on_update" in parts, span=span)
 
+    def after_trigger(self, span: Span | None, children: list[Any]) -> ast.AfterTrigger:
+        domain = children[1].value if len(children) > 1 else None
+        return ast.AfterTrigger(children[0], domain, span=span)
+
     def on_update(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part("on_update", span)
 

@@ -406,6 +406,9 @@ class OnUpdateTrigger(_FireTimer):
     event_time: bool
     bounded: bool = False
     lateness: int = 0
+    #: False: ``AFTER <interval>`` (Beam's ``pastFirstElementInPane().plusDelayOf``): the
+    #: first row arms ``now + interval`` instead of the next boundary.
+    aligned: bool = True
 
     def __post_init__(self) -> None:
         if self.interval <= 0:
@@ -420,7 +423,10 @@ class OnUpdateTrigger(_FireTimer):
                 now = timestamp
         else:
             now = ctx.processing_time
-        fire = now - now % self.interval + self.interval
+        if self.aligned:
+            fire = now - now % self.interval + self.interval
+        else:
+            fire = now + self.interval if now <= MAX_TIME - self.interval else MAX_TIME
         if self.bounded:
             max_ts = window.max_timestamp
             end = (

@@ -414,7 +414,10 @@ def _(t: P.EveryTrigger, b: _Scope) -> TR.Trigger:
         event = t.domain is P.TimeDomain.EVENT
         # bounded by the window's end (and, after it, its cleanup) on the window's own clock
         bounded = b.window.domain is t.domain
-        return TR.OnUpdateTrigger(t.interval_ms, event, bounded, b.lateness if event else 0)
+        lateness = b.lateness if event else 0
+        return TR.OnUpdateTrigger(
+            t.interval_ms, event, bounded, lateness, aligned=not t.after_first_row
+        )
     if t.domain is P.TimeDomain.EVENT:
         return TR.ContinuousEventTimeTrigger(t.interval_ms)
     return TR.ContinuousProcessingTimeTrigger(t.interval_ms)

@@ -104,6 +104,19 @@ def _(t: ast.CountTrigger, c: _Clause) -> P.Trigger:
 @_trigger.register
 def _(t: ast.EveryTrigger, c: _Clause) -> P.Trigger:
     interval = c.ctx.positive(t.interval, "EVERY interval")
+    domain = _clock(t, c, "EVERY")
+    return P.EveryTrigger(interval, domain, t.on_update, span=t.span)
+
+
+@_trigger.register
+def _(t: ast.AfterTrigger, c: _Clause) -> P.Trigger:
+    interval = c.ctx.positive(t.interval, "AFTER interval")
+    domain = _clock(t, c, "AFTER")
+    return P.EveryTrigger(interval, domain, on_update=True, after_first_row=True, span=t.span)
+
+
+def _clock(t: ast.EveryTrigger | ast.AfterTrigger, c: _Clause, what: str) -> P.TimeDomain:
+    """The clock of a timer trigger: the one it names, else its window's."""
     if t.domain is not None:
         domain = P.TimeDomain(t.domain.value)
     elif c.window is None:  # the window's own error is reported; any domain will do
@@ -112,14 +125,14 @@ def _(t: ast.EveryTrigger, c: _Clause) -> P.Trigger:
         domain = c.window.domain
     else:
         raise c.ctx.error(
-            f"EVERY on a {c.window.kind} window needs OF EVENT TIME or OF PROCESSING TIME "
+            f"{what} on a {c.window.kind} window needs OF EVENT TIME or OF PROCESSING TIME "
             "(the window has no clock of its own)",
             t.span,
             code=ErrorCode.NOT_FOR_WINDOW,
         )
     if domain is P.TimeDomain.EVENT:
-        c.ctx.need_event_time(c.source, "EVERY ... OF EVENT TIME", t.span)
-    return P.EveryTrigger(interval, domain, t.on_update, t.span)
+        c.ctx.need_event_time(c.source, f"{what} ... OF EVENT TIME", t.span)
+    return domain
 
 
 @_trigger.register
