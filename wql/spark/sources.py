@@ -223,13 +223,17 @@ def _check_table_schema(decl: P.SourceDecl, df: DataFrame, table: str) -> None:
 _MALFORMED = "__wql_malformed"
 
 
-def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int:
+def malformed_rows(
+    spark: Any, decl: P.SourceDecl, base_dir: Path | None, read: DataFrame | None = None
+) -> int:
     """The rows of ``decl``'s CSV or JSON files with a value that does not parse.
 
     :func:`read_source` keeps them, the value NULL (Spark's PERMISSIVE mode, the
     default); this reads the files again with Spark's corrupt-record column and
     counts the rows that have it, so that they are reported (``malformed`` in the
-    counters). 0 for other formats, other modes and table sources.
+    counters). 0 for other formats, other modes and table sources. ``read``: what
+    :func:`read_source` gave for ``decl``; its schema is the one to read with (a
+    CSV header's order), so the header is not read again (a Spark job).
     """
     if decl.table is not None or not decl.path:
         return 0
@@ -238,7 +242,12 @@ def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int
     if fmt not in ("csv", "json") or options.get("mode", "PERMISSIVE").upper() != "PERMISSIVE":
         return 0
     path = resolve_path(decl.path, base_dir)
-    schema = _file_schema(spark, decl, path, fmt, options, empty_ok=False)
+    if read is not None:
+        schema = ", ".join(
+            f"{sql_identifier(f.name)} {f.dataType.simpleString()}" for f in read.schema.fields
+        )
+    else:
+        schema = _file_schema(spark, decl, path, fmt, options, empty_ok=False)
     df = (
         spark.read.format(fmt)
         .options(**options)
