@@ -18,7 +18,11 @@ warm-up files (default 2, not counted), each file is timed from
   writes (``rows_out`` and the source's malformed rows);
 
 ``total`` is ``apply`` + ``write`` (the figure of the earlier runs in
-docs/benchmarks.md), ``run`` adds ``counters``: what ``wql run`` pays. It
+docs/benchmarks.md), ``run`` adds ``counters``: what ``wql run`` pays.
+``native``, the baseline, right after each file in the same session: a
+trivial native query of the same file (the typed read, two CSV outputs of
+its rows), the floor of any query with two outputs; ``RATIO``
+is ``run`` over it. It
 prints the median and the best per-file time of each phase, the CPU seconds
 of the process tree per file (steadier than wall time on a loaded machine)
 and the number of Spark jobs and tasks per file (from the status tracker, one job group per
@@ -78,6 +82,15 @@ def write_inputs(folder: Path, files: int, rows: int) -> list[Path]:
     return paths
 
 
+def native_floor(spark: object, csv: Path, out: str) -> None:
+    """The floor: a trivial native query of the same file in the same session, what any
+    query with two outputs pays (the typed read, two CSV writes)."""
+    reader = spark.read.option("header", "true")  # type: ignore[attr-defined]
+    df = reader.schema("device STRING, temp DOUBLE, ts TIMESTAMP, seq BIGINT").csv(str(csv))
+    df.where("temp > 20").write.mode("overwrite").option("header", "true").csv(f"{out}/a")
+    df.where("temp <= 20").write.mode("overwrite").option("header", "true").csv(f"{out}/b")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=8)
@@ -98,8 +111,10 @@ def main() -> None:
         "counters": [],
         "total": [],
         "run": [],
+        "native": [],
     }
     cpu: list[float] = []
+    native_cpu: list[float] = []
     jobs: list[int] = []
     tasks: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,6 +142,12 @@ def main() -> None:
             phases["total"].append(t2 - t0)
             phases["run"].append(t3 - t0)
             cpu.append(sampler.cpu)
+            sc.setJobGroup(f"native{n}", f"native{n}")  # not counted with the file's jobs
+            with Sampler(interval=3600) as sampler:
+                t0 = time.perf_counter()
+                native_floor(spark, path.parent / f"readings{n}.csv", f"{tmp}/native{n}")
+                phases["native"].append(time.perf_counter() - t0)
+            native_cpu.append(sampler.cpu)
             ids = tracker.getJobIdsForGroup(group)
             jobs.append(len(ids))
             stage_ids = [s for j in ids for s in (tracker.getJobInfo(j).stageIds or [])]
@@ -144,7 +165,12 @@ def main() -> None:
     print(f"{'phase':<8} {'median s':>9} {'best s':>8}")
     for name, values in phases.items():
         print(f"{name:<8} {statistics.median(values):>9.3f} {min(values):>8.3f}")
-    print(f"CPU s per file (driver, JVM, workers): median {statistics.median(cpu):.3f}")
+    run_cpu, floor_cpu = statistics.median(cpu), statistics.median(native_cpu)
+    print(
+        f"CPU s per file (driver, JVM, workers): median {run_cpu:.3f}, native floor {floor_cpu:.3f}"
+    )
+    wall = statistics.median(phases["run"]) / statistics.median(phases["native"])
+    print(f"RATIO run/native wall {wall:.2f} cpu {run_cpu / floor_cpu:.2f}")
     print(
         f"Spark jobs per file: {statistics.median(jobs):g}; "
         f"tasks run per file: {statistics.median(tasks):g}"
