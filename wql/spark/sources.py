@@ -43,6 +43,7 @@ __all__ = [
     "conform",
     "declared_schema",
     "malformed_rows",
+    "plain_csv_header",
     "read_source",
     "read_stream_source",
     "read_table",
