@@ -13,11 +13,20 @@ warm-up files (default 2, not counted), each file is timed from
 
 * ``apply``: ``Compiled.apply()`` — the replay statistics and the operator
   stage (its output cached);
-* ``write``: writing the result and the late output from that cache.
+* ``write``: writing the result and the late output from that cache;
+* ``counters``: ``Results.counters``, what ``wql run`` prints after the
+  writes (``rows_out`` and the source's malformed rows);
 
-It prints the median and the best per-file time of each phase and the
-number of Spark jobs and tasks per file (from the status tracker, one job
-group per file).
+``total`` is ``apply`` + ``write`` (the figure of the earlier runs in
+docs/benchmarks.md), ``run`` adds ``counters``: what ``wql run`` pays.
+``native``, the baseline, right after each file in the same session: a
+trivial native query of the same file (the typed read, two CSV outputs of
+its rows), the floor of any query with two outputs; ``RATIO``
+is ``run`` over it. It
+prints the median and the best per-file time of each phase, the CPU seconds
+of the process tree per file (steadier than wall time on a loaded machine)
+and the number of Spark jobs and tasks per file (from the status tracker, one job group per
+file, the counters' jobs included).
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from nexmark import Sampler  # noqa: E402
 
 QUERY = """CREATE SOURCE readings (
     device STRING, temp DOUBLE, ts TIMESTAMP, seq BIGINT,
@@ -70,6 +82,15 @@ def write_inputs(folder: Path, files: int, rows: int) -> list[Path]:
     return paths
 
 
+def native_floor(spark: object, csv: Path, out: str) -> None:
+    """The floor: a trivial native query of the same file in the same session, what any
+    query with two outputs pays (the typed read, two CSV writes)."""
+    reader = spark.read.option("header", "true")  # type: ignore[attr-defined]
+    df = reader.schema("device STRING, temp DOUBLE, ts TIMESTAMP, seq BIGINT").csv(str(csv))
+    df.where("temp > 20").write.mode("overwrite").option("header", "true").csv(f"{out}/a")
+    df.where("temp <= 20").write.mode("overwrite").option("header", "true").csv(f"{out}/b")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=8)
@@ -84,7 +105,16 @@ def main() -> None:
     spark = default_session(None, "bench small files", quiet=True)
     sc = spark.sparkContext
     tracker = sc.statusTracker()
-    phases: dict[str, list[float]] = {"apply": [], "write": [], "total": []}
+    phases: dict[str, list[float]] = {
+        "apply": [],
+        "write": [],
+        "counters": [],
+        "total": [],
+        "run": [],
+        "native": [],
+    }
+    cpu: list[float] = []
+    native_cpu: list[float] = []
     jobs: list[int] = []
     tasks: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,20 +122,32 @@ def main() -> None:
         for n, path in enumerate(paths):
             group = f"file{n}"
             sc.setJobGroup(group, group)
-            t0 = time.perf_counter()
-            results = wql.compile_file(path).apply(spark)
-            t1 = time.perf_counter()
-            for name in results:
-                write_output(results[name], f"{tmp}/out{n}/{name}", "csv")
-            t2 = time.perf_counter()
-            counters = results.counters
-            results.release()
+            # CPU of the process tree at the start and the end only (no sampling thread)
+            with Sampler(interval=3600) as sampler:
+                t0 = time.perf_counter()
+                results = wql.compile_file(path).apply(spark)
+                t1 = time.perf_counter()
+                for name in results:
+                    write_output(results[name], f"{tmp}/out{n}/{name}", "csv")
+                t2 = time.perf_counter()
+                counters = results.counters
+                t3 = time.perf_counter()
+                results.release()
             assert counters["rows_in"] == args.rows and counters["engine"] == "operator"
             if n < args.warmup:
                 continue
             phases["apply"].append(t1 - t0)
             phases["write"].append(t2 - t1)
+            phases["counters"].append(t3 - t2)
             phases["total"].append(t2 - t0)
+            phases["run"].append(t3 - t0)
+            cpu.append(sampler.cpu)
+            sc.setJobGroup(f"native{n}", f"native{n}")  # not counted with the file's jobs
+            with Sampler(interval=3600) as sampler:
+                t0 = time.perf_counter()
+                native_floor(spark, path.parent / f"readings{n}.csv", f"{tmp}/native{n}")
+                phases["native"].append(time.perf_counter() - t0)
+            native_cpu.append(sampler.cpu)
             ids = tracker.getJobIdsForGroup(group)
             jobs.append(len(ids))
             stage_ids = [s for j in ids for s in (tracker.getJobInfo(j).stageIds or [])]
@@ -123,6 +165,12 @@ def main() -> None:
     print(f"{'phase':<8} {'median s':>9} {'best s':>8}")
     for name, values in phases.items():
         print(f"{name:<8} {statistics.median(values):>9.3f} {min(values):>8.3f}")
+    run_cpu, floor_cpu = statistics.median(cpu), statistics.median(native_cpu)
+    print(
+        f"CPU s per file (driver, JVM, workers): median {run_cpu:.3f}, native floor {floor_cpu:.3f}"
+    )
+    wall = statistics.median(phases["run"]) / statistics.median(phases["native"])
+    print(f"RATIO run/native wall {wall:.2f} cpu {run_cpu / floor_cpu:.2f}")
     print(
         f"Spark jobs per file: {statistics.median(jobs):g}; "
         f"tasks run per file: {statistics.median(tasks):g}"

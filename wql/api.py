@@ -223,6 +223,8 @@ class Compiled:
             spark = _session()
         program = self._bound(dataframes)
         sources: dict[str, Any] = {}
+        # what was read from files, by source: the malformed-row counts read with its schema
+        read: dict[str, tuple[Path | None, Any]] = {}
         results: dict[str, QueryResult] = {}
         runner: StageRunner | None = None
         try:
@@ -237,8 +239,8 @@ class Compiled:
                         if any(s.view is None for s in P.inputs_of(st))
                     )
                     owner, owned = self._owner(first.name, program)
-                    sources[key] = owner._source_df(spark, owned, root.name, dataframes)
-            malformed = self._malformed(spark, program, sources, dataframes)
+                    sources[key] = owner._source_df(spark, owned, root.name, dataframes, read)
+            malformed = self._malformed(spark, program, sources, dataframes, read)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
             runner = StageRunner(program)
@@ -257,10 +259,16 @@ class Compiled:
         return Results(results, runner)
 
     def _malformed(
-        self, spark: Any, program: P.Program, sources: Mapping[str, Any], given: Mapping[str, Any]
+        self,
+        spark: Any,
+        program: P.Program,
+        sources: Mapping[str, Any],
+        given: Mapping[str, Any],
+        read: Mapping[str, tuple[Path | None, Any]],
     ) -> dict[str, Callable[[], int]]:
         """Per source this call read from files (batch), how to count its malformed rows
-        (:func:`wql.spark.sources.malformed_rows`), by lower-cased name."""
+        (:func:`wql.spark.sources.malformed_rows`), by lower-cased name; ``read``: what
+        :meth:`_source_df` read, by lower-cased name, with the folder it read from."""
         from wql.spark.sources import malformed_rows
 
         passed = {n.lower() for n in given}
@@ -279,8 +287,15 @@ class Compiled:
                 None,
             )
             owner = self._owner(first.name, program)[0] if first is not None else self
+            folder, df_read = read.get(key, (None, None))
             out[key] = functools.cache(
-                functools.partial(malformed_rows, spark, decl, owner.base_dir)
+                functools.partial(
+                    malformed_rows,
+                    spark,
+                    decl,
+                    owner.base_dir,
+                    df_read if folder == owner.base_dir else None,
+                )
             )
         return out
 
@@ -440,8 +455,15 @@ class Compiled:
             ) from None
 
     def _source_df(
-        self, spark: Any, program: P.Program, name: str, dataframes: Mapping[str, Any]
+        self,
+        spark: Any,
+        program: P.Program,
+        name: str,
+        dataframes: Mapping[str, Any],
+        read: dict[str, tuple[Path | None, Any]] | None = None,
     ) -> Any:
+        """The DataFrame of source ``name``: the one passed, else read from its WITH
+        clause (recorded in ``read`` with the folder it was read from)."""
         from wql.spark.sources import conform, read_source
 
         decl = program.source(name)
@@ -452,6 +474,8 @@ class Compiled:
             if not decl.declared:  # pragma: no cover - an undeclared source came from a DataFrame
                 raise WqlSemanticError(f"source {name!r} needs a DataFrame", code=ErrorCode.SCHEMA)
             given = read_source(spark, decl, self.base_dir)
+            if read is not None:
+                read[name.lower()] = (self.base_dir, given)
         return conform(decl, given)
 
 
@@ -491,6 +515,9 @@ def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | No
     dropped = None
     if not streaming:
         counters, dropped = run.counters, run.dropped
+        rows_out = getattr(run, "rows_out", None)  # a batch operator run may know it
+        if rows_out is not None:
+            counters = {**counters, "rows_out": rows_out}
         runner.claim(run)  # its own result now: released with it (not twice)
     stages = None if streaming else functools.partial(_upstream_counters, q, df, runner)
     result, late = run.result, run.late

@@ -138,3 +138,40 @@ def test_where_guards_the_expressions_it_rejects(spark):
         spark.conf.set("spark.sql.ansi.enabled", ansi)
     assert here == in_spark
     assert here[3]["rows_filtered"] == 1 and here[3]["dropped"] == {"null event time": 1}
+
+
+WQL_RUN = """CREATE SOURCE readings (
+    device STRING, temp DOUBLE, ts TIMESTAMP, seq BIGINT,
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
+) WITH (format = 'csv', path = 'readings.csv', header = 'true', arrival_order = 'seq');
+CREATE VIEW per_window AS SELECT device, window_start, COUNT(*) AS readings, MAX(temp) AS max_temp
+FROM readings GROUP BY device, TUMBLE(ts, INTERVAL '10' SECOND)
+ALLOWED LATENESS INTERVAL '5' SECOND LATE DATA TO late_readings;
+"""
+
+
+def test_a_small_query_as_wql_run_runs_it_costs_one_job_per_read_and_write(spark, tmp_path):
+    """What ``wql run --output`` does with a small CSV (bench/small_files.py): the apply
+    reads the rows once (the header without Spark), each output is one write, the
+    counters one scan for malformed rows (rows_out from the operator's output)."""
+    import wql
+    from wql.spark.layout import write_output
+
+    lines = ["device,temp,ts,seq"]
+    for i, (d, s) in enumerate([("a", 1), ("b", 3), ("a", 12), ("a", 2), ("b", 25), ("a", 9)]):
+        lines.append(f"{d},{i}.5,2024-05-01 12:00:{s:02d},{i}")
+    (tmp_path / "readings.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "q.wql").write_text(WQL_RUN)
+    results, apply_jobs = spark_jobs(spark, lambda: wql.compile_file(tmp_path / "q.wql").apply())
+    try:
+        _, write_jobs = spark_jobs(
+            spark,
+            lambda: [write_output(results[n], str(tmp_path / "out" / n), "csv") for n in results],
+        )
+        counters, counter_jobs = spark_jobs(spark, lambda: results.counters)
+    finally:
+        results.release()
+    assert (apply_jobs, write_jobs, counter_jobs) == (1, 2, 1)
+    written = spark.read.option("header", "true").csv(str(tmp_path / "out" / "per_window"))
+    assert counters["rows_out"] == written.count() == 5  # a[0,10) fires twice
+    assert (counters["rows_in"], counters["late_rows"], counters["malformed"]) == (6, 1, 0)

@@ -62,3 +62,19 @@ def test_malformed_json_values_are_counted_and_clean_files_count_none(spark, tmp
         assert results.counters["malformed"] == 0
     finally:
         results.release()
+
+
+def test_small_and_large_sources_count_malformed_rows_alike(spark, tmp_path, monkeypatch):
+    """A small source's count collects the malformed rows' hashes, a large one's
+    aggregates: the same rows either way (a bad value in a column no query reads too)."""
+    import wql.spark.batch as batch
+    from wql.compiler import compile_source
+    from wql.spark.sources import malformed_rows
+
+    data = tmp_path / "readings.csv"
+    data.write_text(CSV + "c,5,2024-01-01 00:00:04,extra\nc,x,y\n")
+    decl = compile_source(TEXT.format(fmt="csv", path=data)).sources[0]
+    small = malformed_rows(spark, decl, None)
+    monkeypatch.setattr(batch, "SMALL_INPUT_BYTES", -1)
+    assert small >= 2  # 'lots', 'not a time' and the rows of the wrong width
+    assert malformed_rows(spark, decl, None) == small

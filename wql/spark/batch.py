@@ -102,6 +102,9 @@ class OperatorRun:
     #: the queries reading this one take as input, and the pipeline's clock.
     placed: DataFrame | None = None
     clock: GlobalClock | None = None
+    #: ``result``'s row count when it is known without a job: a run in the driver whose
+    #: projection keeps every fired row (no HAVING, QUALIFY or outer WHERE)
+    rows_out: int | None = None
 
     def release(self) -> None:
         """Free the cached operator output and replay."""
@@ -144,7 +147,7 @@ def run_operator(
         # a small source: read once, replayed and run here (wql/spark/driver_run.py)
         replayed, rows = driver_run.collect(query, op, source, spec)
         task = partition_task(query, op, spec, replayed)
-        tagged, counters = _in_driver(spark, query, op, task, rows)
+        tagged, counters, fired = _in_driver(spark, query, op, task, rows)
         run = _outcome(
             query,
             op,
@@ -155,6 +158,7 @@ def run_operator(
             replayed.rows_in,
             replayed,
             None,
+            fired,
         )
         _add_drops(run, replayed)
         return run
@@ -451,22 +455,24 @@ def _execute(
         # operator stage's jobs (its exchange, the cache build, the collect),
         # and the outputs read a local relation instead of a cache
         # (docs/benchmarks.md, "Small inputs"). Same task, same rows, same order.
-        tagged, counters = _in_driver(spark, query, op, task, staged.toArrow())
+        tagged, counters, fired = _in_driver(spark, query, op, task, staged.toArrow())
     else:
         tagged = staged.mapInArrow(task, out_schema).persist()
         counters = L.sum_counters(r[L.COUNTERS] for r in L.counters_of(tagged).collect())
+        fired = None
     if rows is None:
         assert replayed is not None
         replayed.settle()  # the job above read the rows: their counts are observed
         rows, rows_in = replayed.rows_replayed, replayed.rows_in
-    return _outcome(query, op, tagged, counters, rows, dropped, rows_in, replayed, clock)
+    return _outcome(query, op, tagged, counters, rows, dropped, rows_in, replayed, clock, fired)
 
 
 def _in_driver(
     spark: Any, query: P.OperatorStage, op: OperatorPlan, task: _PartitionTask, rows: pa.Table
-) -> tuple[DataFrame, dict[str, Any]]:
+) -> tuple[DataFrame, dict[str, Any], int]:
     """One partition's ``task`` run here on ``rows`` (in replay order): its tagged output
-    as a local relation, and its counters (read from the output, no job)."""
+    as a local relation, its counters and its number of result rows (read from the
+    output, no job)."""
     out_schema, layout = L.tagged_layout(query, op)
     done = task(iter(rows.to_batches()))
     table = pa.Table.from_batches(list(done), layout.schema)
@@ -474,7 +480,7 @@ def _in_driver(
     kinds = table.column(L.KIND).to_pylist()
     parts = table.column(L.COUNTERS).to_pylist()
     counters = L.sum_counters(c for k, c in zip(kinds, parts, strict=True) if k == L.COUNTS)
-    return tagged, counters
+    return tagged, counters, kinds.count(L.RESULT)
 
 
 def _outcome(
@@ -487,8 +493,10 @@ def _outcome(
     rows_in: int,
     replayed: R.Replay | None,
     clock: GlobalClock | None,
+    fired: int | None = None,
 ) -> OperatorRun:
-    """The run's outputs over the operator's ``tagged`` output and its summed counters."""
+    """The run's outputs over the operator's ``tagged`` output and its summed counters;
+    ``fired``: the number of its result rows, when known (a run in the driver)."""
     filtered = rows - counters["rows_in"]
     summary = {
         "rows_in": rows_in,
@@ -509,7 +517,16 @@ def _outcome(
     placed = L.placed_results(query, op, tagged) if op.config.tag_firings else None
     late = L.late_rows(op, tagged) if query.late_output is not None else None
     return OperatorRun(
-        query, result, late, dropped, summary, [tagged], replayed, placed=placed, clock=clock
+        query,
+        result,
+        late,
+        dropped,
+        summary,
+        [tagged],
+        replayed,
+        placed=placed,
+        clock=clock,
+        rows_out=fired if fired is not None and L.keeps_every_row(query) else None,
     )
 
 

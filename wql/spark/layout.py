@@ -91,6 +91,7 @@ __all__ = [
     "csv_timestamp",
     "join_layout",
     "join_results",
+    "keeps_every_row",
     "key_columns",
     "late_rows",
     "placed_results",
@@ -422,6 +423,14 @@ def _project_rank(
 _PROJECTIONS: dict[type, Any] = {P.Query: _project_aggregate, P.WindowRank: _project_rank}
 
 
+def keeps_every_row(query: P.OperatorStage) -> bool:
+    """Whether :func:`results` has one row per ``R`` row: its projection filters none
+    (no HAVING; for a window rank, no outer WHERE or QUALIFY)."""
+    if isinstance(query, P.WindowRank):
+        return query.condition is None
+    return query.having is None
+
+
 def _projection(columns: tuple[P.OutputColumn, ...]) -> list[Column]:
     out = []
     for c in columns:
@@ -454,34 +463,49 @@ def writable(df: DataFrame, fmt: str) -> DataFrame:
     """An output as file format ``fmt`` can hold it: in CSV, arrays (COLLECT_LIST) as JSON
     text and timestamps as :data:`CSV_TIMESTAMP_FORM`.
 
-    Batch outputs (``wql run --output``) and streaming sinks write the same way.
+    Batch outputs (``wql run --output``) and streaming sinks write the same way. The
+    columns are SQL text, one ``selectExpr``: built as ``functions`` calls they cost a
+    py4j round trip per call, most of a small output's write (docs/benchmarks.md, "The
+    fixed cost of a small query").
     """
     if fmt != "csv":
         return df
+    fields = df.schema.fields
+    if not any(isinstance(f.dataType, _CSV_CONVERTED) for f in fields):
+        return df
     zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     out = []
-    for f in df.schema.fields:
-        c = F.col(sql_identifier(f.name))
+    for f in fields:
+        c = sql_identifier(f.name)
         if isinstance(f.dataType, ST.ArrayType):
-            c = F.to_json(c)
+            c = f"to_json({c})"
         elif isinstance(f.dataType, ST.TimestampType):
-            c = csv_timestamp(F.to_utc_timestamp(c, zone))
+            c = csv_timestamp(f"to_utc_timestamp({c}, {_sql_string(zone)})")
         elif isinstance(f.dataType, ST.TimestampNTZType):
             c = csv_timestamp(c)
-        out.append(c.alias(f.name))
-    return df.select(*out)
+        out.append(f"{c} AS {sql_identifier(f.name)}")
+    return df.selectExpr(*out)
 
 
-def csv_timestamp(c: Column) -> Column:
-    """``c`` as text in :data:`CSV_TIMESTAMP_FORM`, formatted in the session's zone (callers
-    shift an instant to UTC first)."""
-    seconds = F.date_format(c, "yyyy-MM-dd HH:mm:ss")
-    micros = F.date_format(c, "SSSSSS")
+#: The column types :func:`writable` turns into text for CSV.
+_CSV_CONVERTED = (ST.ArrayType, ST.TimestampType, ST.TimestampNTZType)
+
+
+def csv_timestamp(c: str) -> str:
+    """The SQL expression ``c`` (a timestamp) as text in :data:`CSV_TIMESTAMP_FORM`,
+    formatted in the session's zone (callers shift an instant to UTC first)."""
+    seconds = f"date_format({c}, 'yyyy-MM-dd HH:mm:ss')"
+    micros = f"date_format({c}, 'SSSSSS')"
     return (
-        F.when(micros == "000000", seconds)
-        .when(micros.endswith("000"), F.concat(seconds, F.lit("."), F.substring(micros, 1, 3)))
-        .otherwise(F.concat(seconds, F.lit("."), micros))
+        f"CASE WHEN {micros} = '000000' THEN {seconds} "
+        f"WHEN endswith({micros}, '000') THEN concat({seconds}, '.', substring({micros}, 1, 3)) "
+        f"ELSE concat({seconds}, '.', {micros}) END"
     )
+
+
+def _sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def write_output(df: DataFrame, target: str, fmt: str) -> None:

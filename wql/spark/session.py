@@ -30,6 +30,9 @@ from typing import IO, Any
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
+#: PySpark reads it once per process, at the first ``functions`` call with a session
+DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
+
 QUIET_LOG4J = "log4j2-quiet.properties"
 # what the JVM itself prints on standard error at start-up (no logger to configure)
 _JVM_NOTICES = (b"WARNING: Using incubator modules",)
@@ -49,7 +52,12 @@ def default_session(
     """Get or create a quiet SparkSession fit for WQL.
 
     The UI is off, times are UTC, and the RocksDB state store is configured
-    (streaming ``transformWithState`` requires it). ``master`` defaults to
+    (streaming ``transformWithState`` requires it). PySpark's DataFrame
+    debugging (``spark.python.sql.dataFrameDebugging.enabled``: the Python
+    call site of every ``functions`` call sent to the JVM for error contexts)
+    is off: it costs several py4j round trips per column expression, which
+    was most of a small query's driver time (docs/benchmarks.md, "The fixed
+    cost of a small query"); WQL positions its own errors. ``master`` defaults to
     the one ``spark-submit`` configured, else ``local[*]``. On a local master
     Python workers run the current interpreter (``PYSPARK_PYTHON``); on a
     cluster the executors' Python is the deployment's business
@@ -74,6 +82,7 @@ def default_session(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        DATAFRAME_DEBUGGING: "false",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.driver.extraJavaOptions": driver_java,
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",

@@ -43,6 +43,7 @@ __all__ = [
     "conform",
     "declared_schema",
     "malformed_rows",
+    "plain_csv_header",
     "read_source",
     "read_stream_source",
     "read_table",
@@ -223,13 +224,17 @@ def _check_table_schema(decl: P.SourceDecl, df: DataFrame, table: str) -> None:
 _MALFORMED = "__wql_malformed"
 
 
-def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int:
+def malformed_rows(
+    spark: Any, decl: P.SourceDecl, base_dir: Path | None, read: DataFrame | None = None
+) -> int:
     """The rows of ``decl``'s CSV or JSON files with a value that does not parse.
 
     :func:`read_source` keeps them, the value NULL (Spark's PERMISSIVE mode, the
     default); this reads the files again with Spark's corrupt-record column and
     counts the rows that have it, so that they are reported (``malformed`` in the
-    counters). 0 for other formats, other modes and table sources.
+    counters). 0 for other formats, other modes and table sources. ``read``: what
+    :func:`read_source` gave for ``decl``; its schema is the one to read with (a
+    CSV header's order), so the header is not read again (a Spark job).
     """
     if decl.table is not None or not decl.path:
         return 0
@@ -238,7 +243,12 @@ def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int
     if fmt not in ("csv", "json") or options.get("mode", "PERMISSIVE").upper() != "PERMISSIVE":
         return 0
     path = resolve_path(decl.path, base_dir)
-    schema = _file_schema(spark, decl, path, fmt, options, empty_ok=False)
+    if read is not None:
+        schema = ", ".join(
+            f"{sql_identifier(f.name)} {f.dataType.simpleString()}" for f in read.schema.fields
+        )
+    else:
+        schema = _file_schema(spark, decl, path, fmt, options, empty_ok=False)
     df = (
         spark.read.format(fmt)
         .options(**options)
@@ -250,6 +260,13 @@ def malformed_rows(spark: Any, decl: P.SourceDecl, base_dir: Path | None) -> int
     # reads, so a bad value elsewhere would not be seen, and it refuses a query of
     # the corrupt-record column alone.
     every = F.hash(*[F.col(sql_identifier(c)) for c in df.columns if c != _MALFORMED])
+    from wql.spark.batch import small_by_size
+
+    if small_by_size(df):
+        # one scan that returns the malformed rows' hashes: no aggregation's exchange and
+        # second job for a file of a few rows (docs/benchmarks.md, "The fixed cost of a
+        # small query")
+        return df.where(F.col(_MALFORMED).isNotNull()).select(every).toArrow().num_rows
     counted = F.count(F.when(F.col(_MALFORMED).isNotNull(), every))
     return int(df.agg(counted).first()[0])
 
@@ -277,13 +294,15 @@ def _file_schema(
     order = [c.name for c in decl.columns]
     if fmt == "csv" and options.get("header", "false").lower() == "true":
         # the header row alone (no inference): file column names in file order
-        reader = spark.read.options(**{**options, "inferSchema": "false"})
-        try:
-            header = reader.csv(path).columns
-        except Exception:  # noqa: BLE001 - an empty folder has no header yet
-            if not empty_ok:
-                raise
-            header = []
+        header = plain_csv_header(path, options)
+        if header is None:
+            reader = spark.read.options(**{**options, "inferSchema": "false"})
+            try:
+                header = reader.csv(path).columns
+            except Exception:  # noqa: BLE001 - an empty folder has no header yet
+                if not empty_ok:
+                    raise
+                header = []
         if header:
             missing = [c for c in order if c.lower() not in {h.lower() for h in header}]
             if missing:
@@ -301,6 +320,56 @@ def _file_schema(
         type_ = T.to_spark(col.type).simpleString() if col is not None else "string"
         parts.append(f"{sql_identifier(name)} {type_}")
     return ", ".join(parts)
+
+
+#: Reader options that do not change how Spark finds and splits a CSV file's header line.
+_HEADER_NEUTRAL_OPTIONS = frozenset(
+    ("header", "inferschema", "sep", "delimiter", "mode", "enforceschema")
+    + ("timestampformat", "timestampntzformat", "dateformat")
+)
+#: More than Spark's own header parse in Python would have to reproduce: quoting, escapes,
+#: comments (those characters send a header line to Spark).
+_NOT_PLAIN = frozenset('"\\#')
+
+
+def plain_csv_header(path: str, options: dict[str, str]) -> list[str] | None:
+    """The column names of a one-file local CSV's header line when Spark's reading of it
+    is plain splitting, else None (the caller asks Spark: a job).
+
+    Spark takes the first non-blank line, parses it with the CSV parser and names
+    empty and repeated columns itself (``_c<i>``, ``<name><i>``). On a line of
+    printable ASCII without quotes, escapes or a comment mark, in a file that is not
+    hidden from Spark's listing, read with options that do not touch the parse, that
+    parse is a split on the separator; any other case (several files, a folder, a
+    glob, other encodings or options, empty or repeated names) is Spark's to read.
+    Equal to Spark's reading on the cases it answers: ``tests/spark/test_sources.py``.
+    """
+    if not _is_local(path) or any(c in path for c in "*?[]{}"):
+        return None
+    if any(k.lower() not in _HEADER_NEUTRAL_OPTIONS for k in options):
+        return None
+    sep = options.get("sep", options.get("delimiter", ","))
+    p = Path(path).expanduser()
+    if len(sep) != 1 or sep in _NOT_PLAIN or not 32 <= ord(sep) < 127 or sep.isalnum():
+        return None
+    if p.name.startswith(("_", ".")) or not p.is_file():
+        return None
+    try:
+        with p.open("rb") as f:
+            line = f.readline(1 << 16)
+    except OSError:
+        return None
+    text = line.rstrip(b"\n")
+    if text.endswith(b"\r"):
+        text = text[:-1]
+    if not line.endswith(b"\n") or not text.strip() or not all(32 <= b < 127 for b in text):
+        return None
+    names = text.decode("ascii").split(sep)
+    if any(c in n or n != n.strip() for n in names for c in _NOT_PLAIN) or not all(names):
+        return None
+    if len({n.lower() for n in names}) != len(names):
+        return None
+    return names
 
 
 def conform(decl: P.SourceDecl, df: DataFrame) -> DataFrame:
