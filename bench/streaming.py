@@ -213,12 +213,16 @@ FLOOR_WORK = {
     "state": "+ ValueState get and update (500 bytes)",
     "timer": "+ move one Spark timer (delete the old, register the new)",
     "bucket": "read a key bucket's rows (128 buckets), nothing else",
+    "packed": "read a key bucket's packed rows (128 buckets, pack_buckets), nothing else",
+    "unpacked": "+ unpack them to the staged frame (unpack_buckets)",
 }
 
 
 def floor_processor(work: str):
     """A processor that does ``work`` (:data:`FLOOR_WORK`) per key and outputs nothing."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    from wql.spark.streaming import unpack_buckets
 
     class Floor(StatefulProcessor):
         def init(self, handle) -> None:
@@ -231,7 +235,9 @@ def floor_processor(work: str):
             # with the largest values, the keys the string column
             top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
             keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
-            if work not in ("rows", "bucket"):  # state, timer: 500 bytes per key
+            if work == "unpacked":
+                unpack_buckets(frames, "UTC")
+            if work not in ("rows", "bucket", "packed", "unpacked"):  # 500 bytes per key
                 saved = self.state.get()
                 self.state.update((b"x" * (500 * keys), top + 30_000))
                 if work != "state":
@@ -246,9 +252,12 @@ def floor_processor(work: str):
     return Floor()
 
 
-def run_floor(spark, data: Path, work: Path) -> None:
-    """Spark's own per-key cost: the :data:`FLOOR_WORK` processors on the bench's data."""
+def run_floor(spark, data: Path, work: Path, only: list[str] | None = None) -> None:
+    """Spark's own per-key cost: the :data:`FLOOR_WORK` processors (``only``: those
+    named) on the bench's data."""
     from pyspark.sql import functions as F
+
+    from wql.spark.streaming import _BUCKET, PACKED_SCHEMA, bucket_column, pack_buckets
 
     source = (
         spark.readStream.schema("k STRING, v DOUBLE, ts TIMESTAMP")
@@ -261,12 +270,15 @@ def run_floor(spark, data: Path, work: Path) -> None:
     print("| processor | micro-batches (s) | after the first (s) | CPU s |")
     print("|---|---|---|---|")
     # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
-    for name, what in [("rows", None), *FLOOR_WORK.items()]:
-        grouped = (
-            staged.withColumn("b", F.pmod(F.xxhash64("k"), F.lit(128))).groupBy("b")
-            if name == "bucket"
-            else staged.groupBy("k")
-        )
+    floors = FLOOR_WORK.items() if only is None else [(n, FLOOR_WORK[n]) for n in only]
+    for name, what in [("rows", None), *floors]:
+        bucketed = staged.withColumn(_BUCKET, bucket_column(["k"]))
+        if name == "bucket":
+            grouped = bucketed.groupBy(_BUCKET)
+        elif name in ("packed", "unpacked"):
+            grouped = bucketed.mapInArrow(pack_buckets, PACKED_SCHEMA).groupBy(_BUCKET)
+        else:
+            grouped = staged.groupBy("k")
         out = grouped.transformWithStateInPandas(
             statefulProcessor=floor_processor(name),
             outputStructType="k STRING",
@@ -281,6 +293,20 @@ def run_floor(spark, data: Path, work: Path) -> None:
         secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
         shown = ", ".join(f"{x:.1f}" for x in secs)
         print(f"| {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
+    # the baseline in the same run: Spark's own session window on the same micro-batches
+    native = (
+        source.withWatermark("ts", "5 seconds")
+        .groupBy("k", F.session_window("ts", "30 seconds"))
+        .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+    )
+    cpu = tree_cpu()
+    progress = run_stream(native, work / "ck_floor_native")
+    spent = tree_cpu() - cpu
+    secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+    shown = ", ".join(f"{x:.1f}" for x in secs)
+    print(
+        f"| Spark's session_window (the baseline) | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |"
+    )
 
 
 class _Handle:
@@ -392,6 +418,10 @@ def main() -> int:
         help="instead: Spark's per-key cost of transformWithStateInPandas without WQL",
     )
     ap.add_argument(
+        "--floor-only",
+        help="with --floor: only these processors (comma-separated names of FLOOR_WORK)",
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="instead: the WQL processor in this process (Spark's part in dicts)",
@@ -442,7 +472,8 @@ def main() -> int:
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
         )
         if args.floor:
-            run_floor(spark, data, work)
+            only = args.floor_only.split(",") if args.floor_only else None
+            run_floor(spark, data, work, only)
             spark.stop()
             return 0
         if args.state_scale:
