@@ -5,6 +5,7 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000] [--warmup]
                                         [--where 'v < 0.5']
     .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
+    .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --state-scale 10000,1000000  # cost vs state size
     .venv/bin/python bench/streaming.py --parallel  # partitioned streams, local[2] vs [1]
@@ -309,6 +310,93 @@ def run_floor(spark, data: Path, work: Path, only: list[str] | None = None) -> N
     )
 
 
+def split_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's descendants: the JVM's and the Python workers'."""
+    hz = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        head, tail = raw.rsplit(")", 1)
+        fields = tail.split()
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])
+        names[pid] = head.split("(", 1)[1]
+    out = {"jvm": 0.0, "python": 0.0}
+    todo = list(children.get(os.getpid(), ()))
+    while todo:
+        pid = todo.pop()
+        out["jvm" if "java" in names.get(pid, "") else "python"] += times.get(pid, 0) / hz
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def run_packing(spark, compiled, source, work: Path, reps: int) -> None:
+    """Spark's session window, the wql query with its bucket's rows unpacked (one Spark
+    row each, as before :func:`wql.spark.streaming.pack_buckets`) and as it runs (packed),
+    in turn ``reps`` times; the first round warms the JVM and the workers up."""
+    from pyspark.sql import functions as F
+
+    from wql.spark import layout as L
+    from wql.spark.streaming import (
+        _BUCKET,
+        BucketProcessor,
+        bucket_column,
+        processor_layout,
+        stream_input,
+    )
+
+    def unpacked():
+        run = compiled.apply(spark, s=source).queries[0].run
+        staged, key_cols, mode, *_ = stream_input(
+            run.query, run.operator, source, None, flag_where=True
+        )
+        schema, _ = L.tagged_layout(run.query, run.operator)
+        return (
+            staged.select("*", bucket_column(key_cols))
+            .groupBy(_BUCKET)
+            .transformWithStateInPandas(
+                statefulProcessor=BucketProcessor(processor_layout(run.query, run.operator, mode)),
+                outputStructType=schema,
+                outputMode="Append",
+                timeMode=mode,
+            )
+        )
+
+    plans = {
+        "Spark session_window": lambda: (
+            source.withWatermark("ts", "5 seconds")
+            .groupBy("k", F.session_window("ts", "30 seconds"))
+            .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        ),
+        "wql, rows unpacked": unpacked,
+        "wql, rows packed": lambda: compiled.apply(spark, s=source).queries[0].run.tagged,
+    }
+    print("| round | query | CPU s | JVM | Python workers | ratio to Spark | load |")
+    print("|---|---|---|---|---|---|---|")
+    for r in range(reps):
+        native = None
+        for i, (name, plan) in enumerate(plans.items()):
+            before = split_cpu()
+            run_stream(plan(), work / f"ck_packing_{r}_{i}")
+            after = split_cpu()
+            jvm, py = (after[c] - before[c] for c in ("jvm", "python"))
+            native = jvm + py if native is None else native
+            shown = "warm-up" if r == 0 else str(r)
+            print(
+                f"| {shown} | {name} | {jvm + py:.1f} | {jvm:.1f} | {py:.1f} | "
+                f"{(jvm + py) / native:.2f}x | {os.getloadavg()[0]:.0f} |"
+            )
+
+
 class _Handle:
     """Spark's part for ``--profile``: per-key ValueState and timers in dicts."""
 
@@ -418,6 +506,13 @@ def main() -> int:
         help="instead: Spark's per-key cost of transformWithStateInPandas without WQL",
     )
     ap.add_argument(
+        "--packing",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: Spark's session window, wql with unpacked and with packed rows, in "
+        "turn ROUNDS times (the first a warm-up): CPU of the JVM and of the Python workers",
+    )
+    ap.add_argument(
         "--floor-only",
         help="with --floor: only these processors (comma-separated names of FLOOR_WORK)",
     )
@@ -484,6 +579,10 @@ def main() -> int:
         where = f"\nWHERE {args.where}" if args.where else ""
         compiled = wql.compile(QUERY.format(path=data, where=where))
         source = read_stream_source(spark, compiled.program.source("s"), None)
+        if args.packing:
+            run_packing(spark, compiled, source, work, args.packing)
+            spark.stop()
+            return 0
 
         watermarked = source.withWatermark("ts", "5 seconds")
         if args.where:
