@@ -5,6 +5,7 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000] [--warmup]
                                         [--where 'v < 0.5']
     .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
+    .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --state-scale 10000,1000000  # cost vs state size
     .venv/bin/python bench/streaming.py --parallel  # partitioned streams, local[2] vs [1]
@@ -213,12 +214,16 @@ FLOOR_WORK = {
     "state": "+ ValueState get and update (500 bytes)",
     "timer": "+ move one Spark timer (delete the old, register the new)",
     "bucket": "read a key bucket's rows (128 buckets), nothing else",
+    "packed": "read a key bucket's packed rows (128 buckets, pack_buckets), nothing else",
+    "unpacked": "+ unpack them to the staged frame (unpack_buckets)",
 }
 
 
 def floor_processor(work: str):
     """A processor that does ``work`` (:data:`FLOOR_WORK`) per key and outputs nothing."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    from wql.spark.streaming import unpack_buckets
 
     class Floor(StatefulProcessor):
         def init(self, handle) -> None:
@@ -231,7 +236,9 @@ def floor_processor(work: str):
             # with the largest values, the keys the string column
             top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
             keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
-            if work not in ("rows", "bucket"):  # state, timer: 500 bytes per key
+            if work == "unpacked":
+                unpack_buckets(frames, "UTC")
+            if work not in ("rows", "bucket", "packed", "unpacked"):  # 500 bytes per key
                 saved = self.state.get()
                 self.state.update((b"x" * (500 * keys), top + 30_000))
                 if work != "state":
@@ -246,9 +253,12 @@ def floor_processor(work: str):
     return Floor()
 
 
-def run_floor(spark, data: Path, work: Path) -> None:
-    """Spark's own per-key cost: the :data:`FLOOR_WORK` processors on the bench's data."""
+def run_floor(spark, data: Path, work: Path, only: list[str] | None = None) -> None:
+    """Spark's own per-key cost: the :data:`FLOOR_WORK` processors (``only``: those
+    named) on the bench's data."""
     from pyspark.sql import functions as F
+
+    from wql.spark.streaming import _BUCKET, PACKED_SCHEMA, bucket_column, pack_buckets
 
     source = (
         spark.readStream.schema("k STRING, v DOUBLE, ts TIMESTAMP")
@@ -261,12 +271,15 @@ def run_floor(spark, data: Path, work: Path) -> None:
     print("| processor | micro-batches (s) | after the first (s) | CPU s |")
     print("|---|---|---|---|")
     # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
-    for name, what in [("rows", None), *FLOOR_WORK.items()]:
-        grouped = (
-            staged.withColumn("b", F.pmod(F.xxhash64("k"), F.lit(128))).groupBy("b")
-            if name == "bucket"
-            else staged.groupBy("k")
-        )
+    floors = FLOOR_WORK.items() if only is None else [(n, FLOOR_WORK[n]) for n in only]
+    for name, what in [("rows", None), *floors]:
+        bucketed = staged.withColumn(_BUCKET, bucket_column(["k"]))
+        if name == "bucket":
+            grouped = bucketed.groupBy(_BUCKET)
+        elif name in ("packed", "unpacked"):
+            grouped = bucketed.mapInArrow(pack_buckets, PACKED_SCHEMA).groupBy(_BUCKET)
+        else:
+            grouped = staged.groupBy("k")
         out = grouped.transformWithStateInPandas(
             statefulProcessor=floor_processor(name),
             outputStructType="k STRING",
@@ -281,6 +294,107 @@ def run_floor(spark, data: Path, work: Path) -> None:
         secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
         shown = ", ".join(f"{x:.1f}" for x in secs)
         print(f"| {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
+    # the baseline in the same run: Spark's own session window on the same micro-batches
+    native = (
+        source.withWatermark("ts", "5 seconds")
+        .groupBy("k", F.session_window("ts", "30 seconds"))
+        .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+    )
+    cpu = tree_cpu()
+    progress = run_stream(native, work / "ck_floor_native")
+    spent = tree_cpu() - cpu
+    secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+    shown = ", ".join(f"{x:.1f}" for x in secs)
+    print(
+        f"| Spark's session_window (the baseline) | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |"
+    )
+
+
+def split_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's descendants: the JVM's and the Python workers'."""
+    hz = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        head, tail = raw.rsplit(")", 1)
+        fields = tail.split()
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])
+        names[pid] = head.split("(", 1)[1]
+    out = {"jvm": 0.0, "python": 0.0}
+    todo = list(children.get(os.getpid(), ()))
+    while todo:
+        pid = todo.pop()
+        out["jvm" if "java" in names.get(pid, "") else "python"] += times.get(pid, 0) / hz
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def run_packing(spark, compiled, source, work: Path, reps: int) -> None:
+    """Spark's session window, the wql query with its bucket's rows unpacked (one Spark
+    row each, as before :func:`wql.spark.streaming.pack_buckets`) and as it runs (packed),
+    in turn ``reps`` times; the first round warms the JVM and the workers up."""
+    from pyspark.sql import functions as F
+
+    from wql.spark import layout as L
+    from wql.spark.streaming import (
+        _BUCKET,
+        BucketProcessor,
+        bucket_column,
+        processor_layout,
+        stream_input,
+    )
+
+    def unpacked():
+        run = compiled.apply(spark, s=source).queries[0].run
+        staged, key_cols, mode, *_ = stream_input(
+            run.query, run.operator, source, None, flag_where=True
+        )
+        schema, _ = L.tagged_layout(run.query, run.operator)
+        return (
+            staged.select("*", bucket_column(key_cols))
+            .groupBy(_BUCKET)
+            .transformWithStateInPandas(
+                statefulProcessor=BucketProcessor(processor_layout(run.query, run.operator, mode)),
+                outputStructType=schema,
+                outputMode="Append",
+                timeMode=mode,
+            )
+        )
+
+    plans = {
+        "Spark session_window": lambda: (
+            source.withWatermark("ts", "5 seconds")
+            .groupBy("k", F.session_window("ts", "30 seconds"))
+            .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        ),
+        "wql, rows unpacked": unpacked,
+        "wql, rows packed": lambda: compiled.apply(spark, s=source).queries[0].run.tagged,
+    }
+    print("| round | query | CPU s | JVM | Python workers | ratio to Spark | load |")
+    print("|---|---|---|---|---|---|---|")
+    for r in range(reps):
+        native = None
+        for i, (name, plan) in enumerate(plans.items()):
+            before = split_cpu()
+            run_stream(plan(), work / f"ck_packing_{r}_{i}")
+            after = split_cpu()
+            jvm, py = (after[c] - before[c] for c in ("jvm", "python"))
+            native = jvm + py if native is None else native
+            shown = "warm-up" if r == 0 else str(r)
+            print(
+                f"| {shown} | {name} | {jvm + py:.1f} | {jvm:.1f} | {py:.1f} | "
+                f"{(jvm + py) / native:.2f}x | {os.getloadavg()[0]:.0f} |"
+            )
 
 
 class _Handle:
@@ -392,6 +506,17 @@ def main() -> int:
         help="instead: Spark's per-key cost of transformWithStateInPandas without WQL",
     )
     ap.add_argument(
+        "--packing",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: Spark's session window, wql with unpacked and with packed rows, in "
+        "turn ROUNDS times (the first a warm-up): CPU of the JVM and of the Python workers",
+    )
+    ap.add_argument(
+        "--floor-only",
+        help="with --floor: only these processors (comma-separated names of FLOOR_WORK)",
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="instead: the WQL processor in this process (Spark's part in dicts)",
@@ -442,7 +567,8 @@ def main() -> int:
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
         )
         if args.floor:
-            run_floor(spark, data, work)
+            only = args.floor_only.split(",") if args.floor_only else None
+            run_floor(spark, data, work, only)
             spark.stop()
             return 0
         if args.state_scale:
@@ -453,6 +579,10 @@ def main() -> int:
         where = f"\nWHERE {args.where}" if args.where else ""
         compiled = wql.compile(QUERY.format(path=data, where=where))
         source = read_stream_source(spark, compiled.program.source("s"), None)
+        if args.packing:
+            run_packing(spark, compiled, source, work, args.packing)
+            spark.stop()
+            return 0
 
         watermarked = source.withWatermark("ts", "5 seconds")
         if args.where:

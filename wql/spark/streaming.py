@@ -5,8 +5,9 @@ A streaming DataFrame passed to :meth:`wql.api.Compiled.apply` lands here
 stream (today always: docs/native.md, "Streaming"). Operator queries run as::
 
     source -> withWatermark(ts, delay + 1 ms) -> WHERE (a flag) and key/value expressions
-           -> groupBy(bucket of key).transformWithStateInPandas(BucketProcessor, timeMode)
-              (a keyless query: groupBy(constant), WindowProcessor)
+           -> bucket of key -> mapInArrow(pack_buckets): one row per bucket and partition
+           -> groupBy(bucket).transformWithStateInPandas(BucketProcessor, timeMode)
+              (a keyless query: groupBy(constant), WindowProcessor, rows unpacked)
            -> ONE tagged stream (R = result rows, L = late rows, C = drop counters)
            -> result DataFrame (HAVING + SELECT) and late DataFrame (late-output columns)
 
@@ -77,7 +78,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any, Self
 
@@ -116,6 +117,7 @@ __all__ = [
     "KEYS_NAME",
     "KEY_BUCKETS",
     "KEY_SCHEMA",
+    "PACKED_SCHEMA",
     "REASON_AFTER_END",
     "STATE_NAME",
     "STATE_SCHEMA",
@@ -126,12 +128,14 @@ __all__ = [
     "BucketProcessor",
     "WindowProcessor",
     "bucket_column",
+    "pack_buckets",
     "call_clocks",
     "end_watermark",
     "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
     "time_mode",
+    "unpack_buckets",
 ]
 
 #: The name of the per-key Spark state (Spark's state reader reads it by that name).
@@ -310,9 +314,11 @@ def run_streaming(
     layout = processor_layout(query, op, mode, end_watermark=end_wm)
     if key_cols:
         # Spark groups by the key's bucket: one call per bucket and micro-batch, each
-        # key's state in the bucket's MapState (docs/streaming.md, "Key buckets")
-        staged = staged.select("*", bucket_column(key_cols))
-        processor: WindowProcessor = BucketProcessor(layout)
+        # key's state in the bucket's MapState (docs/streaming.md, "Key buckets"); a
+        # bucket's rows reach it packed, a few Arrow values per input partition
+        staged = staged.select("*", bucket_column(key_cols)).mapInArrow(pack_buckets, PACKED_SCHEMA)
+        zone = source.sparkSession.conf.get("spark.sql.session.timeZone")
+        processor: WindowProcessor = BucketProcessor(replace(layout, packed=True, timezone=zone))
         grouping = [_BUCKET]
     else:
         processor, grouping = WindowProcessor(layout), [_ALL]
@@ -505,6 +511,11 @@ class ProcessorLayout:
     end_watermark: int | None = None
     #: the rows carry WHERE's result after the event time (``stream_input(flag_where=True)``)
     where_flag: bool = False
+    #: a bucket's rows arrive packed (:func:`pack_buckets`), not one Spark row each
+    packed: bool = False
+    #: the session time zone Spark converts timestamps to pandas in (packed rows are
+    #: converted by the processor, as Spark converts unpacked ones)
+    timezone: str | None = None
 
 
 def processor_layout(
@@ -905,11 +916,99 @@ KEY_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG, wake LONG"
 DUE_NAME = "wql_due"
 
 _BUCKET = "__wql_bucket"
+_PACKED = "__wql_rows"
 
 
 def bucket_column(key_cols: list[str]) -> Column:
     """The Spark grouping column of a keyed query: its key's bucket (:data:`KEY_BUCKETS`)."""
     return F.pmod(F.xxhash64(*[F.col(c) for c in key_cols]), F.lit(KEY_BUCKETS)).alias(_BUCKET)
+
+
+#: The rows of a keyed query as its stateful operator takes them (:func:`pack_buckets`):
+#: per bucket and input partition, the bucket and its staged rows as one Arrow IPC stream.
+PACKED_SCHEMA = f"{_BUCKET} LONG, {_PACKED} BINARY"
+
+#: The most rows :func:`pack_buckets` holds before it hands a partition's buckets on.
+_PACK_ROWS = 1 << 20
+
+
+def pack_buckets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: a partition's staged rows as one row per bucket (:data:`PACKED_SCHEMA`).
+
+    The input's last column is the bucket (:func:`bucket_column`), the others
+    are the staged columns; each output row holds the bucket's rows of the
+    partition (up to :data:`_PACK_ROWS` rows held at a time) in their input
+    order, without the bucket column, as an Arrow IPC stream. Spark's Python
+    worker for ``transformWithStateInPandas`` walks its input row by row to
+    regroup it (``itertuples``): packed, that is a few rows per bucket
+    instead of every input row (docs/streaming.md, "Key buckets").
+    """
+    held: dict[int, list[pa.RecordBatch]] = {}
+    count = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        buckets = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
+        rows = batch.select(list(range(batch.num_columns - 1)))
+        order = np.argsort(buckets, kind="stable")
+        ordered = buckets[order]
+        starts = np.flatnonzero(np.diff(ordered, prepend=ordered[0] - 1))
+        if np.any(order[:-1] > order[1:]):
+            rows = rows.take(pa.array(order))
+        ends = [*starts[1:], len(ordered)]
+        for start, end in zip(starts, ends, strict=True):
+            held.setdefault(int(ordered[start]), []).append(rows.slice(start, end - start))
+        count += batch.num_rows
+        if count >= _PACK_ROWS:
+            yield _packed(held)
+            held, count = {}, 0
+    if held:
+        yield _packed(held)
+
+
+def _packed(held: dict[int, list[pa.RecordBatch]]) -> pa.RecordBatch:
+    blobs = []
+    for parts in held.values():
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, parts[0].schema) as writer:
+            for part in parts:
+                writer.write_batch(part)
+        blobs.append(sink.getvalue().to_pybytes())
+    return pa.record_batch(
+        [pa.array(list(held), pa.int64()), pa.array(blobs, pa.binary())],
+        names=[_BUCKET, _PACKED],
+    )
+
+
+def unpack_buckets(frames: list[pd.DataFrame], timezone: str) -> pd.DataFrame:
+    """The staged rows of :func:`pack_buckets`' rows (their packed column is the last)
+    as the frame Spark hands an unpacked call: Spark's own Arrow-to-pandas conversion
+    in the session time zone, columns by position."""
+    from pyspark.sql.conversion import ArrowBatchTransformer
+
+    parts = [
+        part
+        for frame in frames
+        for blob in frame.iloc[:, -1]
+        for part in pa.ipc.open_stream(pa.py_buffer(blob))
+    ]
+    batch = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
+    series = ArrowBatchTransformer.to_pandas(batch, timezone=timezone)
+    # Spark's worker rebuilds its frame from rows of Python scalars, so a narrower
+    # NumPy number (INT, FLOAT, ...) comes back as int64 or float64: as here
+    columns = {f"_{i}": _widened(s.to_numpy() if _numeric(s) else s) for i, s in enumerate(series)}
+    return pd.DataFrame(columns, copy=False)
+
+
+def _numeric(s: pd.Series) -> bool:
+    return isinstance(s.dtype, np.dtype) and s.dtype.kind in "iuf"
+
+
+def _widened(values: Any) -> Any:
+    if isinstance(values, np.ndarray):
+        wide = np.int64 if values.dtype.kind in "iu" else np.float64
+        return values.astype(wide, copy=False)
+    return values.reset_index(drop=True)
 
 
 def _key_value(v: Any, t: WqlType) -> Any:
@@ -1018,8 +1117,11 @@ class BucketProcessor(WindowProcessor):
         self._call_clock(wm, pt)
         if not frames:
             return
-        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         lay = self.layout
+        if lay.packed:
+            frame = unpack_buckets(frames, lay.timezone or "UTC")
+        else:
+            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         out = _Output()
         if lay.where_flag and wm != MAX_TIME:
             # the rows WHERE rejects are counted for the bucket and run no key (their
