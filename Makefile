@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java example test test-fast test-cluster lint bench
+.PHONY: setup java example test test-slow test-cluster lint bench
 
 setup: java $(STAMP)
 
@@ -24,13 +24,16 @@ $(STAMP): pyproject.toml
 example: setup
 	$(BIN)/wql run examples/clickstream_sessions.wql --show 20
 
+# The main suite: everything but the end-to-end cases marked `slow` and the
+# cluster tests (tests/conftest.py deselects those).
 test: setup
-	$(BIN)/pytest -q
-
-# While developing: the suite without the end-to-end cases marked `slow`
-# (streams, subprocesses); `make test` and CI run those too.
-test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
+
+# The end-to-end cases marked `slow` (restarts, drains, `wql run` and generated
+# scripts in processes of their own, idle streams, the SIGKILL): CI runs them
+# after `make test`.
+test-slow: setup
+	$(BIN)/pytest -q -m slow
 
 # Two executor JVMs (local-cluster) and a standalone master + worker on
 # 127.0.0.1: a session of its own, so a pytest run of its own (tests/cluster/).

@@ -4,8 +4,9 @@ The cluster suite (``tests/cluster``, marker ``cluster``) needs a session of
 its own, so a pytest process of its own: it is deselected here unless the
 ``-m`` expression names it (``make test-cluster`` runs ``pytest -m cluster
 tests/cluster``). Deselecting it here rather than with ``-m 'not cluster'`` in
-``addopts`` keeps ``pytest -m "not slow"`` (the quick run, without the
-``slow`` end-to-end cases) from bringing the cluster tests back.
+``addopts`` keeps ``pytest -m "not slow"`` (``make test``, without the
+``slow`` end-to-end cases) and ``pytest -m slow`` (``make test-slow``) from
+bringing the cluster tests back.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 exactly as Structured Streaming does for ``transformWithStateInPandas`` (the
 rules: ``test_streaming_processor.py``'s module docstring); ``reference_stream``
 is ONE ``WindowOperator`` fed the documented streaming semantics,
-``reference_batch`` batch replay. Shared by ``test_streaming_processor.py`` and
-``test_emit.py``.
+``reference_batch`` batch replay; the queries both processors are tested on
+(``QUERIES``, ``DRAINED``). Shared by ``test_streaming_processor.py``,
+``test_stream_buckets.py`` and ``test_emit.py``.
 """
 
 from __future__ import annotations
@@ -170,6 +171,44 @@ class Driver:
                 else:
                     self.counters.append(rec["__wql_counters"])
                     self.dropped.update(json.loads(rec["__wql_counters"])["dropped"])
+
+
+#: The processor tests' queries (tests/spark/test_streaming_processor.py,
+#: tests/spark/test_stream_buckets.py)
+QUERIES = {
+    "session_purging_count": source_text()
+    + "SELECT k, pane_index, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) "
+    "TRIGGER PURGING COUNT(3) LATE DATA TO late_s",
+    "tumble_lateness": source_text(1)
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
+    "hop_every": source_text()
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
+    "INTERVAL '3' SECOND) TRIGGER EVERY INTERVAL '500' MILLISECOND LATE DATA TO late_s",
+    "hop_count": source_text()
+    + "SELECT k, pane_timing, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
+    "INTERVAL '3' SECOND) TRIGGER COUNT(2) LATE DATA TO late_s",
+    "session_watermark": source_text(2)
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '2' SECOND) "
+    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
+}
+
+#: Queries whose rows can wait in windows that never fire (count windows, GLOBAL(),
+#: a trigger that never fires) or fire only at the end (EVERY OF EVENT TIME on GLOBAL)
+DRAINED = {
+    **QUERIES,
+    "count_window": source_text()
+    + "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(3)",
+    "global_every_event_time": source_text()
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+    "TRIGGER EVERY INTERVAL '2' SECOND OF EVENT TIME",
+    "sliding_count_evict_time": source_text()
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
+    "TRIGGER COUNT(2) EVICT TIME(INTERVAL '1' SECOND)",
+    "tumble_count_never": source_text(1)
+    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+    "TRIGGER COUNT(4)",
+}
 
 
 def rel_ms(x):

@@ -275,6 +275,7 @@ def test_pyspark_script_runs_as_its_own_process(spark, program, clicks, tmp_path
     assert counted == [("u2", 3)]
 
 
+@pytest.mark.slow
 def test_cli_pyspark_script_moves_with_its_data_and_runs_quietly(tmp_path):
     """`wql compile --target pyspark -o`: no absolute path in the script; the script finds
     the data relative to itself after the whole folder moves, and its standard error holds

@@ -30,12 +30,13 @@ from pyspark.sql.streaming.stateful_processor import (  # noqa: E402
 
 from tests.spark.processor_helpers import (  # noqa: E402
     BASE,
+    DRAINED,
+    QUERIES,
     Driver,
     rows_st,
     source_text,
     split_batches,
 )
-from tests.spark.test_streaming_processor import DRAINED, QUERIES  # noqa: E402
 from wql.errors import ErrorCode, WqlUnsupportedError  # noqa: E402
 from wql.spark.layout import sum_counters  # noqa: E402
 from wql.spark.streaming import KEY_BUCKETS, BucketProcessor  # noqa: E402

@@ -73,6 +73,7 @@ def test_a_drained_partitioned_pipeline_or_join_equals_the_batch_run(drained, na
         assert stream_counters[name][key] == batch_counters[name][key], key
 
 
+@pytest.mark.slow
 def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
     # files 0-5, stop, then the rest and the end of input, from the same checkpoint:
     # each auction's pipeline state is a state row of its own, in its own partition

@@ -30,6 +30,8 @@ pytest.importorskip("pyspark")
 
 from tests.spark.processor_helpers import (  # noqa: E402
     BASE,
+    DRAINED,
+    QUERIES,
     Driver,
     collect_emitted,
     fed_operator,
@@ -44,25 +46,6 @@ from wql.spark.layout import sum_counters  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
     REASON_AFTER_END,
 )
-
-QUERIES = {
-    "session_purging_count": source_text()
-    + "SELECT k, pane_index, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) "
-    "TRIGGER PURGING COUNT(3) LATE DATA TO late_s",
-    "tumble_lateness": source_text(1)
-    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
-    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
-    "hop_every": source_text()
-    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
-    "INTERVAL '3' SECOND) TRIGGER EVERY INTERVAL '500' MILLISECOND LATE DATA TO late_s",
-    "hop_count": source_text()
-    + "SELECT k, pane_timing, SUM(v) AS total FROM s GROUP BY k, HOP(ts, INTERVAL '1' SECOND, "
-    "INTERVAL '3' SECOND) TRIGGER COUNT(2) LATE DATA TO late_s",
-    "session_watermark": source_text(2)
-    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '2' SECOND) "
-    "ALLOWED LATENESS INTERVAL '1' SECOND LATE DATA TO late_s",
-}
-
 
 # --------------------------------------------------------------------------- Flink vectors
 
@@ -185,23 +168,6 @@ def test_stream_agrees_with_batch_replay_when_no_row_is_late(name, rows, cuts):
 
 
 # --------------------------------------------------------------------------- end of input
-
-#: Queries whose rows can wait in windows that never fire (count windows, GLOBAL(),
-#: a trigger that never fires) or fire only at the end (EVERY OF EVENT TIME on GLOBAL)
-DRAINED = {
-    **QUERIES,
-    "count_window": source_text()
-    + "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM s GROUP BY k, COUNT_WINDOW(3)",
-    "global_every_event_time": source_text()
-    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
-    "TRIGGER EVERY INTERVAL '2' SECOND OF EVENT TIME",
-    "sliding_count_evict_time": source_text()
-    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, GLOBAL() "
-    "TRIGGER COUNT(2) EVICT TIME(INTERVAL '1' SECOND)",
-    "tumble_count_never": source_text(1)
-    + "SELECT k, SUM(v) AS total FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
-    "TRIGGER COUNT(4)",
-}
 
 
 def reference_drained(text: str, batches: list[list[tuple]]) -> tuple[Counter, Counter, dict]:
