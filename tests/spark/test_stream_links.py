@@ -1,0 +1,186 @@
+"""Stream pipelines whose links need Spark SQL, against batch replay.
+
+A reader's WHERE over a view, a view's HAVING, a computed column a reader
+reads: the pipeline is cut there into Spark stateful operators with Spark's
+projection between them (wql/spark/stream_links.py, docs/streaming.md "Links
+in Spark SQL"). The streams read the burst files of
+tests/spark/test_stream_pipelines.py (the same watermark rises as batch
+replay); drained, every pipeline's rows and counters equal the batch run's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import wql
+from tests.spark.stream_helpers import (
+    BURSTS,
+    PER_AUCTION,
+    SOURCE,
+    batch_queries,
+    counted_rows,
+    files,
+    stream_queries,
+    write_files,
+)
+from wql.spark.stream_sinks import read_output
+
+pytestmark = pytest.mark.spark
+
+#: One text: per_auction (10 s windows per auction) and the queries over it whose
+#: links need Spark SQL, each cut differently.
+LINKED = (
+    PER_AUCTION
+    + """
+-- the reader's WHERE over the view (a keyless rollup: one group; the rows WHERE
+-- rejects are counted as the query's rows_filtered)
+CREATE VIEW busy AS
+SELECT window_start, window_end, SUM(num) AS bids, MAX(top) AS top, COUNT(*) AS auctions
+FROM per_auction WHERE num > 1 GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND);
+
+-- a view with HAVING, read by a rollup
+CREATE VIEW crowded AS
+SELECT auction, window_time, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND) HAVING COUNT(*) > 1;
+CREATE VIEW crowded_rollup AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS auctions
+FROM crowded GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND);
+
+-- a computed input and a computed key, partitioned by auction (the key is a copy)
+CREATE VIEW doubled AS
+SELECT auction, window_start, SUM(num * 2) AS twice, MAX(top) AS top
+FROM per_auction WHERE top > 3
+GROUP BY auction, TUMBLE(window_time, INTERVAL '20' SECOND);
+
+-- the view's rows in pairs, in the order they fire (the rise order across the cut)
+CREATE VIEW pairs AS
+SELECT COLLECT_LIST(auction) AS auctions, SUM(num) AS bids
+FROM per_auction WHERE auction <> 'c' GROUP BY COUNT_WINDOW(2);
+
+-- EARLY and ON_TIME panes, a late output: WHERE keeps the ON_TIME ones
+CREATE VIEW panes AS
+SELECT auction, window_time, pane_timing, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
+TRIGGER WATERMARK WITH EARLY COUNT(2);
+CREATE VIEW on_time AS
+SELECT window_start, SUM(num) AS counted, COUNT(*) AS panes
+FROM panes WHERE pane_timing = 'ON_TIME' GROUP BY TUMBLE(window_time, INTERVAL '10' SECOND)
+LATE DATA TO late_panes;
+
+-- three stages, a cut in the middle (the middle query's WHERE filters in Spark)
+CREATE VIEW middle AS
+SELECT auction, window_time, SUM(num) AS num
+FROM per_auction WHERE top >= 4 GROUP BY auction, TUMBLE(window_time, INTERVAL '20' SECOND);
+CREATE VIEW three AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS rows_read
+FROM middle GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
+"""
+)
+NAMES = ["busy", "crowded_rollup", "doubled", "pairs", "on_time", "three"]
+COUNTED = ("rows_in", "rows_filtered", "rows_fired", "late_rows", "dropped")
+
+
+def text(folder, stream: bool = True) -> str:
+    options = ", maxFilesPerTrigger = '1'" if stream else ""
+    return SOURCE.format(path=folder, options=options) + LINKED
+
+
+@pytest.fixture(scope="module")
+def drained(spark, tmp_path_factory):
+    """Every linked pipeline streamed together, drained, and in batch: (streamed rows,
+    stream counters, batch rows, batch counters)."""
+    base = tmp_path_factory.mktemp("links")
+    write_files(base / "in", range(len(files())))
+    streamed, sinks = stream_queries(spark, text(base / "in"), NAMES, base / "out", base / "ck")
+    expected, counters = batch_queries(spark, text(base / "in", stream=False), NAMES)
+    return streamed, sinks.counters(spark), expected, counters
+
+
+def test_the_links_need_spark_sql_and_the_pipelines_are_cut_there(tmp_path):
+    program = wql.compile(text(tmp_path), streaming=True).program
+    for name in NAMES:
+        how = program.view(name).engine.stream
+        assert any(link.sql for link in how.links), name
+    explained = wql.compile(text(tmp_path), streaming=True).explain()
+    assert "stateful operators in one streaming query, cut where" in explained
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_drained_linked_pipeline_equals_the_batch_pipeline(drained, name):
+    streamed, stream_counters, expected, batch_counters = drained
+    assert sum(expected[name].values()) >= 1, name
+    assert streamed[name] == expected[name]
+    for key in COUNTED:
+        assert stream_counters[name][key] == batch_counters[name][key], (name, key)
+
+
+def test_where_over_a_view_is_counted_as_batch_counts_it(drained):
+    _, stream_counters, _, batch_counters = drained
+    # busy: per_auction fires 13 windows; WHERE num > 1 rejects the 8 with one bid
+    assert (batch_counters["busy"]["rows_in"], batch_counters["busy"]["rows_filtered"]) == (13, 8)
+    assert stream_counters["busy"]["rows_filtered"] == 8
+
+
+@pytest.mark.slow
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
+    # every segment's state (and the rows in flight between them: none, a micro-batch
+    # runs every operator) survives in the checkpoint: files 0-3, stop, then the rest
+    # and the end of input from the same checkpoint
+    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    names = ["busy", "on_time", "three"]
+    write_files(folder, range(4))
+    first, _ = stream_queries(spark, text(folder), names, out, ck, drain=False)
+    write_files(folder, range(4, len(files())))
+    resumed, sinks = stream_queries(spark, text(folder), names, out, ck)
+    _, _, expected, batch_counters = drained
+    assert sum(sum(c.values()) for c in first.values()) > 0
+    assert resumed == {name: expected[name] for name in names}
+    counters = sinks.counters(spark)
+    for name in names:
+        for key in COUNTED:
+            assert counters[name][key] == batch_counters[name][key], (name, key)
+
+
+#: The bursts with a late one after the 13 s burst (the watermark is 10.999 s): its
+#: rows at 5 s fire LATE panes of [0, 10) within the view's lateness, in the
+#: micro-batch's rows (phase 1 across the cut), behind the reader's watermark.
+LATE_BURSTS = [*BURSTS[:4], (5, [("a", 4), ("c", 6)]), *BURSTS[4:]]
+LATE = """
+CREATE VIEW lasting AS
+SELECT auction, window_time, pane_timing, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
+ALLOWED LATENESS INTERVAL '5' SECOND;
+CREATE VIEW late_rollup AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS panes
+FROM lasting WHERE top > 1 GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND)
+ALLOWED LATENESS INTERVAL '10' SECOND
+LATE DATA TO late_rollup_late;
+"""
+
+
+@pytest.mark.slow
+def test_late_firings_cross_the_cut_as_in_batch(spark, tmp_path):
+    """LATE panes a view fires while taking a micro-batch's rows reach the reader after
+    its rise, at its watermark: late there too (its late output and counters), and
+    ON_TIME panes fired at the rise before them, as batch replay orders them."""
+    folder = tmp_path / "in"
+    write_files(folder, range(len(files(LATE_BURSTS))), LATE_BURSTS)
+    stream_text = SOURCE.format(path=folder, options=", maxFilesPerTrigger = '1'") + LATE
+    streamed, sinks = stream_queries(
+        spark, stream_text, ["lasting", "late_rollup"], tmp_path / "out", tmp_path / "ck"
+    )
+    expected, batch = batch_queries(spark, SOURCE.format(path=folder, options="") + LATE)
+    assert streamed["late_rollup"] == expected["late_rollup"]
+    assert streamed["lasting"] == expected["lasting"]
+    # the view fired LATE panes (the late burst), and the reader found some behind it
+    assert any("LATE" in row for row in expected["lasting"])
+    assert batch["late_rollup"]["late_rows"] > 0
+    results = wql.compile(SOURCE.format(path=folder, options="") + LATE).apply(spark)
+    try:
+        batch_late = counted_rows(results["late_rollup_late"])
+    finally:
+        results.release()
+    assert counted_rows(read_output(spark, tmp_path / "out" / "late_rollup_late")) == batch_late
+    counters = sinks.counters(spark)
+    for key in COUNTED:
+        assert counters["late_rollup"][key] == batch["late_rollup"][key], key
