@@ -74,9 +74,14 @@ FROM per_auction WHERE top >= 4 GROUP BY auction, TUMBLE(window_time, INTERVAL '
 CREATE VIEW three AS
 SELECT window_start, SUM(num) AS bids, COUNT(*) AS rows_read
 FROM middle GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
+
+-- three stages cut twice: the middle segment is fed and feeds
+CREATE VIEW twice_cut AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS rows_read
+FROM middle WHERE num > 1 GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
 """
 )
-NAMES = ["busy", "crowded_rollup", "doubled", "pairs", "on_time", "three"]
+NAMES = ["busy", "crowded_rollup", "doubled", "pairs", "on_time", "three", "twice_cut"]
 COUNTED = ("rows_in", "rows_filtered", "rows_fired", "late_rows", "dropped")
 
 
