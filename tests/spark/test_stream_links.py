@@ -10,6 +10,9 @@ replay); drained, every pipeline's rows and counters equal the batch run's.
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 import wql
@@ -148,8 +151,14 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
 
 #: The bursts with a late one after the 13 s burst (the watermark is 10.999 s): its
 #: rows at 5 s fire LATE panes of [0, 10) within the view's lateness, in the
-#: micro-batch's rows (phase 1 across the cut), behind the reader's watermark.
+#: micro-batch's rows (phase 1 across the cut). Batch replays them in arrival order
+#: (``seq``, the order of the files), where they are late too.
 LATE_BURSTS = [*BURSTS[:4], (5, [("a", 4), ("c", 6)]), *BURSTS[4:]]
+LATE_SOURCE = """
+CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP, seq BIGINT,
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH (format = 'json', path = '{path}', arrival_order = 'seq'{options});
+"""
 LATE = """
 CREATE VIEW lasting AS
 SELECT auction, window_time, pane_timing, COUNT(*) AS num, MAX(price) AS top
@@ -158,29 +167,40 @@ ALLOWED LATENESS INTERVAL '5' SECOND;
 CREATE VIEW late_rollup AS
 SELECT window_start, SUM(num) AS bids, COUNT(*) AS panes
 FROM lasting WHERE top > 1 GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND)
-ALLOWED LATENESS INTERVAL '10' SECOND
 LATE DATA TO late_rollup_late;
 """
+
+
+def write_numbered(folder, bursts) -> None:
+    """:func:`write_files` of ``bursts``, every row numbered in arrival order (``seq``)."""
+    folder.mkdir(parents=True)
+    seq = 0
+    for i, rows in enumerate(files(bursts)):
+        lines = []
+        for row in rows:
+            lines.append(json.dumps({**row, "seq": seq}) + "\n")
+            seq += 1
+        final = folder / f"f{i:03d}.json"
+        final.write_text("".join(lines))
+        os.utime(final, (1_000_000 + i, 1_000_000 + i))
 
 
 @pytest.mark.slow
 def test_late_firings_cross_the_cut_as_in_batch(spark, tmp_path):
     """LATE panes a view fires while taking a micro-batch's rows reach the reader after
-    its rise, at its watermark: late there too (its late output and counters), and
-    ON_TIME panes fired at the rise before them, as batch replay orders them."""
+    its rise, at its watermark, as batch replay (in arrival order) orders them: rows,
+    the late output and counters equal."""
     folder = tmp_path / "in"
-    write_files(folder, range(len(files(LATE_BURSTS))), LATE_BURSTS)
-    stream_text = SOURCE.format(path=folder, options=", maxFilesPerTrigger = '1'") + LATE
-    streamed, sinks = stream_queries(
-        spark, stream_text, ["lasting", "late_rollup"], tmp_path / "out", tmp_path / "ck"
-    )
-    expected, batch = batch_queries(spark, SOURCE.format(path=folder, options="") + LATE)
-    assert streamed["late_rollup"] == expected["late_rollup"]
-    assert streamed["lasting"] == expected["lasting"]
-    # the view fired LATE panes (the late burst), and the reader found some behind it
+    write_numbered(folder, LATE_BURSTS)
+    stream_text = LATE_SOURCE.format(path=folder, options=", maxFilesPerTrigger = '1'") + LATE
+    names = ["lasting", "late_rollup"]
+    streamed, sinks = stream_queries(spark, stream_text, names, tmp_path / "out", tmp_path / "ck")
+    batch_text = LATE_SOURCE.format(path=folder, options="") + LATE
+    expected, batch = batch_queries(spark, batch_text, names)
+    assert streamed == expected
+    # the view fired LATE panes (the late burst), which crossed the cut
     assert any("LATE" in row for row in expected["lasting"])
-    assert batch["late_rollup"]["late_rows"] > 0
-    results = wql.compile(SOURCE.format(path=folder, options="") + LATE).apply(spark)
+    results = wql.compile(batch_text).apply(spark)
     try:
         batch_late = counted_rows(results["late_rollup_late"])
     finally:
