@@ -22,7 +22,6 @@ import wql
 from tests.runtime.pipeline_reference import global_run
 from tests.spark.pipeline_helpers import T0, at, run
 from wql.compiler.backends.operator import build_operator
-from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
 
@@ -187,19 +186,22 @@ def test_early_and_late_panes_flow_downstream_and_late_ones_are_counted(spark, p
     assert (c["rows_in"], c["rows_fired"], c["late_rows"]) == (6, 5, 1)
 
 
-def test_a_pipeline_runs_on_a_stream_in_one_processor_unless_it_needs_spark_sql(spark, tmp_path):
-    # the rollup streams (tests/spark/test_stream_pipelines.py runs such streams); a
-    # reader's WHERE over the view would need Spark SQL inside the pipeline's processor:
-    # refused, at the WHERE, saying what is supported (docs/streaming.md, "Pipelines")
+def test_a_pipeline_runs_on_a_stream_and_a_link_in_spark_sql_cuts_it(spark, tmp_path):
+    # the rollup streams in one processor (tests/spark/test_stream_pipelines.py runs
+    # such streams); a reader's WHERE over the view needs Spark SQL between the stages:
+    # the pipeline streams as two stateful operators with the WHERE in Spark between
+    # them (docs/streaming.md, "Links in Spark SQL"; tests/spark/test_stream_links.py
+    # runs such streams against batch)
     (tmp_path / "in").mkdir()
     df = spark.readStream.schema("user string, ts timestamp").csv(str(tmp_path / "in"))
     results = wql.compile(ROLLUP).apply(spark, clicks=df)
     assert results["per_hour"].isStreaming
     filtered = ROLLUP.replace("FROM per_minute GROUP", "FROM per_minute WHERE clicks > 1 GROUP")
-    with pytest.raises(WqlUnsupportedError, match="has WHERE over view 'per_minute'") as e:
-        wql.compile(filtered).apply(spark, clicks=df)
-    assert e.value.span is not None and e.value.span.line == 8  # WHERE clicks > 1
-    assert "the reader has no WHERE" in e.value.message
+    compiled = wql.compile(filtered)
+    results = compiled.apply(spark, clicks=df)
+    assert results["per_hour"].isStreaming
+    how = compiled.program.view("per_hour").engine.stream
+    assert [link.sql for link in how.links] == [True]
 
 
 # --------------------------------------------------------------------------- random

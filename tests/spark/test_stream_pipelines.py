@@ -150,20 +150,26 @@ def test_wql_run_stream_drain_runs_a_rollup_to_hand_derived_rows(spark, tmp_path
     assert got == ROLLUP_ROWS
 
 
-def test_what_the_processor_cannot_copy_is_refused_at_its_clause(tmp_path):
+def test_links_in_spark_sql_cut_the_pipeline_and_what_a_cut_cannot_run_is_refused(tmp_path):
     # a view's HAVING (Spark SQL over its rows) and a reader's expression over view
-    # columns: positioned, saying what a stream pipeline supports
+    # columns: the pipeline is cut there into two stateful operators, with Spark SQL
+    # between them (tests/spark/test_stream_links.py runs such streams against batch)
     having = PER_AUCTION.replace(
         "TUMBLE(ts, INTERVAL '10' SECOND);",
         """TUMBLE(ts,
     INTERVAL '10' SECOND) HAVING COUNT(*) > 1;""",
     ) + PIPELINES["rollup"].replace(PER_AUCTION, "")
     expression = PIPELINES["rollup"].replace("SUM(num)", "SUM(num * 2)")
-    cases = ((having, "HAVING COUNT", "has HAVING"), (expression, "FROM per_auction", "reads"))
-    for body, at, what in cases:
-        full = SOURCE.format(path=tmp_path, options="") + body
-        line = next(i for i, t in enumerate(full.splitlines(), 1) if at in t)
-        with pytest.raises(WqlUnsupportedError, match=what) as e:
-            wql.compile(full, streaming=True)
-        assert e.value.span is not None and e.value.span.line == line, what
-        assert "on a stream a pipeline runs in one stateful processor" in e.value.message
+    for body in (having, expression):
+        program = wql.compile(SOURCE.format(path=tmp_path, options="") + body, streaming=True)
+        how = program.program.view("rollup").engine.stream
+        assert [link.sql for link in how.links] == [True]
+    # a window rank takes its view's rows as they are, in the pipeline's processor: a
+    # rank over a view with HAVING is refused, positioned at the rank's FROM
+    hot = having + PIPELINES["hot"].replace(PER_AUCTION, "")
+    full = SOURCE.format(path=tmp_path, options="") + hot
+    line = next(i for i, t in enumerate(full.splitlines(), 1) if "FROM per_auction)" in t)
+    with pytest.raises(WqlUnsupportedError, match="window rank 'hot' reads view") as e:
+        wql.compile(full, streaming=True)
+    assert e.value.span is not None and e.value.span.line == line
+    assert "takes its view's rows as they are" in e.value.message

@@ -1426,6 +1426,13 @@ class Link:
     values: tuple[LinkField, ...]
     #: the reader's event time: the emitted field of a window bound (ms), or None
     event_time: int | None
+    #: the link needs Spark SQL (the view's HAVING or a computed column the reader
+    #: reads, the reader's WHERE, keys or inputs over view columns): the chain is cut
+    #: here into two Spark stateful operators with Spark's projection between them
+    #: (docs/streaming.md, "Links in Spark SQL"). ``keys`` then holds, per reader key,
+    #: the view key it copies as its value (a ``("key", i)`` field) or a ``("sql",)``
+    #: field that Spark computes, and ``values`` is empty: Spark stages them
+    sql: bool = False
 
 
 @dataclass(frozen=True)

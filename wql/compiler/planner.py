@@ -111,7 +111,9 @@ def _in_stream_pipeline(
         "and at each watermark rise a stage fires, its rows reach the next stage, and only "
         "then does that stage rise, as in Flink's operator chain"
     )
-    if how.partition:
+    if any(link.sql for link in how.links):
+        text = _cut_pipeline(chain, how, order)
+    elif how.partition:
         text = (
             "runs on a stream in the pipeline processor, partitioned by "
             f"{', '.join(how.partition_text)}: one stateful processor per value of "
@@ -127,6 +129,35 @@ def _in_stream_pipeline(
         )
     reason = P.Reason(text, view.span, f"FROM {view.view}")
     return dataclasses.replace(choice, reasons=(*choice.reasons, reason))
+
+
+def _cut_pipeline(chain: tuple[P.Stage, ...], how: P.StreamChain, order: str) -> str:
+    """How a pipeline cut where a link needs Spark SQL runs (docs/streaming.md, "Links in
+    Spark SQL")."""
+    segments: list[list[P.Stage]] = [[chain[0]]]
+    cuts = []
+    for up, down, link in zip(chain, chain[1:], how.links, strict=False):
+        if link.sql:
+            segments.append([])
+            cuts.append(f"{down.name} reads {up.name}")
+        segments[-1].append(down)
+    held = " and ".join(f"[{P.chain_text(tuple(s))}]" for s in segments)
+    if how.partition:
+        grouping = (
+            f"each partitioned by {', '.join(how.partition_text)} (one processor per value "
+            f"of {chain[0].name}'s keys {', '.join(how.partition_text)}, which every later "
+            "stage groups by too)"
+        )
+    else:
+        grouping = f"each ONE processor for all keys (parallelism 1: {how.serial})"
+    return (
+        f"runs on a stream as {len(segments)} stateful operators in one streaming query, cut "
+        f"where a link needs Spark SQL ({'; '.join(cuts)}: the view's HAVING and SELECT, "
+        "the reader's WHERE, keys and inputs run in Spark between them); they hold the "
+        f"operators of {held}, {grouping}; a processor tags the rows it fires with the "
+        "watermark rise that fired them and the next one takes them before that rise, "
+        f"{order}"
+    )
 
 
 def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:

@@ -7,16 +7,14 @@ is a :class:`~wql.compiler.plan.StreamChain` for a query or window rank (the
 views it reads and the links between them) and a
 :class:`~wql.compiler.plan.StreamJoin` for a window join.
 
-On a stream a whole pipeline (a query over a view, over a view, ...) runs in
-ONE Spark stateful processor (:mod:`wql.spark.stream_chain`,
+On a stream a pipeline (a query over a view, over a view, ...) runs in ONE
+Spark stateful processor (:mod:`wql.spark.stream_chain`,
 docs/streaming.md "Pipelines"): every stage's operator in one Python
 process, so that the rows a stage fires at a watermark rise reach the next
 stage before that rise, as Flink's operator chain orders them
 (``AbstractStreamOperator.processWatermark``). Inside the processor there is
-no Spark to evaluate the SQL that links two stages in batch (the view's
-HAVING and SELECT, the reader's WHERE, keys and aggregate arguments), so a
-link runs on a stream only when every piece of it is a value the processor
-copies exactly:
+no Spark to evaluate SQL, so a link runs there when every piece of it is a
+value the processor copies exactly (:func:`_copied_link`):
 
 * the view (an aggregate, not a window rank or join) has no ``HAVING``, and
   each of its output columns the reader uses is a column of its
@@ -25,14 +23,19 @@ copies exactly:
   ``is_last``, an aggregate) under its own type;
 * the reader has no ``WHERE``; its keys and inputs are view columns, or
   ``UNIX_MILLIS`` of a view column holding a window bound (what a window
-  rank reads of its window); its event time is a window-bound column;
-* the reader is a windowed aggregate, or a window rank as the last stage;
-* no stage uses processing time (a pipeline's global sequence is made of
-  event-time rises, docs/architecture.md "Contract: pipelines").
+  rank reads of its window); its event time is a window-bound column.
 
-Anything else is refused with a positioned error that says what is
-supported: a second evaluator of Spark SQL whose semantics could drift from
-Spark's is not worth the reach.
+Any other link is a link in Spark SQL (``Link.sql``, :func:`_sql_link`):
+the pipeline is cut there into Spark stateful operators with Spark's
+projection between them (:mod:`wql.spark.stream_links`, docs/streaming.md
+"Links in Spark SQL"), exact when the reader is a windowed aggregate whose
+event time is the view's ``window_time`` or ``window_end`` (or who has
+none). Everywhere: a window rank is the last stage and takes its view's rows
+as they are; no stage uses processing time (a pipeline's global sequence is
+made of event-time rises, docs/architecture.md "Contract: pipelines"). What
+is left is refused with a positioned error that says why: a second
+evaluator of Spark SQL whose semantics could drift from Spark's is not
+worth the reach.
 """
 
 from __future__ import annotations
@@ -51,19 +54,13 @@ from wql.runtime.config import (
     EMIT_WINDOW_TIME,
 )
 
-__all__ = ["chain_partition", "stream_join", "stream_plan"]
+__all__ = ["carried_keys", "chain_partition", "stream_join", "stream_plan"]
 
 _WINDOW_FIELDS = {
     "window_start": EMIT_WINDOW_START,
     "window_end": EMIT_WINDOW_END,
     "window_time": EMIT_WINDOW_TIME,
 }
-_SUPPORTED = (
-    "on a stream a pipeline runs in one stateful processor, which copies a view's "
-    "columns as they are: the view has no HAVING and selects its keys, window "
-    "columns, pane columns and aggregates as they are; the reader has no WHERE and "
-    "groups by, aggregates and orders by view columns"
-)
 
 
 @dataclass
@@ -144,6 +141,25 @@ def chain_partition(
     return tuple(sorted(carried)), ""
 
 
+def carried_keys(links: tuple[P.Link, ...], partition: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Per stage of a chain partitioned by the first stage's keys ``partition`` (see
+    :func:`chain_partition`), the positions of its keys that copy them, in
+    ``partition``'s order: what each of its Spark operators is grouped by when the
+    chain is cut where a link needs Spark SQL (docs/streaming.md, "Links in Spark
+    SQL")."""
+    carried = {i: i for i in partition}
+    out = [tuple(carried[i] for i in partition)]
+    for link in links:
+        carried = {
+            i: next(
+                m for m, f in enumerate(link.keys) if f.source == ("key", p) and f.as_ == "value"
+            )
+            for i, p in carried.items()
+        }
+        out.append(tuple(carried[i] for i in partition))
+    return out
+
+
 def _serial_reason(stage: P.OperatorStage, first: P.OperatorStage) -> str:
     """Why ``stage`` needs the rows of every key of ``first`` in one group."""
     if isinstance(stage, P.WindowRank):
@@ -204,19 +220,6 @@ def _link(
             down.source.span,
             "run the pipeline in batch",
         )
-    if up.having is not None:
-        raise _refuse(
-            f"view {up.name!r} has HAVING, which the stream pipeline's processor cannot "
-            f"evaluate: {_SUPPORTED}",
-            up.having.span or up.span,
-            "filter in the reader's output instead, or run the pipeline in batch",
-        )
-    if down.filter is not None:
-        raise _refuse(
-            f"query {down.name!r} has WHERE over view {up.name!r}: {_SUPPORTED}",
-            down.filter.span or down.span,
-            "filter in the view's source query instead, or run the pipeline in batch",
-        )
     if isinstance(down, P.WindowRank) and not last:
         raise _refuse(
             f"window rank {down.name!r} is read by another query; on a stream a window rank "
@@ -225,48 +228,95 @@ def _link(
             "run the pipeline in batch",
         )
     columns = _copied(up, up_op)
-    span = down.source.span
+    link = _copied_link(down, op, columns)
+    if link is not None and up.having is None and down.filter is None:
+        return link
+    return _sql_link(up, down, op, columns)
 
-    def field(ref: str | None, millis: bool, sql: str, what: str) -> P.LinkField:
+
+def _copied_link(
+    down: P.OperatorStage, op: OperatorPlan, columns: dict[str, tuple[P.FieldSource, WqlType]]
+) -> P.Link | None:
+    """The link whose every piece is a view column the processor copies as it is (keys,
+    inputs, a window bound as the event time); None when one needs Spark SQL."""
+
+    def field(ref: str | None, millis: bool) -> P.LinkField | None:
         # ``ref``: the view column the reader's input is (or, ``millis``, UNIX_MILLIS of),
         # from the binder's column references
         target = columns.get(ref.lower()) if ref is not None else None
         if target is None:
-            raise _refuse(
-                f"query {down.name!r} reads {what} {sql} of view {up.name!r}: {_SUPPORTED}",
-                span,
-                "select the value as a column of the view, or run the pipeline in batch",
-            )
+            return None
         source, type_ = target
         window = source[0] == "field" and source[1] in _WINDOW_FIELDS.values()
         if millis and not window:
-            raise _refuse(
-                f"query {down.name!r} reads {sql} of view {up.name!r}: {_SUPPORTED}",
-                span,
-                "run the pipeline in batch",
-            )
-        as_ = "millis" if millis else "timestamp" if window else "value"
-        return P.LinkField(source, as_, type_)
+            return None
+        return P.LinkField(
+            source, "millis" if millis else "timestamp" if window else "value", type_
+        )
 
-    def key(e: P.Expr) -> P.LinkField:
-        ref = e.column_ref
-        return field(ref or e.millis_ref, ref is None, e.sql, "the key")
-
-    keys = tuple(key(k.expr) for k in op.keys)
-    values = tuple(field(v.column, v.millis, v.sql, "the input") for v in op.values)
+    keys = [
+        field(k.expr.column_ref or k.expr.millis_ref, k.expr.column_ref is None) for k in op.keys
+    ]
+    values = [field(v.column, v.millis) for v in op.values]
+    if any(f is None for f in keys) or any(f is None for f in values):
+        return None
     et = down.source.event_time
     event_time = None
     if et is not None:
         event_time = _window_bound(columns, et.column)
         if event_time is None:
-            raise _refuse(
-                f"query {down.name!r} takes its event time from {et.column!r} of view "
-                f"{up.name!r}; on a stream the processor takes a window bound "
-                "(window_start, window_end, window_time) selected as it is",
-                et.span or span,
-                "select window_time as the view's event time, or run the pipeline in batch",
-            )
-    return P.Link(keys, values, event_time)
+            return None
+    return P.Link(tuple(f for f in keys if f), tuple(f for f in values if f), event_time)
+
+
+def _sql_link(
+    up: P.Query,
+    down: P.OperatorStage,
+    op: OperatorPlan,
+    columns: dict[str, tuple[P.FieldSource, WqlType]],
+) -> P.Link:
+    """A link that Spark SQL evaluates between two stateful operators (the view's HAVING
+    and SELECT, the reader's WHERE, keys and inputs; docs/streaming.md, "Links in Spark
+    SQL"), or a positioned refusal of what such a cut cannot run exactly."""
+    if up.changelog is not None:
+        raise _refuse(
+            f"query {down.name!r} reads the changelog view {up.name!r} through Spark SQL "
+            "(a HAVING, WHERE or computed column); on a stream a changelog view's rows "
+            "reach a reader as they are only",
+            down.source.span,
+            "run the pipeline in batch",
+        )
+    if isinstance(down, P.WindowRank):
+        raise _refuse(
+            f"window rank {down.name!r} reads view {up.name!r} through Spark SQL (a HAVING, "
+            "WHERE or computed column): on a stream a window rank takes its view's rows as "
+            "they are, in the pipeline's processor",
+            down.source.span,
+            "filter in the view's source query or the rank's outer WHERE, or run the "
+            "pipeline in batch",
+        )
+    et = down.source.event_time
+    # a view's event time is the window_time it selects (the binder's rule): a row a
+    # timer at T fires is then not behind T, what a cut needs (docs/streaming.md)
+    bound = _window_bound(columns, et.column) if et is not None else None
+    if et is not None and bound not in (EMIT_WINDOW_END, EMIT_WINDOW_TIME):
+        raise _refuse(
+            f"query {down.name!r} takes its event time from {et.column!r} of view "
+            f"{up.name!r}, and its link to the view needs Spark SQL: on a stream the reader "
+            "then runs in a stateful operator of its own, which is exact when its event "
+            "time is the view's window_time or window_end as it is",
+            et.span or down.source.span,
+            "window the reader by the view's window_time, or run the pipeline in batch",
+        )
+    keys = []
+    for k in op.keys:
+        ref = k.expr.column_ref
+        target = columns.get(ref.lower()) if ref is not None else None
+        if target is not None and target[0][0] == "key":
+            keys.append(P.LinkField(target[0], "value", target[1]))
+        else:
+            keys.append(P.LinkField(("sql",), "value", k.type))
+    return P.Link(tuple(keys), (), bound, sql=True)
 
 
 def _window_bound(columns: dict[str, tuple[P.FieldSource, WqlType]], column: str) -> int | None:
@@ -490,6 +540,15 @@ def _join_input(
     view = program.view(side.source.view)
     pipeline = program.pipeline(view)
     chain, links, ops = _linked(pipeline, memo)  # refuses a join in the view's pipeline
+    if any(link.sql for link in links):
+        cut = next(s for s, link in zip(chain[1:], links, strict=True) if link.sql)
+        raise _refuse(
+            f"query {join.name!r} joins view {view.name!r}, whose pipeline needs Spark SQL "
+            f"where {cut.name!r} reads its view (a HAVING, WHERE or computed column): "
+            f"{_JOIN_SUPPORTED}",
+            side.span,
+            "run the join in batch",
+        )
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",

@@ -239,20 +239,26 @@ class OperatorChain:
         tags: Sequence[int],
         *,
         keep_late: bool,
+        feeds_on: bool = False,
     ) -> None:
         self.ops = ops
         self.feed = feed
         self.tags = tags
         self.keep_late = keep_late
+        #: the last operator's rows feed another chain (a stream pipeline cut where a
+        #: link needs Spark SQL): its rows fired at a rise leave in timer order too
+        self.feeds_on = feeds_on
         self.late: list[tuple] = []
 
-    def rise(self, watermark: int) -> list[tuple]:
+    def rise(self, watermark: int, first: list[tuple] | None = None) -> list[tuple]:
         """Every operator to ``watermark`` (``MAX_TIME``: the end of input), stage by
-        stage. Returns the rows the last operator emitted."""
+        stage. Returns the rows the last operator emitted. ``first``: what the first
+        operator emitted for the rows it took in just before the rise (rows an earlier
+        chain fired at this rise), which go on ahead of the rows it fires."""
         rows: list[tuple] = []
         last = len(self.ops) - 1
         for i, op in enumerate(self.ops):
-            fed: list[tuple] = []
+            fed: list[tuple] = list(first or ()) if i == 0 else []
             if i and rows:
                 self.feed(i, rows)
                 fed = op.drain()
@@ -261,7 +267,7 @@ class OperatorChain:
             else:
                 op.advance_watermark(watermark)
             fired = op.drain()
-            if i < last:
+            if i < last or self.feeds_on:
                 fired.sort(key=timer_order(self.tags[i]))
             rows = fed + fired
             self._drain_late(i, op)

@@ -81,6 +81,7 @@ __all__ = [
     "JoinLayout",
     "KIND",
     "LATE_ROW",
+    "MARKER",
     "PLACE_COLUMNS",
     "RANK",
     "RESULT",
@@ -94,6 +95,7 @@ __all__ = [
     "keeps_every_row",
     "key_columns",
     "late_rows",
+    "linked_view_rows",
     "placed_results",
     "result_column",
     "results",
@@ -107,6 +109,9 @@ __all__ = [
 KIND = "__wql_kind"
 COUNTERS = "__wql_counters"
 RESULT, LATE_ROW, COUNTS = "R", "L", "C"
+#: A rise of the stream processor that feeds another one across a link in Spark SQL
+#: (:mod:`wql.spark.stream_links`): a row with its tags and no values.
+MARKER = "M"
 
 WINDOW_START = "__wql_ws"
 WINDOW_END = "__wql_we"
@@ -378,6 +383,26 @@ def _project_aggregate(
     if query.changelog is not None:
         out.append(F.col(OP).alias(P.OP_COLUMN))
     return rel.select(*out, *_projection(query.output), *keep)
+
+
+def linked_view_rows(
+    query: P.Query, op: OperatorPlan, fed: DataFrame, keep: tuple[str, ...]
+) -> DataFrame:
+    """A view's rows as its reader takes them across a link in Spark SQL
+    (:mod:`wql.spark.stream_links`): its ``R`` rows through the post-aggregation
+    relation, HAVING and SELECT, as :func:`results` gives them, and its :data:`MARKER`
+    rows kept whatever HAVING says; the ``keep`` columns after the output."""
+    rel = fed.select(
+        *keep,
+        *[
+            _emitted(read, len(op.keys)).alias(name)
+            for name, read, _ in post_aggregation_relation(query, op)
+        ],
+    )
+    if query.having is not None:
+        having = F.coalesce(F.expr(query.having.sql), F.lit(False))
+        rel = rel.where((F.col(KIND) == MARKER) | having)
+    return rel.select(*_projection(query.output), *keep)
 
 
 def _emitted(read: P.FieldSource, keys: int) -> Column:

@@ -1,13 +1,15 @@
 """The stream pipeline host: a whole pipeline (a query over a view, ...) in ONE stateful processor.
 
-A query over a view on a stream (docs/streaming.md, "Pipelines") cannot be
-two chained Spark stateful operators: the downstream one learns only the
-micro-batch's new watermark, so the rows its view fires *at* a rise cannot
-be processed before that rise, as Flink's operator chain does
+A query over a view on a stream (docs/streaming.md, "Pipelines") is not two
+plainly chained Spark stateful operators: the downstream one learns only the
+micro-batch's new watermark, so the rows its view fires *at* a rise would be
+processed after that rise, not before it as Flink's operator chain does
 (``AbstractStreamOperator.processWatermark``: an operator fires its timers
 for ``W``, its rows go downstream, and only then is ``W`` forwarded; rows
 fired while processing a row go downstream right after that row). Here every
-stage's operator lives in one Python process, which orders them itself::
+stage's operator lives in one Python process, which orders them itself (a
+link in Spark SQL cuts the chain into such processors that pass the order on
+in tags, :mod:`wql.spark.stream_links`)::
 
     source -> withWatermark -> WHERE -> stage 1's keys and values   (as run_streaming)
            -> groupBy(the first stage's partition keys, or a constant)
@@ -35,6 +37,9 @@ of Spark's watermark to WQL's):
    watermark after the last source row (``max event time - delay - 1``:
    batch replay's final rise, whatever micro-batches Spark ran), then every
    stage's ``end_of_input()`` in chain order.
+
+(A link that needs Spark SQL cuts the pipeline into one such processor per
+segment, with Spark's projection between them: :mod:`wql.spark.stream_links`.)
 
 The last stage's result and late rows are the output, with its counters
 (the rows it took in from its view, as in batch); an upstream stage's late
@@ -124,10 +129,15 @@ def run_stream_chain(
 ) -> StreamQueryRun:
     """The streaming run of ``query`` over the views of its ``chain`` (the planner's) and
     the streaming ``source``: :func:`run_streaming` for a query over its source, else the
-    whole pipeline as one stateful processor (see the module doc); ``end`` as for
+    whole pipeline as one stateful processor (see the module doc), or, when a link needs
+    Spark SQL, as a stateful operator per segment (:mod:`wql.spark.stream_links`); ``end`` as for
     :func:`run_streaming`. The run's result and late output are ``query``'s."""
     if not chain.upstream:
         return run_streaming(query, source, end=end)
+    if any(link.sql for link in chain.links):
+        from wql.spark.stream_links import run_linked_chain
+
+        return run_linked_chain(query, chain, source, end=end)
     ops, body = chain_body((*chain.upstream, query), chain.links, chain.ops)
     first = chain.upstream[0]
     staged, key_cols, _, drainable, idle_ms, heartbeats = stream_input(
@@ -404,6 +414,9 @@ class ChainBody:
     rows are the output."""
 
     stages: tuple[PipelineStage, ...]
+    #: the last stage's rows feed another processor (:mod:`wql.spark.stream_links`):
+    #: the rows it fires at a rise leave in the pipeline's timer order too
+    feeds: bool = False
 
     @property
     def ts_index(self) -> int:
@@ -417,6 +430,7 @@ class ChainBody:
             lambda i, rows: feed(self.stages[i - 1], self.stages[i], ops[i], rows),
             [EMIT_RESULTS + s.n_results for s in self.stages],
             keep_late=keep_late,
+            feeds_on=self.feeds,
         )
 
     def rise(self, ops: list[Any], watermark: int) -> tuple[list[tuple], list[tuple]]:
@@ -427,6 +441,25 @@ class ChainBody:
         self, ops: list[Any], batch: pa.RecordBatch, timestamps: Any, valid: Any
     ) -> tuple[list[tuple], list[tuple]]:
         """The micro-batch's rows through every stage, in emission order."""
+        self._first(ops, batch, timestamps, valid)
+        chain = self.chain(ops)
+        return chain.pass_down(), chain.late
+
+    def take(
+        self, ops: list[Any], batch: pa.RecordBatch, timestamps: Any, valid: Any, rise: int | None
+    ) -> tuple[list[tuple], list[tuple]]:
+        """Rows another processor emitted (staged as a micro-batch's rows, in its emission
+        order) to the first stage at its watermark; then, for the rows it fired at a rise
+        to ``rise``, every stage rises to it (they go on ahead of what the first stage
+        fires), else they go through every stage (rows it emitted while taking rows)."""
+        self._first(ops, batch, timestamps, valid)
+        chain = self.chain(ops)
+        if rise is None:
+            return chain.pass_down(), chain.late
+        return chain.rise(rise, first=ops[0].drain()), chain.late
+
+    def _first(self, ops: list[Any], batch: pa.RecordBatch, timestamps: Any, valid: Any) -> None:
+        """The staged rows ``batch`` into the first stage, at its watermark."""
         spec = self.stages[0]
         n = batch.num_rows
         keys = key_tuples([batch.column(i) for i in range(spec.n_keys)], n)
@@ -435,8 +468,6 @@ class ChainBody:
         )
         wm = np.full(n, ops[0].watermark, dtype=np.int64)
         ops[0].process_batch(RowBatch(keys, timestamps, columns, wm, None, valid))
-        chain = self.chain(ops)
-        return chain.pass_down(), chain.late
 
 
 def feed(up: PipelineStage, spec: PipelineStage, op: Any, rows: list[tuple]) -> None:

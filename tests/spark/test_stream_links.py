@@ -1,0 +1,211 @@
+"""Stream pipelines whose links need Spark SQL, against batch replay.
+
+A reader's WHERE over a view, a view's HAVING, a computed column a reader
+reads: the pipeline is cut there into Spark stateful operators with Spark's
+projection between them (wql/spark/stream_links.py, docs/streaming.md "Links
+in Spark SQL"). The streams read the burst files of
+tests/spark/test_stream_pipelines.py (the same watermark rises as batch
+replay); drained, every pipeline's rows and counters equal the batch run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import wql
+from tests.spark.stream_helpers import (
+    BURSTS,
+    PER_AUCTION,
+    SOURCE,
+    batch_queries,
+    counted_rows,
+    files,
+    stream_queries,
+    write_files,
+)
+from wql.spark.stream_sinks import read_output
+
+pytestmark = pytest.mark.spark
+
+#: One text: per_auction (10 s windows per auction) and the queries over it whose
+#: links need Spark SQL, each cut differently.
+LINKED = (
+    PER_AUCTION
+    + """
+-- the reader's WHERE over the view (a keyless rollup: one group; the rows WHERE
+-- rejects are counted as the query's rows_filtered)
+CREATE VIEW busy AS
+SELECT window_start, window_end, SUM(num) AS bids, MAX(top) AS top, COUNT(*) AS auctions
+FROM per_auction WHERE num > 1 GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND);
+
+-- a view with HAVING, read by a rollup
+CREATE VIEW crowded AS
+SELECT auction, window_time, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND) HAVING COUNT(*) > 1;
+CREATE VIEW crowded_rollup AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS auctions
+FROM crowded GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND);
+
+-- a computed input and a computed key, partitioned by auction (the key is a copy)
+CREATE VIEW doubled AS
+SELECT auction, window_start, SUM(num * 2) AS twice, MAX(top) AS top
+FROM per_auction WHERE top > 3
+GROUP BY auction, TUMBLE(window_time, INTERVAL '20' SECOND);
+
+-- the view's rows in pairs, in the order they fire (the rise order across the cut)
+CREATE VIEW pairs AS
+SELECT COLLECT_LIST(auction) AS auctions, SUM(num) AS bids
+FROM per_auction WHERE auction <> 'c' GROUP BY COUNT_WINDOW(2);
+
+-- EARLY and ON_TIME panes, a late output: WHERE keeps the ON_TIME ones
+CREATE VIEW panes AS
+SELECT auction, window_time, pane_timing, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
+TRIGGER WATERMARK WITH EARLY COUNT(2);
+CREATE VIEW on_time AS
+SELECT window_start, SUM(num) AS counted, COUNT(*) AS panes
+FROM panes WHERE pane_timing = 'ON_TIME' GROUP BY TUMBLE(window_time, INTERVAL '10' SECOND)
+LATE DATA TO late_panes;
+
+-- three stages, a cut in the middle (the middle query's WHERE filters in Spark)
+CREATE VIEW middle AS
+SELECT auction, window_time, SUM(num) AS num
+FROM per_auction WHERE top >= 4 GROUP BY auction, TUMBLE(window_time, INTERVAL '20' SECOND);
+CREATE VIEW three AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS rows_read
+FROM middle GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
+
+-- three stages cut twice: the middle segment is fed and feeds
+CREATE VIEW twice_cut AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS rows_read
+FROM middle WHERE num > 1 GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
+"""
+)
+NAMES = ["busy", "crowded_rollup", "doubled", "pairs", "on_time", "three", "twice_cut"]
+COUNTED = ("rows_in", "rows_filtered", "rows_fired", "late_rows", "dropped")
+
+
+def text(folder, stream: bool = True) -> str:
+    options = ", maxFilesPerTrigger = '1'" if stream else ""
+    return SOURCE.format(path=folder, options=options) + LINKED
+
+
+@pytest.fixture(scope="module")
+def drained(spark, tmp_path_factory):
+    """Every linked pipeline streamed together, drained, and in batch: (streamed rows,
+    stream counters, batch rows, batch counters)."""
+    base = tmp_path_factory.mktemp("links")
+    write_files(base / "in", range(len(files())))
+    streamed, sinks = stream_queries(spark, text(base / "in"), NAMES, base / "out", base / "ck")
+    expected, counters = batch_queries(spark, text(base / "in", stream=False), NAMES)
+    return streamed, sinks.counters(spark), expected, counters
+
+
+def test_the_links_need_spark_sql_and_the_pipelines_are_cut_there(tmp_path):
+    program = wql.compile(text(tmp_path), streaming=True).program
+    for name in NAMES:
+        how = program.view(name).engine.stream
+        assert any(link.sql for link in how.links), name
+    explained = wql.compile(text(tmp_path), streaming=True).explain()
+    assert "stateful operators in one streaming query, cut where" in explained
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_drained_linked_pipeline_equals_the_batch_pipeline(drained, name):
+    streamed, stream_counters, expected, batch_counters = drained
+    assert sum(expected[name].values()) >= 1, name
+    assert streamed[name] == expected[name]
+    for key in COUNTED:
+        assert stream_counters[name][key] == batch_counters[name][key], (name, key)
+
+
+def test_where_over_a_view_is_counted_as_batch_counts_it(drained):
+    _, stream_counters, _, batch_counters = drained
+    # busy: per_auction fires 13 windows; WHERE num > 1 rejects the 8 with one bid
+    assert (batch_counters["busy"]["rows_in"], batch_counters["busy"]["rows_filtered"]) == (13, 8)
+    assert stream_counters["busy"]["rows_filtered"] == 8
+
+
+@pytest.mark.slow
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
+    # every segment's state (and the rows in flight between them: none, a micro-batch
+    # runs every operator) survives in the checkpoint: files 0-3, stop, then the rest
+    # and the end of input from the same checkpoint
+    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    names = ["busy", "on_time", "three"]
+    write_files(folder, range(4))
+    first, _ = stream_queries(spark, text(folder), names, out, ck, drain=False)
+    write_files(folder, range(4, len(files())))
+    resumed, sinks = stream_queries(spark, text(folder), names, out, ck)
+    _, _, expected, batch_counters = drained
+    assert sum(sum(c.values()) for c in first.values()) > 0
+    assert resumed == {name: expected[name] for name in names}
+    counters = sinks.counters(spark)
+    for name in names:
+        for key in COUNTED:
+            assert counters[name][key] == batch_counters[name][key], (name, key)
+
+
+#: The bursts with a late one after the 13 s burst (the watermark is 10.999 s): its
+#: rows at 5 s fire LATE panes of [0, 10) within the view's lateness, in the
+#: micro-batch's rows (phase 1 across the cut). Batch replays them in arrival order
+#: (``seq``, the order of the files), where they are late too.
+LATE_BURSTS = [*BURSTS[:4], (5, [("a", 4), ("c", 6)]), *BURSTS[4:]]
+LATE_SOURCE = """
+CREATE SOURCE bids (auction STRING, price BIGINT, ts TIMESTAMP, seq BIGINT,
+    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH (format = 'json', path = '{path}', arrival_order = 'seq'{options});
+"""
+LATE = """
+CREATE VIEW lasting AS
+SELECT auction, window_time, pane_timing, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
+ALLOWED LATENESS INTERVAL '5' SECOND;
+CREATE VIEW late_rollup AS
+SELECT window_start, SUM(num) AS bids, COUNT(*) AS panes
+FROM lasting WHERE top > 1 GROUP BY TUMBLE(window_time, INTERVAL '20' SECOND)
+LATE DATA TO late_rollup_late;
+"""
+
+
+def write_numbered(folder, bursts) -> None:
+    """:func:`write_files` of ``bursts``, every row numbered in arrival order (``seq``)."""
+    folder.mkdir(parents=True)
+    seq = 0
+    for i, rows in enumerate(files(bursts)):
+        lines = []
+        for row in rows:
+            lines.append(json.dumps({**row, "seq": seq}) + "\n")
+            seq += 1
+        final = folder / f"f{i:03d}.json"
+        final.write_text("".join(lines))
+        os.utime(final, (1_000_000 + i, 1_000_000 + i))
+
+
+@pytest.mark.slow
+def test_late_firings_cross_the_cut_as_in_batch(spark, tmp_path):
+    """LATE panes a view fires while taking a micro-batch's rows reach the reader after
+    its rise, at its watermark, as batch replay (in arrival order) orders them: rows,
+    the late output and counters equal."""
+    folder = tmp_path / "in"
+    write_numbered(folder, LATE_BURSTS)
+    stream_text = LATE_SOURCE.format(path=folder, options=", maxFilesPerTrigger = '1'") + LATE
+    names = ["lasting", "late_rollup"]
+    streamed, sinks = stream_queries(spark, stream_text, names, tmp_path / "out", tmp_path / "ck")
+    batch_text = LATE_SOURCE.format(path=folder, options="") + LATE
+    expected, batch = batch_queries(spark, batch_text, names)
+    assert streamed == expected
+    # the view fired LATE panes (the late burst), which crossed the cut
+    assert any("LATE" in row for row in expected["lasting"])
+    results = wql.compile(batch_text).apply(spark)
+    try:
+        batch_late = counted_rows(results["late_rollup_late"])
+    finally:
+        results.release()
+    assert counted_rows(read_output(spark, tmp_path / "out" / "late_rollup_late")) == batch_late
+    counters = sinks.counters(spark)
+    for key in COUNTED:
+        assert counters["late_rollup"][key] == batch["late_rollup"][key], key
