@@ -197,7 +197,7 @@ def test_a_pipeline_runs_on_a_stream_and_a_link_in_spark_sql_cuts_it(spark, tmp_
     results = wql.compile(ROLLUP).apply(spark, clicks=df)
     assert results["per_hour"].isStreaming
     filtered = ROLLUP.replace("FROM per_minute GROUP", "FROM per_minute WHERE clicks > 1 GROUP")
-    compiled = wql.compile(filtered)
+    compiled = wql.compile(filtered, streaming=True)
     results = compiled.apply(spark, clicks=df)
     assert results["per_hour"].isStreaming
     how = compiled.program.view("per_hour").engine.stream
