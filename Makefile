@@ -24,14 +24,18 @@ $(STAMP): pyproject.toml
 example: setup
 	$(BIN)/wql run examples/clickstream_sessions.wql --show 20
 
-# The main suite: everything but the end-to-end cases marked `slow` and the
-# cluster tests (tests/conftest.py deselects those).
+# The whole suite in one pytest process (what CI runs): one SparkSession, and the
+# module fixtures a file's slow and other tests share run once. The cluster tests
+# run apart (tests/conftest.py deselects them here).
 test: setup
+	$(BIN)/pytest -q
+
+# While developing: the suite without the end-to-end cases marked `slow`.
+test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
 
-# The end-to-end cases marked `slow` (restarts, drains, `wql run` and generated
-# scripts in processes of their own, idle streams, the SIGKILL): CI runs them
-# after `make test`.
+# The end-to-end cases marked `slow` alone (restarts, drains, `wql run` and generated
+# scripts in processes of their own, idle streams, the SIGKILL).
 test-slow: setup
 	$(BIN)/pytest -q -m slow
 

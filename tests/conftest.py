@@ -4,7 +4,7 @@ The cluster suite (``tests/cluster``, marker ``cluster``) needs a session of
 its own, so a pytest process of its own: it is deselected here unless the
 ``-m`` expression names it (``make test-cluster`` runs ``pytest -m cluster
 tests/cluster``). Deselecting it here rather than with ``-m 'not cluster'`` in
-``addopts`` keeps ``pytest -m "not slow"`` (``make test``, without the
+``addopts`` keeps ``pytest -m "not slow"`` (``make test-fast``, without the
 ``slow`` end-to-end cases) and ``pytest -m slow`` (``make test-slow``) from
 bringing the cluster tests back.
 """
