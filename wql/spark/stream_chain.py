@@ -101,6 +101,7 @@ from wql.spark.streaming import (
     _moved,
     call_clocks,
     end_watermark,
+    input_frame,
     run_streaming,
     stream_input,
 )
@@ -284,10 +285,7 @@ class AllKeysProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        frame = None
-        if frames:
-            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        frame = input_frame(rows)
         yield from self._call(timerValues, frame)
 
     def handleExpiredTimer(

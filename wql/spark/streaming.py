@@ -131,6 +131,7 @@ __all__ = [
     "pack_buckets",
     "call_clocks",
     "end_watermark",
+    "input_frame",
     "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
@@ -639,6 +640,15 @@ class ProcessorState:
         return wanted | (existing & {now})
 
 
+def input_frame(rows: Iterator[pd.DataFrame]) -> pd.DataFrame | None:
+    """The rows of one ``handleInputRows`` call as one frame (``None``: no rows). Spark
+    hands a grouping key's rows over in Arrow batches, some of them empty."""
+    frames = [f for f in rows if len(f)]
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
 def call_clocks(tv: TimerValues, mode: str, end_watermark: int | None) -> tuple[int, int, int]:
     """A call's clocks in the runtime's terms: ``(watermark, processing time, Spark's
     watermark)``; ``MAX_TIME``: the end of input (``end_watermark``: Spark's watermark
@@ -699,15 +709,14 @@ class WindowProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
+        frame = input_frame(rows)
         wm, pt = self._clocks(timerValues)
         k = self._key(key)
         before = self._begin(wm)
         self._restore(k, wm, pt)
         after_end = 0
         rejected: dict[str, int] = {}
-        if frames:
-            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        if frame is not None:
             if wm == MAX_TIME:
                 after_end = len(frame)
             else:
