@@ -5,13 +5,16 @@ exactly as Structured Streaming does for ``transformWithStateInPandas`` (the
 rules: ``test_streaming_processor.py``'s module docstring); ``reference_stream``
 is ONE ``WindowOperator`` fed the documented streaming semantics,
 ``reference_batch`` batch replay; the queries both processors are tested on
-(``QUERIES``, ``DRAINED``). Shared by ``test_streaming_processor.py``,
-``test_stream_buckets.py`` and ``test_emit.py``.
+(``QUERIES``, ``DRAINED``); ``BucketDriver``, the same loop for
+:class:`wql.spark.streaming.BucketProcessor`, grouped by key bucket. Shared by
+``test_streaming_processor.py``, ``test_stream_buckets.py``,
+``test_stream_packed.py`` and ``test_emit.py``.
 """
 
 from __future__ import annotations
 
 import functools
+import zlib
 from collections import Counter
 
 import pandas as pd
@@ -21,8 +24,10 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 from wql.compiler import compile_source
 from wql.compiler.backends.operator import build_operator
 from wql.runtime.window_operator import WindowOperator
+from wql.spark.layout import sum_counters
 from wql.spark.streaming import (
     END_MS,
+    BucketProcessor,
     WindowProcessor,
     processor_layout,
     spark_watermark_delay_ms,
@@ -306,3 +311,131 @@ def split_batches(rows: list, cuts: list[int]) -> list[list]:
         out.append(rows[prev:p])
         prev = p
     return out
+
+
+BUCKETS = 2  # few buckets: keys share them
+
+
+class _Map:
+    """One MapState of the bucket in ``driver.key``."""
+
+    def __init__(self, driver: BucketDriver, name: str) -> None:
+        self.d = driver
+        self.name = name
+
+    def _map(self) -> dict:
+        return self.d.maps.setdefault(self.name, {}).setdefault(self.d.key, {})
+
+    def getValue(self, key):  # noqa: N802 - Spark's API
+        self.d.map_calls += 1
+        return self._map().get(key)
+
+    def updateValue(self, key, value) -> None:  # noqa: N802
+        self.d.map_calls += 1
+        self._map()[key] = value
+
+    def removeKey(self, key) -> None:  # noqa: N802
+        self.d.map_calls += 1
+        self._map().pop(key, None)
+
+
+class _Bucket:
+    """The ValueState of the bucket in ``driver.key``."""
+
+    def __init__(self, driver: BucketDriver) -> None:
+        self.d = driver
+
+    def get(self):
+        self.d.map_calls += 1
+        return self.d.buckets.get(self.d.key)
+
+    def update(self, value) -> None:
+        self.d.map_calls += 1
+        self.d.buckets[self.d.key] = value
+
+    def clear(self) -> None:
+        self.d.map_calls += 1
+        self.d.buckets.pop(self.d.key, None)
+
+
+class BucketDriver(Driver):
+    """Spark's micro-batch loop for a query grouped by key bucket (one partition)."""
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        super().__init__(text, drainable=drainable)
+        self.maps: dict = {}
+        self.buckets: dict = {}
+        self.map_calls = 0
+        self.proc = BucketProcessor(self.proc.layout)
+        self.proc.init(self)
+
+    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
+        return _Bucket(self)
+
+    def getMapState(self, name, key_schema, value_schema):  # noqa: N802 - Spark's API
+        return _Map(self, name)
+
+    def held(self) -> int:
+        """Entries left in the buckets' maps and values."""
+        return sum(len(m) for per in self.maps.values() for m in per.values()) + len(self.buckets)
+
+    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
+        wm, tv, columns = self.staged(rows, watermark)
+        self.input_phase(rows, columns, tv)
+        self.timer_phase(wm, tv)
+        if rows:
+            top = BASE + max(r[2] for r in rows)
+            self.max_ts = top if self.max_ts is None else max(self.max_ts, top)
+
+    def input_phase(self, rows: list[tuple], columns: dict[str, list], tv: TimerValues) -> None:
+        """One ``handleInputRows`` per bucket with rows, in bucket order."""
+        n = len(self.op.values)
+        columns[f"_{n + 2}"] = [zlib.crc32(r[0].encode()) % BUCKETS for r in rows]
+        frame = pd.DataFrame(columns)
+        for b in sorted(set(columns[f"_{n + 2}"])):
+            self.key = (b,)
+            part = frame[frame[f"_{n + 2}"] == b].reset_index(drop=True)
+            self._collect(self.proc.handleInputRows((b,), iter([part]), tv))
+
+    def timer_phase(self, wm: int, tv: TimerValues) -> None:
+        """``handleExpiredTimer`` per (bucket, timer) strictly below the watermark, in
+        time order; a timer an earlier call of the micro-batch deleted does not fire."""
+        due = sorted((t, key) for key, ts in self.timers.items() for t in ts if t < wm)
+        for t, key in due:
+            if t not in self.timers[key]:
+                continue  # deleted by an earlier call of the micro-batch
+            self.key = key
+            self._collect(
+                self.proc.handleExpiredTimer(
+                    key=key, timerValues=tv, expiredTimerInfo=ExpiredTimerInfo(t)
+                )
+            )
+            self.timers[key].discard(t)  # Spark deletes a timer once it fired
+
+
+def run_with(driver_type: type[Driver], text: str, batches: list[list], *, drainable: bool):
+    """``batches`` through a fresh ``driver_type`` driver, then the end of input (drained
+    through the end marker when ``drainable``)."""
+    d = driver_type(text, drainable=drainable)
+    for rows in batches:
+        d.batch(rows)
+    if drainable:
+        d.drain()
+    else:
+        d.end()
+    return d
+
+
+def assert_as_per_key(
+    driver_type: type[Driver], text: str, batches: list[list], *, drainable: bool
+) -> None:
+    """``driver_type`` gives the per-key processor's results, late rows and counters;
+    drained, it leaves no state and no timer behind."""
+    per_key = run_with(Driver, text, batches, drainable=drainable)
+    other = run_with(driver_type, text, batches, drainable=drainable)
+    assert Counter(other.results) == Counter(per_key.results)
+    assert Counter(other.late) == Counter(per_key.late)
+    assert sum_counters(other.counters) == sum_counters(per_key.counters)
+    if drainable:
+        # the end of input leaves no key, no index entry and no timer behind
+        assert other.held() == 0 and not any(other.timers.values())

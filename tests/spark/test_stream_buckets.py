@@ -1,7 +1,7 @@
 """Key buckets: :class:`wql.spark.streaming.BucketProcessor` equals the per-key processor.
 
 A keyed single query on a stream is grouped by its key's bucket
-(docs/streaming.md, "Key buckets"). ``BucketDriver`` plays Spark's part for
+(docs/streaming.md, "Key buckets"). ``processor_helpers.BucketDriver`` plays Spark's part for
 it exactly as ``processor_helpers.Driver`` does for
 :class:`~wql.spark.streaming.WindowProcessor` (per micro-batch one
 ``handleInputRows`` per grouping key with rows, then ``handleExpiredTimer`` per
@@ -14,161 +14,37 @@ drained or not, and leave no state behind at the end.
 
 from __future__ import annotations
 
-import zlib
-from collections import Counter
-
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.streaming.stateful_processor import (  # noqa: E402
-    ExpiredTimerInfo,
-)
-
 from tests.spark.processor_helpers import (  # noqa: E402
-    BASE,
     DRAINED,
     QUERIES,
-    Driver,
+    BucketDriver,
+    assert_as_per_key,
     rows_st,
     source_text,
     split_batches,
 )
 from wql.errors import ErrorCode, WqlUnsupportedError  # noqa: E402
-from wql.spark.layout import sum_counters  # noqa: E402
-from wql.spark.streaming import KEY_BUCKETS, BucketProcessor  # noqa: E402
-
-BUCKETS = 2  # few buckets: keys share them
-
-
-class _Map:
-    """One MapState of the bucket in ``driver.key``."""
-
-    def __init__(self, driver: BucketDriver, name: str) -> None:
-        self.d = driver
-        self.name = name
-
-    def _map(self) -> dict:
-        return self.d.maps.setdefault(self.name, {}).setdefault(self.d.key, {})
-
-    def getValue(self, key):  # noqa: N802 - Spark's API
-        self.d.map_calls += 1
-        return self._map().get(key)
-
-    def updateValue(self, key, value) -> None:  # noqa: N802
-        self.d.map_calls += 1
-        self._map()[key] = value
-
-    def removeKey(self, key) -> None:  # noqa: N802
-        self.d.map_calls += 1
-        self._map().pop(key, None)
-
-
-class _Bucket:
-    """The ValueState of the bucket in ``driver.key``."""
-
-    def __init__(self, driver: BucketDriver) -> None:
-        self.d = driver
-
-    def get(self):
-        self.d.map_calls += 1
-        return self.d.buckets.get(self.d.key)
-
-    def update(self, value) -> None:
-        self.d.map_calls += 1
-        self.d.buckets[self.d.key] = value
-
-    def clear(self) -> None:
-        self.d.map_calls += 1
-        self.d.buckets.pop(self.d.key, None)
-
-
-class BucketDriver(Driver):
-    """Spark's micro-batch loop for a query grouped by key bucket (one partition)."""
-
-    def __init__(self, text: str, *, drainable: bool = False) -> None:
-        super().__init__(text, drainable=drainable)
-        self.maps: dict = {}
-        self.buckets: dict = {}
-        self.map_calls = 0
-        self.proc = BucketProcessor(self.proc.layout)
-        self.proc.init(self)
-
-    def getValueState(self, name, schema):  # noqa: N802 - Spark's API
-        return _Bucket(self)
-
-    def getMapState(self, name, key_schema, value_schema):  # noqa: N802 - Spark's API
-        return _Map(self, name)
-
-    def held(self) -> int:
-        """Entries left in the buckets' maps and values."""
-        return sum(len(m) for per in self.maps.values() for m in per.values()) + len(self.buckets)
-
-    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
-        wm, tv, columns = self.staged(rows, watermark)
-        n = len(self.op.values)
-        columns[f"_{n + 2}"] = [zlib.crc32(r[0].encode()) % BUCKETS for r in rows]
-        frame = pd.DataFrame(columns)
-        for b in sorted(set(columns[f"_{n + 2}"])):
-            self.key = (b,)
-            part = frame[frame[f"_{n + 2}"] == b].reset_index(drop=True)
-            self._collect(self.proc.handleInputRows((b,), iter([part]), tv))
-        due = sorted((t, key) for key, ts in self.timers.items() for t in ts if t < wm)
-        for t, key in due:
-            if t not in self.timers[key]:
-                continue  # deleted by an earlier call of the micro-batch
-            self.key = key
-            self._collect(
-                self.proc.handleExpiredTimer(
-                    key=key, timerValues=tv, expiredTimerInfo=ExpiredTimerInfo(t)
-                )
-            )
-            self.timers[key].discard(t)  # Spark deletes a timer once it fired
-        if rows:
-            top = BASE + max(r[2] for r in rows)
-            self.max_ts = top if self.max_ts is None else max(self.max_ts, top)
-
-
-def _run(driver_type, text: str, batches: list[list], *, drainable: bool):
-    d = driver_type(text, drainable=drainable)
-    for rows in batches:
-        d.batch(rows)
-    if drainable:
-        d.drain()
-    else:
-        d.end()
-    return d
+from wql.spark.streaming import KEY_BUCKETS  # noqa: E402
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
 @settings(max_examples=25, deadline=None)
 @given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_buckets_equal_the_per_key_processor(name, rows, cuts):
-    text = QUERIES[name]
-    batches = split_batches(rows, cuts)
-    per_key = _run(Driver, text, batches, drainable=False)
-    bucketed = _run(BucketDriver, text, batches, drainable=False)
-    assert Counter(bucketed.results) == Counter(per_key.results)
-    assert Counter(bucketed.late) == Counter(per_key.late)
-    assert sum_counters(bucketed.counters) == sum_counters(per_key.counters)
+    assert_as_per_key(BucketDriver, QUERIES[name], split_batches(rows, cuts), drainable=False)
 
 
 @pytest.mark.parametrize("name", sorted(DRAINED))
 @settings(max_examples=20, deadline=None)
 @given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_drained_buckets_equal_the_per_key_processor(name, rows, cuts):
-    text = DRAINED[name]
-    batches = split_batches(rows, cuts)
-    per_key = _run(Driver, text, batches, drainable=True)
-    bucketed = _run(BucketDriver, text, batches, drainable=True)
-    assert Counter(bucketed.results) == Counter(per_key.results)
-    assert Counter(bucketed.late) == Counter(per_key.late)
-    assert sum_counters(bucketed.counters) == sum_counters(per_key.counters)
-    # the end of input leaves no key, no index entry and no timer behind
-    assert bucketed.held() == 0 and not any(bucketed.timers.values())
+    assert_as_per_key(BucketDriver, DRAINED[name], split_batches(rows, cuts), drainable=True)
 
 
 def test_a_micro_batch_reads_only_the_keys_it_runs():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
-from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -27,12 +26,17 @@ from hypothesis import strategies as st
 pytest.importorskip("pyspark")
 
 from pyspark.sql.conversion import ArrowBatchTransformer  # noqa: E402
-from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo  # noqa: E402
+from pyspark.sql.streaming.stateful_processor import TimerValues  # noqa: E402
 
-from tests.spark.processor_helpers import BASE, Driver, rows_st, split_batches  # noqa: E402
-from tests.spark.test_stream_buckets import BUCKETS, BucketDriver  # noqa: E402
-from tests.spark.test_streaming_processor import DRAINED, QUERIES  # noqa: E402
-from wql.spark.layout import sum_counters  # noqa: E402
+from tests.spark.processor_helpers import (  # noqa: E402
+    BUCKETS,
+    DRAINED,
+    QUERIES,
+    BucketDriver,
+    assert_as_per_key,
+    rows_st,
+    split_batches,
+)
 from wql.spark.streaming import BucketProcessor, pack_buckets, unpack_buckets  # noqa: E402
 
 _TIMES = st.datetimes(dt.datetime(1970, 1, 1), dt.datetime(2100, 1, 1)).map(
@@ -127,8 +131,7 @@ class PackedDriver(BucketDriver):
         self.proc = BucketProcessor(replace(self.proc.layout, packed=True, timezone="UTC"))
         self.proc.init(self)
 
-    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
-        wm, tv, columns = self.staged(rows, watermark)
+    def input_phase(self, rows: list[tuple], columns: dict[str, list], tv: TimerValues) -> None:
         buckets = [zlib.crc32(r[0].encode()) % BUCKETS for r in rows]
         arrays = []
         for values in columns.values():
@@ -152,59 +155,20 @@ class PackedDriver(BucketDriver):
             self.key = (b,)
             frame = pd.DataFrame({"_0": [b] * len(packed[b]), "_1": packed[b]})
             self._collect(self.proc.handleInputRows((b,), iter([frame]), tv))
-        # Spark's timer phase, as BucketDriver plays it
-        due = sorted((t, key) for key, ts in self.timers.items() for t in ts if t < wm)
-        for t, key in due:
-            if t not in self.timers[key]:
-                continue  # deleted by an earlier call of the micro-batch
-            self.key = key
-            self._collect(
-                self.proc.handleExpiredTimer(
-                    key=key, timerValues=tv, expiredTimerInfo=ExpiredTimerInfo(t)
-                )
-            )
-            self.timers[key].discard(t)  # Spark deletes a timer once it fired
-        if rows:
-            top = BASE + max(r[2] for r in rows)
-            self.max_ts = top if self.max_ts is None else max(self.max_ts, top)
-
-
-def _run(driver_type, text: str, batches: list[list], *, drainable: bool):
-    d = driver_type(text, drainable=drainable)
-    for rows in batches:
-        d.batch(rows)
-    if drainable:
-        d.drain()
-    else:
-        d.end()
-    return d
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
 @settings(max_examples=15, deadline=None)
 @given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_packed_buckets_equal_the_per_key_processor(name, rows, cuts):
-    text = QUERIES[name]
-    batches = split_batches(rows, cuts)
-    per_key = _run(Driver, text, batches, drainable=False)
-    packed = _run(PackedDriver, text, batches, drainable=False)
-    assert Counter(packed.results) == Counter(per_key.results)
-    assert Counter(packed.late) == Counter(per_key.late)
-    assert sum_counters(packed.counters) == sum_counters(per_key.counters)
+    assert_as_per_key(PackedDriver, QUERIES[name], split_batches(rows, cuts), drainable=False)
 
 
 @pytest.mark.parametrize("name", sorted(DRAINED))
 @settings(max_examples=10, deadline=None)
 @given(rows=rows_st, cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_drained_packed_buckets_equal_the_per_key_processor(name, rows, cuts):
-    text = DRAINED[name]
-    batches = split_batches(rows, cuts)
-    per_key = _run(Driver, text, batches, drainable=True)
-    packed = _run(PackedDriver, text, batches, drainable=True)
-    assert Counter(packed.results) == Counter(per_key.results)
-    assert Counter(packed.late) == Counter(per_key.late)
-    assert sum_counters(packed.counters) == sum_counters(per_key.counters)
-    assert packed.held() == 0 and not any(packed.timers.values())
+    assert_as_per_key(PackedDriver, DRAINED[name], split_batches(rows, cuts), drainable=True)
 
 
 def test_packing_holds_rows_in_input_order_per_bucket():
