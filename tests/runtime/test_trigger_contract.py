@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -65,7 +66,20 @@ TRIGGERS = [
     EarlyLateTrigger(OnUpdateTrigger(500, True, True), OnUpdateTrigger(800, True, True, 2000)),
 ]
 MERGEABLE = [t for t in TRIGGERS if t.can_merge()]
-IDS = [repr(t) for t in TRIGGERS]
+
+
+def _test_id(trigger: object) -> str:
+    """The trigger's repr with its sets in sorted order: a frozenset's repr follows the
+    string hash seed, and the test ids must not (parallel workers collect alike)."""
+    return re.sub(
+        r"frozenset\(\{([^}]*)\}\)",
+        lambda m: "frozenset({" + ", ".join(sorted(m.group(1).split(", "))) + "})",
+        repr(trigger),
+    )
+
+
+IDS = [_test_id(t) for t in TRIGGERS]
+MERGEABLE_IDS = [_test_id(t) for t in MERGEABLE]
 
 W1 = TimeWindow(0, 3000)
 W2 = TimeWindow(3000, 6000)
@@ -125,7 +139,7 @@ def test_state_is_per_window(trigger):
     assert shared.timers(W1) == alone.timers(W1)
 
 
-@pytest.mark.parametrize("trigger", MERGEABLE, ids=[repr(t) for t in MERGEABLE])
+@pytest.mark.parametrize("trigger", MERGEABLE, ids=MERGEABLE_IDS)
 def test_merge_then_clear_merged_leaves_only_target(trigger):
     a, b, target = TimeWindow(0, 3000), TimeWindow(2000, 5000), TimeWindow(0, 5000)
     probe = TriggerProbe(trigger)
@@ -191,7 +205,7 @@ def test_no_state_or_timer_survives_cleanup_tumbling(trigger, lateness):
 
 
 @pytest.mark.parametrize("lateness", [0, 700])
-@pytest.mark.parametrize("trigger", MERGEABLE, ids=[repr(t) for t in MERGEABLE])
+@pytest.mark.parametrize("trigger", MERGEABLE, ids=MERGEABLE_IDS)
 def test_no_state_or_timer_survives_cleanup_sessions(trigger, lateness):
     op = _scenario_ops(trigger, SessionWindows(1000), lateness)
     op.end_of_input()
