@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java example test test-slow test-cluster lint bench
+.PHONY: setup java example test test-fast test-slow test-cluster lint bench
 
 setup: java $(STAMP)
 
@@ -24,20 +24,25 @@ $(STAMP): pyproject.toml
 example: setup
 	$(BIN)/wql run examples/clickstream_sessions.wql --show 20
 
-# The whole suite in one pytest process (what CI runs): one SparkSession, and the
-# module fixtures a file's slow and other tests share run once. The cluster tests
-# run apart (tests/conftest.py deselects them here).
+# The whole suite (what CI runs) in TEST_WORKERS pytest processes (pytest-xdist), each
+# with its own SparkSession; `--dist loadfile` keeps a file's tests in one process, so
+# the module fixtures a file's slow and other tests share run once. One process left
+# a core idle a third of the time (a micro-batch waits on its own steps), two keep
+# both busy. The cluster tests run apart (tests/conftest.py deselects them here).
+TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PARALLEL)
 
 # While developing: the suite without the end-to-end cases marked `slow`.
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q $(PARALLEL) -m "not slow"
 
 # The end-to-end cases marked `slow` alone (restarts, drains, `wql run` and generated
 # scripts in processes of their own, idle streams, the SIGKILL).
 test-slow: setup
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q $(PARALLEL) -m slow
 
 # Two executor JVMs (local-cluster) and a standalone master + worker on
 # 127.0.0.1: a session of its own, so a pytest run of its own (tests/cluster/).
