@@ -81,6 +81,12 @@ def test_the_planner_finds_these_independent(query):
             "EVERY ... OF EVENT TIME",
         ),
         (
+            "",
+            f"{PANES}{AGGS} FROM s GROUP BY k, TUMBLE(ts, INTERVAL '2' SECOND) "
+            "TRIGGER WATERMARK WITH EARLY AFTER INTERVAL '250' MILLISECOND",
+            "AFTER ... OF EVENT TIME",
+        ),
+        (
             " WITH (processing_time = 'pt')",
             "SELECT k, COUNT(*) AS n FROM s GROUP BY k, TUMBLE(PROCTIME(), INTERVAL '1' SECOND)",
             "",

@@ -85,6 +85,13 @@ def watermark_dependence(q: P.Stage) -> P.Reason | None:
         if isinstance(node, P.TimeoutTrigger):
             return P.Reason("TIMEOUT runs on processing time, a global clock", node.span)
         if isinstance(node, P.EveryTrigger) and node.domain is P.TimeDomain.EVENT:
+            if node.after_first_row:
+                return P.Reason(
+                    "a firing after a pane's first row holds the rows that arrived before "
+                    "the watermark crossed its time",
+                    node.span,
+                    "AFTER ... OF EVENT TIME",
+                )
             return P.Reason(
                 "a firing at each boundary holds the rows that arrived before the watermark "
                 "crossed it",
