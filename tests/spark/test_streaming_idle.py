@@ -111,9 +111,11 @@ def _operator_batches(sinks) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_quiet_stream_closes_its_window_after_idle_after_and_not_before(spark, tmp_path):
-    # rows keep coming for longer than IDLE AFTER (one file every 0.5 s); the
-    # largest event time stays 9.8 s, so without the idle rule [0, 10) never closes
-    idle = 3
+    # rows keep coming (one file every 0.5 s); the largest event time stays 9.8 s, so
+    # without the idle rule [0, 10) never closes. The quiet spell is counted between
+    # the micro-batches that read rows, and a micro-batch took over 3 s while another
+    # pytest process ran streams on the same 2 cores: IDLE AFTER is 6 s
+    idle = 6
     files = [[("a", 1, 1.0), ("b", 2, 4.0)], [("a", 4, 9.5)], [("a", 8, 9.6)], [("a", 16, 9.8)]]
     _write(tmp_path / "in", 0, files[0])
     sinks = _start(spark, tmp_path, idle, trigger="500 milliseconds")
@@ -143,7 +145,7 @@ def test_a_quiet_stream_closes_its_window_after_idle_after_and_not_before(spark,
 
 @pytest.mark.slow
 def test_the_idle_rule_survives_a_restart_from_the_checkpoint(spark, tmp_path):
-    idle = 2
+    idle = 4  # the first run stops before it: room for a slow micro-batch
     _write(tmp_path / "in", 0, [("a", 1, 1.0), ("a", 2, 9.5)])
     sinks = _start(spark, tmp_path, idle, trigger="500 milliseconds")
     try:
@@ -151,7 +153,7 @@ def test_the_idle_rule_survives_a_restart_from_the_checkpoint(spark, tmp_path):
         while not (tmp_path / "ck" / "q" / STATE_FILE).exists() and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
-        sinks.stop()  # before the source was idle for 2 s: nothing closed yet
+        sinks.stop()  # before the source was idle for 4 s: nothing closed yet
     assert _rows(spark, sinks) == Counter()
     saved = json.loads((tmp_path / "ck" / "q" / STATE_FILE).read_text())
     assert saved["max_event_ms"] == _ms(9.5)
