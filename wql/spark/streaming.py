@@ -644,8 +644,10 @@ def input_frame(rows: Iterator[pd.DataFrame]) -> pd.DataFrame | None:
     """The rows of one ``handleInputRows`` call as one frame (``None``: no rows). Spark
     hands a grouping key's rows over in Arrow batches, some of them empty."""
     frames = [f for f in rows if len(f)]
-    if not frames:
-        return None
+    return _one_frame(frames) if frames else None
+
+
+def _one_frame(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
@@ -1127,10 +1129,8 @@ class BucketProcessor(WindowProcessor):
         if not frames:
             return
         lay = self.layout
-        if lay.packed:
-            frame = unpack_buckets(frames, lay.timezone or "UTC")
-        else:
-            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        tz = lay.timezone or "UTC"
+        frame = unpack_buckets(frames, tz) if lay.packed else _one_frame(frames)
         out = _Output()
         if lay.where_flag and wm != MAX_TIME:
             # the rows WHERE rejects are counted for the bucket and run no key (their
