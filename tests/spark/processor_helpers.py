@@ -121,6 +121,16 @@ class Driver:
                 "`ts`": pd.to_datetime([BASE + r[2] for r in rows], unit="ms"),
             }[v.sql]
         columns[f"_{len(self.op.values) + 1}"] = [BASE + r[2] for r in rows]
+        # the staged NaN bits after every other column (stream_input's nan_columns): a
+        # float key or input that is NaN, not NULL (pandas holds both as NaN)
+        floats = self.proc.layout.floats
+        if floats:
+            bits = [0] * len(rows)
+            for b, i in enumerate(floats):
+                for j, v in enumerate(columns[f"_{i}"]):
+                    if isinstance(v, float) and v != v:  # noqa: PLR0124 - NaN
+                        bits[j] |= 1 << b
+            columns[f"_{len(columns)}"] = bits
         return wm, tv, columns
 
     def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
@@ -389,12 +399,12 @@ class BucketDriver(Driver):
 
     def input_phase(self, rows: list[tuple], columns: dict[str, list], tv: TimerValues) -> None:
         """One ``handleInputRows`` per bucket with rows, in bucket order."""
-        n = len(self.op.values)
-        columns[f"_{n + 2}"] = [zlib.crc32(r[0].encode()) % BUCKETS for r in rows]
+        bucket = f"_{len(columns)}"  # after the staged columns (run_streaming)
+        columns[bucket] = [zlib.crc32(r[0].encode()) % BUCKETS for r in rows]
         frame = pd.DataFrame(columns)
-        for b in sorted(set(columns[f"_{n + 2}"])):
+        for b in sorted(set(columns[bucket])):
             self.key = (b,)
-            part = frame[frame[f"_{n + 2}"] == b].reset_index(drop=True)
+            part = frame[frame[bucket] == b].reset_index(drop=True)
             self._collect(self.proc.handleInputRows((b,), iter([part]), tv))
 
     def timer_phase(self, wm: int, tv: TimerValues) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pyspark")
 
 from wql.spark.layout import runtime_column  # noqa: E402
-from wql.spark.streaming import _microseconds, _pandas, _runtime_values  # noqa: E402
+from wql.spark.streaming import _microseconds, _runtime_values, output_frame  # noqa: E402
 
 _UTC = dt.UTC
 _INTS = st.integers(-(2**62), 2**62)
@@ -66,8 +66,21 @@ def test_values_read_from_pandas_equal_arrows(column: pd.Series, data) -> None:
     order = np.array(data.draw(st.permutations(range(len(column)))), dtype=np.int64)
     frame = pd.DataFrame({"_0": column})
     arrow = _microseconds(pa.RecordBatch.from_pandas(frame, preserve_index=False).column(0))
-    _same(_runtime_values(column, None), runtime_column(arrow))
-    _same(_runtime_values(column, order), runtime_column(arrow.take(pa.array(order))))
+    _same(_runtime_values(column, None, None), runtime_column(arrow))
+    _same(_runtime_values(column, order, None), runtime_column(arrow.take(pa.array(order))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), _FLOATS), max_size=8), data=st.data())
+def test_a_float_column_keeps_its_nans_apart_from_its_nulls(values, data) -> None:
+    """Pandas reads a NULL float as NaN; the staged NaN rows make those NaN again."""
+    column = pd.Series([np.nan if v is None else v for v in values], dtype="float64")
+    nans = np.array([v is not None and v != v for v in values], dtype=bool)
+    order = np.array(data.draw(st.permutations(range(len(values)))), dtype=np.int64)
+    got = _runtime_values(column, order, nans if nans.any() else None)
+    want = [values[i] for i in order]
+    as_text = [repr(None if v is None else float(v)) for v in list(got)]
+    assert as_text == [repr(v) for v in want]
 
 
 _ARROW_TYPES = [
@@ -119,5 +132,20 @@ def _batches(draw) -> pa.RecordBatch:
 @settings(max_examples=200, deadline=None)
 @given(batch=_batches())
 def test_output_frame_equals_to_pandas(batch: pa.RecordBatch) -> None:
-    """A key's output frame is exactly ``RecordBatch.to_pandas()`` (dtypes and values)."""
-    pd.testing.assert_frame_equal(_pandas(batch), batch.to_pandas())
+    """A key's output frame is exactly ``RecordBatch.to_pandas()`` (dtypes and values),
+    but a float column holding a NaN, which is Arrow-backed, and which Spark reads back
+    as it was (NaN as NaN, NULL as NULL; Spark reads a NumPy NaN as NULL)."""
+    from pyspark.sql.pandas.conversion import create_arrow_array_from_pandas
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    frame = output_frame(batch)
+    expected = batch.to_pandas()
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if pa.types.is_floating(column.type) and any(
+            v is not None and v != v for v in column.to_pylist()
+        ):
+            spark_type = from_arrow_type(column.type)
+            back = create_arrow_array_from_pandas(frame[name], spark_type)
+            assert repr(back.to_pylist()) == repr(column.to_pylist())
+            expected[name] = frame[name]
+    pd.testing.assert_frame_equal(frame, expected)

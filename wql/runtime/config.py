@@ -256,6 +256,35 @@ class EncodedKeys:
         return list(map(self.keys.__getitem__, self.codes.tolist()))
 
 
+class _NaNKey(float):
+    """The one NaN of grouping keys (see :data:`NAN_KEY`)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (nan_key, ())
+
+
+#: A key's NaN. Python's NaN is unequal to itself, so two NaN floats are two
+#: dict keys; Flink groups every NaN key as one (``Double.equals``, and Flink
+#: SQL's binary rows), as Spark does. Hosts put this object in a key tuple
+#: wherever a key value is NaN (:func:`nan_keys`); tuples compare their items
+#: by identity first, so every key holding it is one key, and it pickles (and
+#: restores from a snapshot) as itself. It is a float: it reaches Arrow and the
+#: output as NaN.
+NAN_KEY: float = _NaNKey("nan")
+
+
+def nan_key() -> float:
+    """:data:`NAN_KEY` (what it unpickles as)."""
+    return NAN_KEY
+
+
+def nan_keys(values: list[Any]) -> list[Any]:
+    """``values`` (one key column) with every float NaN replaced by :data:`NAN_KEY`."""
+    return [NAN_KEY if isinstance(v, float) and v != v else v for v in values]  # noqa: PLR0124
+
+
 @dataclass(frozen=True)
 class RowBatch:
     """Columnar input of ``process_batch``; all sequences have one entry per row.

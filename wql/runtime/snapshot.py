@@ -27,6 +27,7 @@ VERSION = 1
 _ALLOWED = {
     ("wql.runtime.windows", "TimeWindow"),
     ("wql.runtime.windows", "GlobalWindow"),
+    ("wql.runtime.config", "nan_key"),
     ("builtins", "set"),
     ("builtins", "frozenset"),
     ("builtins", "complex"),

@@ -663,7 +663,7 @@ class _PartitionTask:
         One tuple per distinct key instead of one per row (and no hashing of
         row tuples downstream: ``RowBatch.keys`` as ``EncodedKeys``).
         """
-        from wql.runtime.config import EncodedKeys
+        from wql.runtime.config import EncodedKeys, nan_keys
 
         n = batch.num_rows
         if self.n_keys == 0:
@@ -671,7 +671,11 @@ class _PartitionTask:
         arrays = [batch.column(c) for c in L.key_columns(self.n_keys)]
         encoded = _encode_keys(arrays)
         if encoded is None:
-            cols = [a.to_pylist() for a in arrays]
+            # floats: every NaN is one key (NAN_KEY); -0.0 and 0.0 are one as Python's ==
+            cols = [
+                nan_keys(a.to_pylist()) if pa.types.is_floating(a.type) else a.to_pylist()
+                for a in arrays
+            ]
             return list(zip(*cols, strict=True))
         return EncodedKeys(*encoded)
 

@@ -101,9 +101,14 @@ from wql.spark.streaming import (
     _moved,
     call_clocks,
     end_watermark,
+    float_inputs,
+    grouped_by,
     input_frame,
+    nan_rows,
+    output_frame,
     run_streaming,
     stream_input,
+    with_nans,
 )
 
 __all__ = [
@@ -149,12 +154,15 @@ def run_stream_chain(
     et = first.source.event_time
     out_schema, output = L.tagged_layout(query, ops[-1])
     configs = tuple(op.config for op in ops)
+    floats = float_inputs(ops[0])
+    nans_at = len(ops[0].keys) + len(ops[0].values) + 1 + (not key_cols)
     processor = AllKeysProcessor(
-        output, end_wm, configs, body, et.delay_ms if et else 0, et is not None
+        output, end_wm, configs, body, et.delay_ms if et else 0, et is not None, (floats, nans_at)
     )
     if chain.partition:
         # a group per value of the first stage's keys that every stage keeps
-        grouped = staged.groupBy(*(key_cols[i] for i in chain.partition))
+        staged, groups = grouped_by(staged, [key_cols[i] for i in chain.partition])
+        grouped = staged.groupBy(*groups)
     else:
         grouped = staged.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
     tagged = grouped.transformWithStateInPandas(
@@ -270,6 +278,7 @@ class AllKeysProcessor(StatefulProcessor):
         body: ProcessorBody,
         delay_ms: int,
         has_event_time: bool,
+        nans: tuple[tuple[int, ...], int] = ((), 0),
     ) -> None:
         self.output = output
         self.end_watermark = end_watermark
@@ -278,6 +287,10 @@ class AllKeysProcessor(StatefulProcessor):
         #: the source's watermark delay: the final rise is to ``bounded_watermark(max_ts)``
         self.delay_ms = delay_ms
         self.has_event_time = has_event_time
+        #: the staged columns that are FLOAT/DOUBLE (positions) and the position of the
+        #: first column that says which of their NaNs are NaN, not NULL
+        #: (:func:`~wql.spark.streaming.nan_columns`)
+        self.nans = nans
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = ProcessorState(handle, self.end_watermark)
@@ -359,10 +372,7 @@ class AllKeysProcessor(StatefulProcessor):
         (stable: ties keep Spark's order), their event times (the body's ``ts_index``
         column) and validity mask (None: all valid; both None without event time), and
         the largest event time seen."""
-        raw = pa.RecordBatch.from_pandas(frame, preserve_index=False)
-        batch = pa.RecordBatch.from_arrays(
-            [_microseconds(c) for c in raw.columns], names=raw.schema.names
-        )
+        batch = self.arrow(frame, frame.shape[1])
         if not self.has_event_time:
             return batch, None, None, max_ts
         ts_arr = batch.column(self.body.ts_index)
@@ -375,6 +385,20 @@ class AllKeysProcessor(StatefulProcessor):
             top = int(ts[valid].max())
             max_ts = top if max_ts is None else max(max_ts, top)
         return batch, ts, (valid if not valid.all() else None), max_ts
+
+    def arrow(self, frame: pd.DataFrame, width: int) -> pa.RecordBatch:
+        """The first ``width`` staged columns of ``frame`` as Arrow, timestamps in
+        microseconds, a float's NaN NaN and its NULL NULL (see :attr:`nans`)."""
+        raw = pa.RecordBatch.from_pandas(frame.iloc[:, :width], preserve_index=False)
+        floats, nans_at = self.nans
+        columns = [
+            with_nans(
+                _microseconds(c),
+                nan_rows(frame, nans_at, floats.index(i)) if i in floats else None,
+            )
+            for i, c in enumerate(raw.columns)
+        ]
+        return pa.RecordBatch.from_arrays(columns, names=raw.schema.names)
 
     def _finish(
         self,
@@ -401,7 +425,7 @@ class AllKeysProcessor(StatefulProcessor):
             spark_timers=spark_timers,
         )
         if results or late or counters:
-            yield self.output.rows(results, late, counters).to_pandas()
+            yield output_frame(self.output.rows(results, late, counters))
 
 
 @dataclass(frozen=True)
@@ -516,4 +540,11 @@ def read_field(batch: pa.RecordBatch, f: P.LinkField, n_keys: int) -> pa.Array:
 def key_tuples(arrays: list[pa.Array], n: int) -> list[tuple]:
     if not arrays:
         return [()] * n
-    return list(zip(*(a.to_pylist() for a in arrays), strict=True))
+    return list(zip(*(_key_column(a) for a in arrays), strict=True))
+
+
+def _key_column(a: pa.Array) -> list[Any]:
+    """One key column's values, a float NaN as the runtime's one NaN key."""
+    from wql.runtime.config import nan_keys
+
+    return nan_keys(a.to_pylist()) if pa.types.is_floating(a.type) else a.to_pylist()

@@ -59,6 +59,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as ST
 
 from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
@@ -78,7 +79,14 @@ from wql.spark.stream_chain import (
     key_tuples,
     read_field,
 )
-from wql.spark.streaming import END_MS, StreamRun, watermarked
+from wql.spark.streaming import (
+    END_MS,
+    StreamRun,
+    group_value,
+    nan_columns,
+    nan_names,
+    watermarked,
+)
 
 __all__ = ["JoinBody", "StreamJoinRun", "run_stream_join"]
 
@@ -162,12 +170,20 @@ def run_stream_join(
     # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
     # row (the runtime applies lateness)
     columns = [c.alias(n, metadata={}) for n, c in staged]
-    names = tuple(name for name, _ in staged)
+    # which staged FLOAT/DOUBLE values are NaN, not NULL (pandas reads both as NaN)
+    types = df.select(*columns).schema.fields
+    floats = tuple(
+        i for i, f in enumerate(types) if isinstance(f.dataType, ST.FloatType | ST.DoubleType)
+    )
+    nans = nan_columns([c for _, c in staged], floats)
+    columns += nans
+    names = (*(name for name, _ in staged), *nan_names(len(nans)))
     if plan.partition_text:
         # each row once per side, in the group of that side's partition columns: rows
         # of different values never match (docs/streaming.md, "Partitioned window joins")
         # (one branch over the source: an explode, not a union that reads it twice)
         groups = [_group(k) for k in range(len(plan.partition_text))]
+        kinds = dict(df.select(*columns).dtypes)
         names += (_SIDE, *groups)
         per_side = F.explode(
             F.array(
@@ -175,7 +191,9 @@ def run_stream_join(
                     F.struct(
                         F.lit(s).alias(_SIDE),
                         *(
-                            F.col(_column(s, what, i)).alias(g)
+                            group_value(
+                                F.col(_column(s, what, i)), kinds[_column(s, what, i)]
+                            ).alias(g)
                             for g, (what, i) in zip(groups, plan.partition[s], strict=True)
                         ),
                     )
@@ -191,7 +209,7 @@ def run_stream_join(
         grouped = df.select(*columns, F.lit(0).alias(_GROUP)).groupBy(_GROUP)
     joined = JoinBody(plan, (bodies[0], bodies[1]), names)
     processor = AllKeysProcessor(
-        layout, end_watermark, (*configs, config), joined, et.delay_ms, True
+        layout, end_watermark, (*configs, config), joined, et.delay_ms, True, (floats, len(staged))
     )
     tagged = grouped.transformWithStateInPandas(
         statefulProcessor=processor,

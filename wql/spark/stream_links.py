@@ -73,11 +73,14 @@ from wql.spark import layout as L
 from wql.spark.stream_chain import _GROUP, AllKeysProcessor, ChainBody, StreamChainRun, chain_body
 from wql.spark.streaming import (
     StreamQueryRun,
-    _microseconds,
     _moved,
     call_clocks,
     end_watermark,
+    float_inputs,
+    grouped_by,
     input_frame,
+    nan_columns,
+    output_frame,
     stream_input,
 )
 
@@ -152,8 +155,13 @@ def run_linked_chain(
             first=n == 0,
             feeds=feeds,
             counts_where=counts_where,
+            nans=_nans(ops[a], first=n == 0, keyed=bool(key_cols)),
         )
-        grouped = df.groupBy(*groups) if groups else df.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
+        if groups:
+            df, by = grouped_by(df, groups)
+            grouped = df.groupBy(*by)
+        else:
+            grouped = df.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
         df = grouped.transformWithStateInPandas(
             statefulProcessor=processor,
             outputStructType=out_schema,
@@ -171,6 +179,14 @@ def run_linked_chain(
         idle_ms=idle_ms,
         heartbeats=heartbeats,
     )
+
+
+def _nans(op: OperatorPlan, *, first: bool, keyed: bool) -> tuple[tuple[int, ...], int]:
+    """A segment's staged float inputs and the position of its first NaN column
+    (:func:`~wql.spark.streaming.nan_columns`): after a first segment's event time (and
+    a keyless one's constant), after the flags and tags of a later one (:func:`_across`)."""
+    at = len(op.keys) + len(op.values) + 1
+    return float_inputs(op), (at + (not keyed) if first else at + 2 + len(TAGS))
 
 
 def _with_tags(schema: Any) -> Any:
@@ -224,19 +240,15 @@ def _across(
     et = down.source.event_time
     assert et is not None  # planned: a link in Spark SQL has a window bound as event time
     ts = F.when(keep, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
+    inputs = [computed(k.expr.sql, k.type, i in partition) for i, k in enumerate(op.keys)]
+    inputs += [computed(v.sql, v.type) for v in op.values]
     staged = rows.select(
-        *[
-            computed(k.expr.sql, k.type, i in partition).alias(c, metadata={})
-            for i, (k, c) in enumerate(zip(op.keys, key_cols, strict=True))
-        ],
-        *[
-            computed(v.sql, v.type).alias(c, metadata={})
-            for v, c in zip(op.values, value_cols, strict=True)
-        ],
+        *[c.alias(n, metadata={}) for c, n in zip(inputs, key_cols + value_cols, strict=True)],
         ts.alias(_TS, metadata={}),
         (~is_row).alias(_MARKED),
         keep.alias(_KEEP),
         *TAGS,
+        *nan_columns(inputs, float_inputs(op)),
     )
     return staged, [key_cols[i] for i in partition]
 
@@ -271,8 +283,9 @@ class SegmentProcessor(AllKeysProcessor):
         first: bool,
         feeds: Feed | None,
         counts_where: bool,
+        nans: tuple[tuple[int, ...], int],
     ) -> None:
-        super().__init__(output, end_watermark, configs, body, delay_ms, has_event_time)
+        super().__init__(output, end_watermark, configs, body, delay_ms, has_event_time, nans)
         self.segment = body
         self.first = first
         self.feeds = feeds
@@ -347,10 +360,7 @@ class SegmentProcessor(AllKeysProcessor):
         taken = ~marked & keep
         if self.counts_where:
             call.filtered += int((~marked & ~keep).sum())
-        raw = pa.RecordBatch.from_pandas(frame.iloc[:, : at + 1], preserve_index=False)
-        batch = pa.RecordBatch.from_arrays(
-            [_microseconds(c) for c in raw.columns], names=raw.schema.names
-        )
+        batch = self.arrow(frame, at + 1)
         order = np.lexsort((seq, phase, rise))
         steps = sorted({(int(r), int(p)) for r, p in zip(rise, phase, strict=True)})
         for r, p in steps:
@@ -399,10 +409,10 @@ class SegmentProcessor(AllKeysProcessor):
         )
         if self.feeds is None:
             if results or call.late or counters:
-                yield self.output.rows(results, call.late, counters).to_pandas()
+                yield output_frame(self.output.rows(results, call.late, counters))
             return
         if call.steps:
-            yield self._fed(key, max_ts, call).to_pandas()
+            yield output_frame(self._fed(key, max_ts, call))
 
     def _fed(self, key: Any, max_ts: int | None, call: _Call) -> pa.RecordBatch:
         """The call's rows for the next segment: per step a marker, then its rows, tagged."""
@@ -434,7 +444,10 @@ class SegmentProcessor(AllKeysProcessor):
             if f.name == L.KIND:
                 head = pa.array([L.MARKER] * n_marks, pa.string())
             elif f.name in group:
-                head = pa.array([group[f.name]] * n_marks, f.type)
+                value = group[f.name]
+                if isinstance(value, str) and pa.types.is_floating(f.type):
+                    value = float(value)  # a float group is its text (grouped_by)
+                head = pa.array([value] * n_marks, f.type)
             else:
                 head = pa.nulls(n_marks, f.type)
             arrays.append(pa.concat_arrays([head, base.column(f.name)]))

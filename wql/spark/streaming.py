@@ -85,6 +85,7 @@ from typing import Any, Self
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
@@ -101,6 +102,7 @@ from wql.compiler.backends.operator import OperatorPlan, build_stage
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime.assigners import DROP_MISSING_TIMESTAMP
+from wql.runtime.config import NAN_KEY, nan_keys
 from wql.runtime.watermarks import watermark_lag
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
@@ -131,12 +133,20 @@ __all__ = [
     "pack_buckets",
     "call_clocks",
     "end_watermark",
+    "float_inputs",
+    "group_value",
+    "grouped_by",
     "input_frame",
+    "nan_columns",
+    "nan_names",
+    "nan_rows",
+    "output_frame",
     "processor_layout",
     "run_streaming",
     "spark_watermark_delay_ms",
     "time_mode",
     "unpack_buckets",
+    "with_nans",
 ]
 
 #: The name of the per-key Spark state (Spark's state reader reads it by that name).
@@ -449,16 +459,93 @@ def stream_input(
     # Every staged column gets empty metadata: a plain reference to the event-time
     # column (a late-output value, a key) would otherwise keep Spark's watermark
     # marker, and Spark would drop rows behind the previous batch's watermark.
-    keys = zip(op.keys, key_cols, strict=True)
-    values = zip(op.values, value_cols, strict=True)
+    inputs = [computed(k.expr.sql, k.type) for k in op.keys]
+    inputs += [computed(v.sql, v.type) for v in op.values]
     staged = df.select(
-        *[computed(k.expr.sql, k.type).alias(c, metadata={}) for k, c in keys],
-        *[computed(v.sql, v.type).alias(c, metadata={}) for v, c in values],
+        *[c.alias(n, metadata={}) for c, n in zip(inputs, key_cols + value_cols, strict=True)],
         ts_col,
         *([] if keep is None else [keep.alias(_KEEP, metadata={})]),
         *([] if key_cols else [F.lit(0).alias(_ALL)]),
+        *nan_columns(inputs, float_inputs(op)),
     )
     return staged, key_cols, mode, drainable, idle_ms, heartbeats
+
+
+#: The staged columns of a row's NaN floats, after every other staged column: bit
+#: ``b % 62`` of column ``b // 62`` is set when the ``b``-th FLOAT/DOUBLE key or input
+#: (:func:`float_inputs`) is NaN. Spark hands rows to a processor as pandas, where a
+#: NULL float is NaN too; these tell the two apart (:func:`nan_rows`).
+_NANS = "__wql_nans"
+_NAN_BITS = 62
+
+
+def group_value(column: Column, spark_type: str) -> Column:
+    """What a stateful operator groups by for ``column`` of Spark type ``spark_type``
+    (``DataFrame.dtypes``' names): a FLOAT or DOUBLE as its text (-0.0 as 0.0), else
+    the column. PySpark's worker cuts a partition's rows into calls by comparing their
+    key tuples, where a NaN (and a NULL float, NaN in pandas) is unequal to itself: a
+    float grouping column would make each such row a call of its own."""
+    if spark_type in ("float", "double"):
+        return (column + F.lit(0.0)).cast("string")
+    return column
+
+
+def grouped_by(df: DataFrame, columns: list[str]) -> tuple[DataFrame, list[str]]:
+    """``df`` with what it is grouped by for ``columns`` (:func:`group_value`) and those
+    columns' names: a float one is a column of its own, after ``df``'s."""
+    types = dict(df.dtypes)
+    extra: list[Column] = []
+    names: list[str] = []
+    for j, c in enumerate(columns):
+        value = group_value(F.col(c), types[c])
+        if types[c] in ("float", "double"):
+            names.append(f"{_GROUP_TEXT}{j}")
+            extra.append(value.alias(names[-1]))
+        else:
+            names.append(c)
+    return (df.select("*", *extra) if extra else df), names
+
+
+_GROUP_TEXT = "__wql_group_text"
+
+
+def float_inputs(op: OperatorPlan) -> tuple[int, ...]:
+    """The staged positions (keys, then inputs) of ``op``'s FLOAT and DOUBLE ones."""
+    types = [k.type for k in op.keys] + [v.type for v in op.values]
+    return tuple(i for i, t in enumerate(types) if t.kind in ("FLOAT", "DOUBLE"))
+
+
+def nan_columns(inputs: list[Column], floats: tuple[int, ...]) -> list[Column]:
+    """The :data:`_NANS` columns of the staged ``inputs`` whose positions are ``floats``."""
+    bits = [
+        F.when(F.isnan(inputs[i]), F.lit(1 << (b % _NAN_BITS))).otherwise(F.lit(0)).cast("bigint")
+        for b, i in enumerate(floats)
+    ]
+    chunks = [bits[at : at + _NAN_BITS] for at in range(0, len(bits), _NAN_BITS)]
+    return [
+        reduce(Column.bitwiseOR, chunk).alias(name, metadata={})
+        for name, chunk in zip(nan_names(len(chunks)), chunks, strict=True)
+    ]
+
+
+def nan_names(n: int) -> list[str]:
+    """The names of the first ``n`` :data:`_NANS` columns."""
+    return [f"{_NANS}{j}" for j in range(n)]
+
+
+def nan_rows(frame: pd.DataFrame, at: int, b: int) -> np.ndarray | None:
+    """Which rows of ``frame`` (its :data:`_NANS` columns from position ``at``) hold a NaN,
+    not a NULL, in their ``b``-th float input; None when none does."""
+    bits = frame.iloc[:, at + b // _NAN_BITS].to_numpy(dtype=np.int64)
+    rows = ((bits >> (b % _NAN_BITS)) & 1).astype(bool)
+    return rows if rows.any() else None
+
+
+def with_nans(arr: pa.Array, rows: np.ndarray | None) -> pa.Array:
+    """``arr`` (read from pandas, its NaNs NULL) with NaN again at ``rows``."""
+    if rows is None:
+        return arr
+    return pc.if_else(pa.array(rows), pa.scalar(float("nan"), arr.type), arr)
 
 
 def _is_number(t: WqlType) -> bool:
@@ -517,6 +604,20 @@ class ProcessorLayout:
     #: the session time zone Spark converts timestamps to pandas in (packed rows are
     #: converted by the processor, as Spark converts unpacked ones)
     timezone: str | None = None
+    #: the staged positions of the FLOAT/DOUBLE keys and inputs (:func:`float_inputs`)
+    floats: tuple[int, ...] = ()
+
+    @property
+    def nans_at(self) -> int:
+        """The position of the first :data:`_NANS` column: after the keys, inputs, event
+        time, WHERE's flag and a keyless query's constant."""
+        return self.n_keys + self.n_values + 1 + self.where_flag + (self.n_keys == 0)
+
+    def nan_rows(self, frame: pd.DataFrame, position: int) -> np.ndarray | None:
+        """The rows whose staged key or input ``position`` is NaN (not NULL), or None."""
+        if position not in self.floats:
+            return None
+        return nan_rows(frame, self.nans_at, self.floats.index(position))
 
 
 def processor_layout(
@@ -535,6 +636,7 @@ def processor_layout(
         has_event_time,
         end_watermark,
         query.filter is not None,
+        floats=float_inputs(op),
     )
 
 
@@ -773,7 +875,9 @@ class WindowProcessor(StatefulProcessor):
     def _key(self, key: Any) -> tuple:
         if self.layout.n_keys == 0:
             return ()
-        return tuple(v.item() if isinstance(v, np.generic) else v for v in key)
+        # Spark's grouping key: NaN (one group) and NULL apart, NaN as the runtime's one
+        values = [v.item() if isinstance(v, np.generic) else v for v in key]
+        return tuple(nan_keys(values))
 
     def _restore(self, k: tuple, wm: int, pt: int) -> None:
         _restore_key(self.op, k, self.state.load(), wm, pt)
@@ -820,7 +924,8 @@ class WindowProcessor(StatefulProcessor):
         else:
             timestamps, timestamp_valid = None, None
         columns = tuple(
-            _runtime_values(series[first_value + i], order) for i in range(lay.n_values)
+            _runtime_values(series[first_value + i], order, lay.nan_rows(frame, first_value + i))
+            for i in range(lay.n_values)
         )
         wm = np.full(n, self.op.watermark, dtype=np.int64)
         pt = (
@@ -885,7 +990,7 @@ class WindowProcessor(StatefulProcessor):
         clock = self._spark_clock if self.layout.mode == "EventTime" else None
         if not rows or clock is None or clock <= 0:
             yield from self._flush()
-            yield _pandas(batch)
+            yield output_frame(batch)
             return
         self._buffer.append(batch)
         self._buffered_rows += batch.num_rows
@@ -900,7 +1005,7 @@ class WindowProcessor(StatefulProcessor):
         if self._buffer:
             batch = pa.concat_batches(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
             self._buffer, self._buffered_rows = [], 0
-            yield _pandas(batch)
+            yield output_frame(batch)
 
 
 # --------------------------------------------------------------------------- key buckets
@@ -1022,36 +1127,43 @@ def _widened(values: Any) -> Any:
     return values.reset_index(drop=True)
 
 
-def _key_value(v: Any, t: WqlType) -> Any:
+def _key_value(v: Any, t: WqlType, nan: bool) -> Any:
     """One grouping-key value as Spark hands a per-key call its key (Python scalars): an
     integer column with a NULL in the frame reaches pandas as floats with NaN, so its
-    values are integers again and its NaN is NULL (the same key's state in every call)."""
+    values are integers again and its NaN is NULL (the same key's state in every call);
+    a float's NaN is NULL too unless ``nan`` (its :data:`_NANS` bit) says it is NaN,
+    then it is the runtime's one NaN key."""
     v = v.item() if isinstance(v, np.generic) else v
+    if isinstance(v, float) and v != v:  # noqa: PLR0124 - NaN
+        return NAN_KEY if nan and not t.is_integral else None
     if t.is_integral and isinstance(v, float):
-        return None if v != v else int(v)  # noqa: PLR0124 - NaN
+        return int(v)
     return v
 
 
 def _encoded_key(k: tuple) -> bytes:
-    """A key's identity in its bucket's ``MapState``: equal for the values Spark groups as
-    one (NaN and NULL both read as pandas' NaN; -0.0 is 0.0)."""
+    """A key's identity in its bucket's ``MapState``, which unpickles as the key: equal for
+    the values Spark groups as one (every NaN, which :func:`_key_value` made
+    :data:`~wql.runtime.config.NAN_KEY`; -0.0 and 0.0)."""
     norm = tuple(
-        (None if v != v else v + 0.0) if isinstance(v, float) else v  # noqa: PLR0124 - NaN
+        (NAN_KEY if v != v else v + 0.0) if isinstance(v, float) else v  # noqa: PLR0124 - NaN
         for v in k
     )
     return pickle.dumps(norm, protocol=5)
 
 
 def _key_groups(
-    keys: list[pd.Series], types: tuple[WqlType, ...]
+    keys: list[pd.Series], types: tuple[WqlType, ...], nans: list[np.ndarray | None]
 ) -> list[tuple[tuple, np.ndarray]]:
     """The rows of each key in a bucket's frame: ``(key, row positions)`` in the order
     the keys first appear, a key's rows in frame order. The key is its first row's
-    values (what Spark hands a per-key call); NaN and NULL, -0.0 and 0.0 are one key,
-    as Spark groups them."""
+    values (what Spark hands a per-key call); every NaN is one key and NULL another
+    (``nans``: each key column's NaN rows, pandas reads both as NaN), -0.0 and 0.0 are
+    one key, as Spark groups them."""
     codes: np.ndarray | None = None
-    for column in keys:
-        c, _ = pd.factorize(column, use_na_sentinel=False)
+    factors = [pd.factorize(column, use_na_sentinel=False)[0] for column in keys]
+    factors += [rows.astype(np.int64) for rows in nans if rows is not None]
+    for c in factors:
         codes = c if codes is None else pd.factorize(codes * (int(c.max()) + 1) + c)[0]
     assert codes is not None
     order = np.argsort(codes, kind="stable")
@@ -1060,8 +1172,8 @@ def _key_groups(
     return [
         (
             tuple(
-                _key_value(column.iat[int(rows[0])], t)
-                for column, t in zip(keys, types, strict=True)
+                _key_value(column.iat[int(rows[0])], t, nan is not None and bool(nan[rows[0]]))
+                for column, t, nan in zip(keys, types, nans, strict=True)
             ),
             rows,
         )
@@ -1142,8 +1254,9 @@ class BucketProcessor(WindowProcessor):
         pending, held = self._load_bucket()
         if len(frame):
             series = [s for _, s in frame.items()]
-            columns = _BucketColumns(series, lay)
-            for k, idx in _key_groups(series[: lay.n_keys], lay.tagged.key_types):
+            columns = _BucketColumns(frame, lay)
+            nans = [lay.nan_rows(frame, i) for i in range(lay.n_keys)]
+            for k, idx in _key_groups(series[: lay.n_keys], lay.tagged.key_types, nans):
                 self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
         self._save_index()
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
@@ -1372,14 +1485,18 @@ class _BucketColumns:
     """A bucket's staged frame read once: each key's rows are taken from it as
     :meth:`WindowProcessor._process` reads a key's own frame (the same values)."""
 
-    def __init__(self, series: list[pd.Series], layout: ProcessorLayout) -> None:
+    def __init__(self, frame: pd.DataFrame, layout: ProcessorLayout) -> None:
         self.layout = layout
         n_keys, n_values = layout.n_keys, layout.n_values
+        series = [s for _, s in frame.items()]
         self.ts: np.ndarray | None = None
         self.valid: np.ndarray | None = None
         if layout.has_event_time:
             self.ts, self.valid = _event_times(series[n_keys + n_values])
-        self.values = [_BucketValues(series[n_keys + i]) for i in range(n_values)]
+        self.values = [
+            _BucketValues(series[n_keys + i], layout.nan_rows(frame, n_keys + i))
+            for i in range(n_values)
+        ]
 
     def process(self, op: Any, k: tuple, idx: np.ndarray) -> None:
         """Feed ``op`` the rows ``idx`` of key ``k`` in event-time order (ties in Spark's)."""
@@ -1408,7 +1525,7 @@ class _BucketColumns:
 class _BucketValues:
     """One staged value column of a bucket, as :func:`_runtime_values` reads a key's."""
 
-    def __init__(self, column: pd.Series) -> None:
+    def __init__(self, column: pd.Series, nans: np.ndarray | None) -> None:
         self.numpy: np.ndarray | None = None
         self.arrow: pa.Array | None = None
         if isinstance(column.dtype, np.dtype):
@@ -1417,7 +1534,7 @@ class _BucketValues:
             if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
                 self.numpy = values
                 return
-        self.arrow = _microseconds(pa.array(column, from_pandas=True))
+        self.arrow = with_nans(_microseconds(pa.array(column, from_pandas=True)), nans)
 
     def take(self, idx: np.ndarray) -> Any:
         if self.numpy is not None:
@@ -1509,20 +1626,21 @@ def _event_times(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
 
 
-def _runtime_values(column: pd.Series, order: np.ndarray | None) -> Any:
+def _runtime_values(column: pd.Series, order: np.ndarray | None, nans: np.ndarray | None) -> Any:
     """One staged value column as the runtime wants it (:func:`wql.spark.layout.runtime_column`).
 
     A numeric NumPy column without nulls (pandas' NaN is Arrow's null) is the
     runtime's NumPy array as is; any other column goes through Arrow exactly as
     ``RecordBatch.from_pandas`` converts it, timestamps as naive microseconds
-    (:func:`_microseconds`). ``order``: the rows' event-time order.
+    (:func:`_microseconds`). ``order``: the rows' event-time order; ``nans``: the rows
+    whose NaN is a NaN, not a NULL (:meth:`ProcessorLayout.nan_rows`).
     """
     if isinstance(column.dtype, np.dtype):
         values = column.to_numpy()
         kind = values.dtype.kind
         if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
             return values if order is None else values[order]
-    arr = _microseconds(pa.array(column, from_pandas=True))
+    arr = with_nans(_microseconds(pa.array(column, from_pandas=True)), nans)
     if order is not None:
         arr = arr.take(pa.array(order))
     return L.runtime_column(arr)
@@ -1553,7 +1671,7 @@ def _as_numpy(t: pa.DataType) -> bool:
     )
 
 
-def _pandas(batch: pa.RecordBatch) -> pd.DataFrame:
+def output_frame(batch: pa.RecordBatch) -> pd.DataFrame:
     """``batch.to_pandas()`` without Arrow's per-call pandas metadata work.
 
     A key's output is a few rows; ``RecordBatch.to_pandas`` costs more per
@@ -1566,8 +1684,16 @@ def _pandas(batch: pa.RecordBatch) -> pd.DataFrame:
     columns: dict[str, Any] = {}
     for field, column in zip(batch.schema, batch.columns, strict=True):
         t = field.type
-        if _as_numpy(t):
+        if pa.types.is_floating(t) and _has_nan(column):
+            # Spark reads a pandas NaN as NULL (its conversion masks ``isnull()``), but
+            # not in an Arrow-backed column: the NaN a key or an aggregate holds stays NaN
+            columns[field.name] = pd.arrays.ArrowExtensionArray(column)
+        elif _as_numpy(t):
             columns[field.name] = column.to_numpy(zero_copy_only=False)
         else:
             columns[field.name] = column.to_pandas()
     return pd.DataFrame(columns, copy=False)
+
+
+def _has_nan(column: pa.Array) -> bool:
+    return bool(column.null_count < len(column) and pc.any(pc.is_nan(column)).as_py())
