@@ -88,6 +88,8 @@ def bind_trigger_clause(
 #: Triggers that fire again and again whatever their children do: a child that
 #: finishes has no meaning inside them (Beam's Repeatedly resets a finished child).
 _REPEATING = (P.AnyTrigger, P.AllTrigger, P.TimeoutTrigger, P.EarlyLateTrigger)
+#: The triggers that finish by themselves (PURGING finishes when its child does).
+_FINISHING = (P.OnceTrigger, P.UntilTrigger, P.SequenceTrigger)
 
 
 def _check_finishing(ctx: BindContext, t: P.Trigger) -> None:
@@ -97,7 +99,7 @@ def _check_finishing(ctx: BindContext, t: P.Trigger) -> None:
         if not isinstance(node, _REPEATING):
             continue
         for child in node.children:
-            finishing = next((n for n in P.walk_trigger(child) if n.finishes), None)
+            finishing = next((n for n in P.walk_trigger(child) if isinstance(n, _FINISHING)), None)
             if finishing is not None:
                 outer = trigger_text(node).keyword
                 raise ctx.error(
