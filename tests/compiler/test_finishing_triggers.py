@@ -83,7 +83,9 @@ def test_binds_to_plan_nodes_and_runs_on_the_operator_engine():
     assert isinstance(t.triggers[0], P.OnceTrigger)
     assert isinstance(t.triggers[1], P.UntilTrigger)
     assert q.engine.engine == "operator"
-    assert any("TRIGGER SEQUENCE(" in r.text for r in q.engine.reasons)
+    assert any(
+        "TRIGGER SEQUENCE(" in r.text and "closed window" in r.text for r in q.engine.reasons
+    )
     assert trigger_text(t).spelling == "SEQUENCE(ONCE COUNT(2), UNTIL(COUNT(1), ONCE WATERMARK))"
 
 
