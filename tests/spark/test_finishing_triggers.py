@@ -138,3 +138,49 @@ def test_until_on_a_stream_equals_batch(spark):
         (k, int((t - EPOCH).total_seconds() * 1000)) for k, t in late
     ]
     assert d.dropped == counters["dropped"] == {"closed window": 1}
+
+
+SESSION_QUERY = (
+    "SELECT k, window_start, window_end, pane_index, pane_timing, SUM(v) AS n FROM s "
+    "GROUP BY k, SESSION(ts, INTERVAL '3' SECOND) TRIGGER ONCE COUNT(2)"
+)
+# a@1 and a@2 make the session [1, 5): two rows, it fires and closes. a@1.5 falls in
+# its range but a closed session merges no more (Beam removes it from the active
+# windows): a new session [1.5, 4.5), which a@3 extends to [1.5, 6): two rows, fired.
+SESSION_ROWS = [("a", 1.0), ("a", 2.0), ("a", 1.5), ("a", 3.0)]
+SESSION_EXPECTED = [
+    ("a", 1_000, 5_000, 0, "EARLY", 2.0),
+    ("a", 1_500, 6_000, 0, "EARLY", 2.0),
+]
+
+
+def test_a_closed_session_merges_no_more_in_batch(spark):
+    text = (
+        "CREATE SOURCE s (k STRING, v DOUBLE, ts TIMESTAMP, seq BIGINT, "
+        "WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (arrival_order = 'seq');\n"
+        + SESSION_QUERY
+    )
+    df = spark.createDataFrame(
+        [(k, 1.0, at(t), i) for i, (k, t) in enumerate(SESSION_ROWS)],
+        "k string, v double, ts timestamp, seq bigint",
+    )
+    results = wql.compile(text).apply(spark, s=df)
+    try:
+        got = sorted(tuple(r) for r in results.df.collect())
+        dropped = results.counters["dropped"]
+    finally:
+        results.release()
+    assert got == [
+        (k, at(s / 1000), at(e / 1000), pane, timing, n)
+        for k, s, e, pane, timing, n in SESSION_EXPECTED
+    ]
+    assert dropped == {}
+
+
+def test_a_closed_session_merges_no_more_on_a_stream():
+    d = Driver(source_text(5) + SESSION_QUERY)
+    for k, t in SESSION_ROWS:
+        d.batch([(k, 1.0, int(t * 1000))])
+    d.end()
+    assert sorted(d.results) == SESSION_EXPECTED
+    assert d.dropped == {}
