@@ -190,6 +190,12 @@ class ErrorCode(enum.Enum):
         "an EMIT clause that contradicts itself or the query: a pane mode given twice, modes "
         "per pane timing without a window end, an accumulation mode with a PURGING trigger",
     )
+    FINISHING_TRIGGER = (
+        "WQL212",
+        "a trigger that finishes (ONCE, UNTIL, SEQUENCE) where finishing means nothing: inside "
+        "ANY, ALL, TIMEOUT or WATERMARK WITH EARLY/LATE, a SEQUENCE child before the last that "
+        "never finishes, a SEQUENCE of one trigger",
+    )
     PIPELINE = (
         "WQL220",
         "a view read where it cannot be: before its definition, by itself, with a WATERMARK "

@@ -90,7 +90,7 @@ def trigger(draw: st.DrawFn, depth: int = 0) -> str:
     kw = draw(case)
     # Draw the form first and only then its parts: drawing every alternative
     # eagerly would make nested triggers exponentially expensive.
-    form = draw(st.integers(0, 6 if depth >= 2 else 13))
+    form = draw(st.integers(0, 6 if depth >= 2 else 16))
     child = trigger(depth + 1)
     if form == 0:
         return kw("WATERMARK")
@@ -120,7 +120,13 @@ def trigger(draw: st.DrawFn, depth: int = 0) -> str:
         return f"{kw('WATERMARK WITH EARLY')} {draw(child)}"
     if form == 12:
         return f"{kw('WATERMARK WITH EARLY')} {draw(child)} {kw('LATE')} {draw(child)}"
-    return f"{kw('WATERMARK WITH LATE')} {draw(child)}"
+    if form == 13:
+        return f"{kw('WATERMARK WITH LATE')} {draw(child)}"
+    if form == 14:
+        return f"{kw('ONCE')} {draw(child)}"
+    if form == 15:
+        return f"{kw('UNTIL')}({draw(child)}, {draw(child)})"
+    return f"{kw('SEQUENCE')}({', '.join(draw(st.lists(child, min_size=1, max_size=3)))})"
 
 
 @st.composite

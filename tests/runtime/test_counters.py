@@ -28,14 +28,17 @@ from wql.runtime import (
     DynamicSessionWindows,
     EventTimeTrigger,
     GlobalWindows,
+    OnceTrigger,
     OperatorConfig,
     ProcessingTimeTrigger,
     PurgingTrigger,
     RowBatch,
+    SequenceTrigger,
     SessionWindows,
     SlidingWindows,
     TimeEvictor,
     TumblingWindows,
+    UntilTrigger,
     WindowOperator,
     count_windows,
 )
@@ -64,6 +67,10 @@ BASE_TRIGGERS = [
     ProcessingTimeTrigger(),
     AnyTrigger((CountTrigger(4), EventTimeTrigger())),
     DeltaTrigger(VALUE, 4.0),
+    # triggers that finish: rows reaching a closed window are counted "closed window"
+    OnceTrigger(CountTrigger(2)),
+    UntilTrigger(CountTrigger(1), OnceTrigger(EventTimeTrigger())),
+    SequenceTrigger((OnceTrigger(CountTrigger(2)), EventTimeTrigger()), end_timer=True),
 ]
 TRIGGERS = st.sampled_from(BASE_TRIGGERS).flatmap(
     lambda t: st.sampled_from([t] if t is None else [t, PurgingTrigger(t)])

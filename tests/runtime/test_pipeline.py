@@ -40,7 +40,9 @@ from wql.runtime.triggers import (
     CountTrigger,
     EarlyLateTrigger,
     EventTimeTrigger,
+    OnceTrigger,
     PurgingTrigger,
+    UntilTrigger,
 )
 
 
@@ -67,6 +69,8 @@ def stages(draw: Any) -> OperatorConfig:
                 ContinuousEventTimeTrigger(draw(st.integers(1, 9))),
                 EarlyLateTrigger(CountTrigger(1), None),
                 EarlyLateTrigger(ContinuousEventTimeTrigger(4), CountTrigger(1)),
+                OnceTrigger(CountTrigger(2)),
+                UntilTrigger(CountTrigger(1), OnceTrigger(EventTimeTrigger())),
             ]
         )
     )

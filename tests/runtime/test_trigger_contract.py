@@ -28,16 +28,19 @@ from wql.runtime import (
     EventTimeTrigger,
     EveryElementTrigger,
     NeverTrigger,
+    OnceTrigger,
     OnUpdateTrigger,
     OperatorConfig,
     PanePurgingTrigger,
     ProcessingTimeoutTrigger,
     ProcessingTimeTrigger,
     PurgingTrigger,
+    SequenceTrigger,
     SessionWindows,
     TimeWindow,
     TriggerResult,
     TumblingWindows,
+    UntilTrigger,
     WindowOperator,
 )
 from wql.runtime.testing import TriggerProbe
@@ -64,6 +67,11 @@ TRIGGERS = [
     OnUpdateTrigger(900, event_time=True, bounded=True, lateness=500, aligned=False),
     EarlyLateTrigger(OnUpdateTrigger(600, False, aligned=False), CountTrigger(1)),
     EarlyLateTrigger(OnUpdateTrigger(500, True, True), OnUpdateTrigger(800, True, True, 2000)),
+    OnceTrigger(CountTrigger(2)),
+    UntilTrigger(CountTrigger(2), OnceTrigger(EventTimeTrigger())),
+    PurgingTrigger(UntilTrigger(PurgingTrigger(CountTrigger(2)), CountTrigger(3))),
+    SequenceTrigger((OnceTrigger(CountTrigger(2)), ContinuousEventTimeTrigger(1000)), True),
+    SequenceTrigger((UntilTrigger(CountTrigger(1), CountTrigger(2)), OnceTrigger(CountTrigger(1)))),
 ]
 MERGEABLE = [t for t in TRIGGERS if t.can_merge()]
 

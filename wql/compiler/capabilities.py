@@ -133,6 +133,11 @@ NATIVE = Capabilities(
         ),
         ("trigger", "Spark emits each window once, at the watermark; it has no triggers"),
         (
+            "finishing_trigger",
+            "Spark has no triggers, and no window that closes when its trigger finishes (the "
+            "operator engine drops and counts the rows such a window refuses, 'closed window')",
+        ),
+        (
             "changelog",
             "Spark's aggregation emits insert-only rows and keeps no emitted row to retract",
         ),

@@ -22,7 +22,11 @@ own clock alike, and then:
 * element firings (COUNT, DELTA, EARLY COUNT), evictors, PURGING,
   ANY/ALL of those and the pane columns (``pane_timing`` of an element
   firing is EARLY because the window holds the row; ``is_last`` is the
-  cleanup timer's) read only the key's rows and the timers' own times.
+  cleanup timer's) read only the key's rows and the timers' own times;
+* triggers that finish (ONCE, UNTIL, SEQUENCE of the above): a window
+  closes at one of those firings, and a closed window only refuses its
+  key's later rows of that window, which no clock leaving no row late
+  sends before the firing.
 
 What breaks it, and so makes a plan depend on the watermark sequence:
 

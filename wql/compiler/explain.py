@@ -523,6 +523,39 @@ def _(t: P.AllTrigger) -> NodeText:
 
 
 @trigger_text.register
+def _(t: P.OnceTrigger) -> NodeText:
+    return NodeText(
+        "ONCE",
+        f"ONCE {trigger_text(t.child).spelling}",
+        "ONCE (the first firing only, then the window is closed: later rows are dropped)",
+        _children(t),
+    )
+
+
+@trigger_text.register
+def _(t: P.UntilTrigger) -> NodeText:
+    child, until = trigger_text(t.child).spelling, trigger_text(t.until).spelling
+    return NodeText(
+        "UNTIL",
+        f"UNTIL({child}, {until})",
+        "UNTIL (fire as the first child does until the second fires, a last pane, or the "
+        "first finishes; then the window is closed)",
+        (("fire:", t.child), ("finally:", t.until)),
+    )
+
+
+@trigger_text.register
+def _(t: P.SequenceTrigger) -> NodeText:
+    listed = ", ".join(trigger_text(c).spelling for c in t.triggers)
+    return NodeText(
+        "SEQUENCE",
+        f"SEQUENCE({listed})",
+        "SEQUENCE (one child at a time, the next when it finishes; closed after the last)",
+        _children(t),
+    )
+
+
+@trigger_text.register
 def _(t: P.EarlyLateTrigger) -> NodeText:
     spelling = ["WATERMARK WITH"]
     branches: list[tuple[str | None, P.Trigger | None]] = []

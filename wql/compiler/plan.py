@@ -497,6 +497,11 @@ class _TriggerNode:
     def mergeable(self) -> bool:
         return all(c.mergeable for c in self.children)
 
+    @property
+    def finishes(self) -> bool:
+        """Whether the trigger can finish (fire for the last time and close its window)."""
+        return False
+
 
 @dataclass(frozen=True)
 class WatermarkTrigger(_TriggerNode):
@@ -607,6 +612,10 @@ class PurgingTrigger(_TriggerNode):
     def children(self) -> tuple[Trigger, ...]:
         return (self.child,)
 
+    @property
+    def finishes(self) -> bool:
+        return self.child.finishes
+
 
 @dataclass(frozen=True)
 class AnyTrigger(_TriggerNode):
@@ -665,6 +674,70 @@ class EarlyLateTrigger(_TriggerNode):
         return tuple(t for t in (self.early, self.late) if t is not None)
 
 
+@dataclass(frozen=True)
+class OnceTrigger(_TriggerNode):
+    """ONCE child: the child's first firing, then finished (Beam's once triggers)."""
+
+    child: Trigger
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def children(self) -> tuple[Trigger, ...]:
+        return (self.child,)
+
+    @property
+    def finishes(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class UntilTrigger(_TriggerNode):
+    """UNTIL(child, until): Beam's ``child.orFinally(until)``: fire as the child does,
+    finish when ``until`` fires (a last pane) or the child finishes."""
+
+    child: Trigger
+    until: Trigger
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def children(self) -> tuple[Trigger, ...]:
+        return (self.child, self.until)
+
+    @property
+    def finishes(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class SequenceTrigger(_TriggerNode):
+    """SEQUENCE(t1, t2, ...): Beam's ``AfterEach.inOrder``: one child at a time, the next
+    when it finishes; finishes with the last. Not mergeable (module docs of the runtime's
+    SequenceTrigger)."""
+
+    triggers: tuple[Trigger, ...]
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.triggers) < 2:
+            _fail(
+                "SEQUENCE needs at least two triggers",
+                self.span,
+                code=ErrorCode.FINISHING_TRIGGER,
+            )
+
+    @property
+    def children(self) -> tuple[Trigger, ...]:
+        return self.triggers
+
+    @property
+    def mergeable(self) -> bool:
+        return False
+
+    @property
+    def finishes(self) -> bool:
+        return True
+
+
 Trigger = (
     WatermarkTrigger
     | ProcessingTimeTrigger
@@ -676,6 +749,9 @@ Trigger = (
     | AnyTrigger
     | AllTrigger
     | EarlyLateTrigger
+    | OnceTrigger
+    | UntilTrigger
+    | SequenceTrigger
 )
 
 

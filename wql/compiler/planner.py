@@ -350,7 +350,8 @@ def native_blockers(
             "idle_sources",
         )
     if q.trigger is not None and not _default_like(q):
-        need(f"TRIGGER {trigger_text(q.trigger).spelling}", q.trigger.span, "trigger")
+        construct = "finishing_trigger" if q.trigger.finishes else "trigger"
+        need(f"TRIGGER {trigger_text(q.trigger).spelling}", q.trigger.span, construct)
     if q.evictor is not None and not caps.evictors:
         need(f"EVICT {evictor_text(q.evictor).spelling}", q.evictor.span, "evictor")
     if q.changelog is not None and not caps.changelog:

@@ -91,6 +91,9 @@ __all__ = [
     "AnyTrigger",
     "AllTrigger",
     "EarlyLateTrigger",
+    "OnceTrigger",
+    "UntilTrigger",
+    "SequenceTrigger",
     "Trigger",
     "EvictorSpec",
     "CountEvictor",
@@ -558,6 +561,28 @@ class EarlyLateTrigger(TriggerSpec):
     late: Trigger | None = None
 
 
+@dataclass(frozen=True)
+class OnceTrigger(TriggerSpec):
+    """``ONCE <trigger>``: the trigger's first firing, then finished (Beam's once triggers)."""
+
+    trigger: Trigger
+
+
+@dataclass(frozen=True)
+class UntilTrigger(TriggerSpec):
+    """``UNTIL(<trigger>, <until>)``: Beam's ``trigger.orFinally(until)``."""
+
+    trigger: Trigger
+    until: Trigger
+
+
+@dataclass(frozen=True)
+class SequenceTrigger(TriggerSpec):
+    """``SEQUENCE(<trigger>, ...)``: Beam's ``AfterEach.inOrder``."""
+
+    triggers: tuple[Trigger, ...]
+
+
 Trigger = (
     WatermarkTrigger
     | ProcessingTimeTrigger
@@ -570,6 +595,9 @@ Trigger = (
     | AnyTrigger
     | AllTrigger
     | EarlyLateTrigger
+    | OnceTrigger
+    | UntilTrigger
+    | SequenceTrigger
 )
 
 

@@ -485,6 +485,12 @@ def format_trigger(trigger: ast.Trigger) -> str:
             return "ANY(" + ", ".join(format_trigger(t) for t in children) + ")"
         case ast.AllTrigger(children):
             return "ALL(" + ", ".join(format_trigger(t) for t in children) + ")"
+        case ast.OnceTrigger(inner):
+            return f"ONCE {format_trigger(inner)}"
+        case ast.UntilTrigger(inner, until):
+            return f"UNTIL({format_trigger(inner)}, {format_trigger(until)})"
+        case ast.SequenceTrigger(children):
+            return "SEQUENCE(" + ", ".join(format_trigger(t) for t in children) + ")"
         case ast.EarlyLateTrigger(early, late):
             text = "WATERMARK WITH"
             if early is not None:

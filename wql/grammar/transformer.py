@@ -446,9 +446,11 @@ def trigger_depth(trigger: Any) -> int:
     Recursive, but only over triggers that passed the depth limit when the
     parser built them.
     """
-    if isinstance(trigger, (ast.PurgingTrigger, ast.TimeoutTrigger)):
+    if isinstance(trigger, (ast.PurgingTrigger, ast.TimeoutTrigger, ast.OnceTrigger)):
         return 1 + trigger_depth(trigger.trigger)
-    if isinstance(trigger, (ast.AnyTrigger, ast.AllTrigger)):
+    if isinstance(trigger, ast.UntilTrigger):
+        return 1 + max(trigger_depth(trigger.trigger), trigger_depth(trigger.until))
+    if isinstance(trigger, (ast.AnyTrigger, ast.AllTrigger, ast.SequenceTrigger)):
         return 1 + max((trigger_depth(t) for t in trigger.triggers), default=0)
     if isinstance(trigger, ast.EarlyLateTrigger):
         return 1 + max(trigger_depth(trigger.early), trigger_depth(trigger.late))
@@ -1080,6 +1082,15 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         firings = dict(c.value for c in children)
         early, late = firings.get("early"), firings.get("late")
         return _nested_trigger(ast.EarlyLateTrigger(early, late, span=span))
+
+    def once_trigger(self, span: Span | None, children: list[Any]) -> ast.OnceTrigger:
+        return _nested_trigger(ast.OnceTrigger(children[0], span=span))
+
+    def until_trigger(self, span: Span | None, children: list[Any]) -> ast.UntilTrigger:
+        return _nested_trigger(ast.UntilTrigger(children[0], children[1], span=span))
+
+    def sequence_trigger(self, span: Span | None, children: list[Any]) -> ast.SequenceTrigger:
+        return _nested_trigger(ast.SequenceTrigger(tuple(children), span=span))
 
     def early_firing(self, span: Span | None, children: list[Any]) -> _Part:
         return _Part(("early", children[0]), span)

@@ -22,6 +22,7 @@ and drains the emitted rows. Modules:
 
 from wql.runtime.aggregates import AggregateSpec, Aggregator
 from wql.runtime.assigners import (
+    DROP_CLOSED_WINDOW,
     DROP_INVALID_GAP,
     DROP_LATE,
     DROP_LATE_WINDOW,
@@ -63,19 +64,23 @@ from wql.runtime.triggers import (
     EventTimeTrigger,
     EveryElementTrigger,
     NeverTrigger,
+    OnceTrigger,
     OnUpdateTrigger,
     PanePurgingTrigger,
     ProcessingTimeoutTrigger,
     ProcessingTimeTrigger,
     PurgingTrigger,
+    SequenceTrigger,
     Trigger,
     TriggerContext,
     TriggerResult,
+    UntilTrigger,
 )
 from wql.runtime.window_operator import WindowOperator
 from wql.runtime.windows import GLOBAL_WINDOW, MAX_TIME, MIN_TIME, GlobalWindow, TimeWindow
 
 __all__ = [
+    "DROP_CLOSED_WINDOW",
     "DROP_INVALID_GAP",
     "DROP_LATE",
     "DROP_LATE_WINDOW",
@@ -111,12 +116,14 @@ __all__ = [
     "MergingWindowSet",
     "NeverTrigger",
     "OnUpdateTrigger",
+    "OnceTrigger",
     "OperatorConfig",
     "PanePurgingTrigger",
     "ProcessingTimeTrigger",
     "ProcessingTimeoutTrigger",
     "PurgingTrigger",
     "RowBatch",
+    "SequenceTrigger",
     "SessionWindows",
     "SlidingWindows",
     "SnapshotError",
@@ -126,6 +133,7 @@ __all__ = [
     "TriggerContext",
     "TriggerResult",
     "TumblingWindows",
+    "UntilTrigger",
     "WindowAssigner",
     "make_operator",
     "WindowOperator",

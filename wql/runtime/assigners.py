@@ -46,6 +46,9 @@ DROP_LATE_WINDOW = "late window"
 #: fired after it arrived (count-window remainder, GLOBAL(), a trigger that
 #: did not fire before cleanup or end of input), or purged/evicted first.
 DROP_IN_NO_FIRING = "in no firing"
+#: No window took the row, and one of its windows was closed: its trigger had
+#: finished (ONCE, UNTIL, SEQUENCE; Beam's ``droppedDueToClosedWindow``).
+DROP_CLOSED_WINDOW = "closed window"
 
 MergeCallback = Callable[[Sequence[TimeWindow], TimeWindow], None]
 

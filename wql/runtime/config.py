@@ -35,7 +35,21 @@ from wql.runtime import windows as W
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.assigners import GlobalWindows, TumblingWindows, WindowAssigner
 from wql.runtime.evictors import CountEvictor, Evictor
-from wql.runtime.triggers import CountTrigger, PurgingTrigger, Trigger, walk
+from wql.runtime.triggers import (
+    AllTrigger,
+    AnyTrigger,
+    CountTrigger,
+    EarlyLateTrigger,
+    ProcessingTimeoutTrigger,
+    PurgingTrigger,
+    Trigger,
+    walk,
+)
+
+#: Composite triggers that fire again and again whatever their children do: a child
+#: that finishes means nothing inside them (Beam's ``Repeatedly`` resets a finished
+#: child; WQL refuses it, docs/language.md "Triggers that finish").
+_REPEATING = (AnyTrigger, AllTrigger, ProcessingTimeoutTrigger, EarlyLateTrigger)
 
 __all__ = [
     "EMITTED_FIELDS",
@@ -195,6 +209,13 @@ class OperatorConfig:
                 "appended rows only",
                 code=ErrorCode.PIPELINE,
             )
+        for t in walk(self.effective_trigger):
+            if isinstance(t, _REPEATING) and any(c.can_finish() for c in walk(t)[1:]):
+                raise WqlSemanticError(
+                    f"a trigger that finishes cannot be a child of {type(t).__name__}, which "
+                    "fires again and again",
+                    code=ErrorCode.FINISHING_TRIGGER,
+                )
         if self.assigner.is_merging:
             for t in walk(self.effective_trigger):
                 if not t.can_merge():

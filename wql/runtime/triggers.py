@@ -26,8 +26,23 @@ When the operator calls each method:
 
 The three ``on_*`` methods return a :class:`TriggerResult`.
 
+Finishing (Beam's trigger state machines, ``runners/core-java/.../triggers``):
+a Flink trigger fires again and again; a Beam trigger may *finish*, and a
+window whose root trigger finished is closed for good (Beam's
+``TriggerStateMachineRunner`` keeps its "finished bits" until the window is
+garbage collected, and ``ReduceFnRunner`` drops and counts every later row of
+it as ``droppedDueToClosedWindow``). Here a trigger finishes by returning a
+result with the ``FINISH`` bit (always together with ``FIRE``: a Beam
+trigger finishes only in ``onFire``). :class:`OnceTrigger`,
+:class:`UntilTrigger` and :class:`SequenceTrigger` are the triggers that
+finish; ``PURGING`` and ``EMIT ... DISCARDING`` pass the bit on; the
+operator closes the window when the bit reaches the root
+(``WindowOperator``, docs/runtime.md "Triggers that finish").
+
 >>> TriggerResult.FIRE_AND_PURGE.is_fire, TriggerResult.FIRE_AND_PURGE.is_purge
 (True, True)
+>>> TriggerResult.FIRE_AND_FINISH.is_finish, TriggerResult.FIRE_AND_FINISH.is_purge
+(True, False)
 """
 
 from __future__ import annotations
@@ -41,12 +56,21 @@ from wql.runtime.windows import MAX_TIME, Window, pane_timing
 
 
 class TriggerResult(IntEnum):
-    """Bit 1 = fire, bit 2 = purge (so results combine with ``|``)."""
+    """Bit 1 = fire, bit 2 = purge, bit 4 = finish (so results combine with ``|``).
+
+    ``FINISH`` comes only with ``FIRE`` (the trigger fired for the last
+    time); the members without ``FIRE`` exist so that any combination is a
+    member.
+    """
 
     CONTINUE = 0
     FIRE = 1
     PURGE = 2
     FIRE_AND_PURGE = 3
+    FINISH = 4
+    FIRE_AND_FINISH = 5
+    PURGE_AND_FINISH = 6
+    FIRE_PURGE_AND_FINISH = 7
 
     @property
     def is_fire(self) -> bool:
@@ -56,11 +80,16 @@ class TriggerResult(IntEnum):
     def is_purge(self) -> bool:
         return bool(self & 2)
 
+    @property
+    def is_finish(self) -> bool:
+        return bool(self & 4)
+
 
 CONTINUE = TriggerResult.CONTINUE
 FIRE = TriggerResult.FIRE
 PURGE = TriggerResult.PURGE
 FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+FIRE_AND_FINISH = TriggerResult.FIRE_AND_FINISH
 
 
 class TriggerContext(Protocol):
@@ -128,6 +157,10 @@ class Trigger:
     def state_names(self) -> tuple[str, ...]:
         """The state names this trigger itself uses (children excluded); for reports."""
         return ()
+
+    def can_finish(self) -> bool:
+        """Whether a result of this trigger can carry ``FINISH`` (it fires for the last time)."""
+        return False
 
 
 def _java_remainder(a: int, b: int) -> int:
@@ -500,6 +533,9 @@ class _Wrapping(Trigger):
     def clear(self, window, ctx) -> None:
         self.nested.clear(window, ctx.child(0))
 
+    def can_finish(self) -> bool:
+        return self.nested.can_finish()
+
 
 @dataclass(frozen=True)
 class PurgingTrigger(_Wrapping):
@@ -509,15 +545,15 @@ class PurgingTrigger(_Wrapping):
 
     def on_element(self, timestamp, values, window, ctx):
         r = self.nested.on_element(timestamp, values, window, ctx.child(0))
-        return FIRE_AND_PURGE if r & 1 else r
+        return TriggerResult(r | 2) if r & 1 else r
 
     def on_event_time(self, time, window, ctx):
         r = self.nested.on_event_time(time, window, ctx.child(0))
-        return FIRE_AND_PURGE if r & 1 else r
+        return TriggerResult(r | 2) if r & 1 else r
 
     def on_processing_time(self, time, window, ctx):
         r = self.nested.on_processing_time(time, window, ctx.child(0))
-        return FIRE_AND_PURGE if r & 1 else r
+        return TriggerResult(r | 2) if r & 1 else r
 
 
 @dataclass(frozen=True)
@@ -544,7 +580,7 @@ class PanePurgingTrigger(_Wrapping):
         """``r``, purging when it fires a pane of a discarding timing (``own``: the
         time of the window's own-clock timer that fired it, see ``pane_timing``)."""
         if r & 1 and pane_timing(window, ctx.watermark, own) in self.discard:
-            return FIRE_AND_PURGE
+            return TriggerResult(r | 2)  # a FINISH stays
         return r
 
     def on_element(self, timestamp, values, window, ctx):
@@ -826,6 +862,172 @@ class EarlyLateTrigger(Trigger):
         return ("on_time_fired",)
 
 
+# ------------------------------------------------------------------ triggers that finish
+
+
+def _finished(r: int) -> TriggerResult:
+    """``r`` with ``FINISH`` (the trigger fired for the last time)."""
+    return TriggerResult(r | 4)
+
+
+@dataclass(frozen=True)
+class OnceTrigger(_Wrapping):
+    """ONCE <t>: the first firing of ``t``, then finished for good.
+
+    Beam's ``OnceTriggerStateMachine`` (``AfterPane.elementCountAtLeast(n)``
+    used alone is ``ONCE COUNT(n)``, ``AfterWatermark.pastEndOfWindow()``
+    alone is ``ONCE WATERMARK``): WQL's triggers repeat as Beam's
+    ``Repeatedly.forever`` does, and ONCE takes the first firing only. On
+    that firing ``t``'s state and timers are cleared (Beam's ``onOnlyFiring``
+    clears a once trigger's state) and the result carries ``FINISH``.
+    Merges as ``t`` does; a merged window is never finished (a finished
+    root closes its window, which then merges no more).
+    """
+
+    nested: Trigger
+
+    def _once(self, r: TriggerResult, window: Window, ctx: TriggerContext) -> TriggerResult:
+        if r & 1:
+            self.nested.clear(window, ctx.child(0))
+            return _finished(r)
+        return r
+
+    def on_element(self, timestamp, values, window, ctx):
+        r = self.nested.on_element(timestamp, values, window, ctx.child(0))
+        return self._once(r, window, ctx)
+
+    def on_event_time(self, time, window, ctx):
+        return self._once(self.nested.on_event_time(time, window, ctx.child(0)), window, ctx)
+
+    def on_processing_time(self, time, window, ctx):
+        r = self.nested.on_processing_time(time, window, ctx.child(0))
+        return self._once(r, window, ctx)
+
+    def can_finish(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class UntilTrigger(Trigger):
+    """UNTIL(t, u): Beam's ``t.orFinally(u)`` (``OrFinallyStateMachine``).
+
+    Both children see every row and timer (Beam runs them in parallel). The
+    result fires when either fires; it finishes when ``u`` fires (that
+    firing is the last pane: Beam "fires one last time for u") or when ``t``
+    finishes. ``u``'s state is kept across ``t``'s firings (Beam: "do not
+    clear the until trigger, because it tracks data across firings"), so
+    the last pane may hold fewer rows than ``u`` counted when ``t`` purges.
+    On finishing both children are cleared. Mergeable when both children are.
+    """
+
+    actual: Trigger
+    until: Trigger
+
+    def _combine(
+        self, ra: TriggerResult, ru: TriggerResult, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
+        if ru & 1 or ra & 4:
+            self.clear(window, ctx)
+            return _finished(ra | ru)
+        return TriggerResult(ra | (ru & 2))
+
+    def on_element(self, timestamp, values, window, ctx):
+        ra = self.actual.on_element(timestamp, values, window, ctx.child(0))
+        ru = self.until.on_element(timestamp, values, window, ctx.child(1))
+        return self._combine(ra, ru, window, ctx)
+
+    def on_event_time(self, time, window, ctx):
+        ra = self.actual.on_event_time(time, window, ctx.child(0))
+        ru = self.until.on_event_time(time, window, ctx.child(1))
+        return self._combine(ra, ru, window, ctx)
+
+    def on_processing_time(self, time, window, ctx):
+        ra = self.actual.on_processing_time(time, window, ctx.child(0))
+        ru = self.until.on_processing_time(time, window, ctx.child(1))
+        return self._combine(ra, ru, window, ctx)
+
+    def can_merge(self) -> bool:
+        return self.actual.can_merge() and self.until.can_merge()
+
+    def on_merge(self, window, ctx) -> None:
+        self.actual.on_merge(window, ctx.child(0))
+        self.until.on_merge(window, ctx.child(1))
+
+    def clear(self, window, ctx) -> None:
+        self.actual.clear(window, ctx.child(0))
+        self.until.clear(window, ctx.child(1))
+
+    def can_finish(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class SequenceTrigger(Trigger):
+    """SEQUENCE(t1, t2, ...): Beam's ``AfterEach.inOrder`` (``AfterEachStateMachine``).
+
+    One child runs at a time, the first that has not finished (state
+    ``at``, its index): it alone sees rows and timers (Beam's non-merging
+    ``onElement`` runs only ``firstUnfinishedSubTrigger``), the sequence
+    fires when it fires, and when it finishes it is cleared and the next
+    child starts with the next row or timer. The sequence finishes with its
+    last child. ``end_timer`` (an event-time window with an end): every row
+    also registers the window's end-of-window timer, as Beam's
+    ``ReduceFnRunner`` does for every window it holds, so a child that
+    starts after the rows it would have armed on still hears the window's
+    end (``ONCE WATERMARK`` after ``ONCE COUNT(n)``). Cannot merge: Beam
+    runs every child of a merging ``AfterEach`` in parallel and revives
+    finished children on merges, which WQL does not implement.
+    """
+
+    children: tuple[Trigger, ...]
+    end_timer: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.children) < 2:
+            raise ValueError("SEQUENCE needs at least two triggers")
+
+    def _step(self, r: TriggerResult, i: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        if not r & 4:
+            return r
+        self.children[i].clear(window, ctx.child(i))
+        if i + 1 == len(self.children):
+            ctx.clear_state("at")
+            return r
+        ctx.set_state("at", i + 1)
+        return TriggerResult(r & 3)
+
+    def on_element(self, timestamp, values, window, ctx):
+        if self.end_timer and window.max_timestamp > ctx.watermark:
+            ctx.register_event_time_timer(window.max_timestamp)
+        i = ctx.get_state("at") or 0
+        r = self.children[i].on_element(timestamp, values, window, ctx.child(i))
+        return self._step(r, i, window, ctx)
+
+    def on_event_time(self, time, window, ctx):
+        i = ctx.get_state("at") or 0
+        r = self.children[i].on_event_time(time, window, ctx.child(i))
+        return self._step(r, i, window, ctx)
+
+    def on_processing_time(self, time, window, ctx):
+        i = ctx.get_state("at") or 0
+        r = self.children[i].on_processing_time(time, window, ctx.child(i))
+        return self._step(r, i, window, ctx)
+
+    def clear(self, window, ctx) -> None:
+        i = ctx.get_state("at") or 0
+        for j in range(i, len(self.children)):
+            self.children[j].clear(window, ctx.child(j))
+        ctx.clear_state("at")
+        if self.end_timer:
+            ctx.delete_event_time_timer(window.max_timestamp)
+
+    def can_finish(self) -> bool:
+        return True
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("at",)
+
+
 def walk(trigger: Trigger) -> list[Trigger]:
     """The trigger and all its descendants, depth first (for validation and reports)."""
     out = [trigger]
@@ -835,10 +1037,14 @@ def walk(trigger: Trigger) -> list[Trigger]:
 
 
 def _children(trigger: Trigger) -> Sequence[Trigger]:
-    if isinstance(trigger, PurgingTrigger | PanePurgingTrigger | ProcessingTimeoutTrigger):
+    if isinstance(
+        trigger, PurgingTrigger | PanePurgingTrigger | ProcessingTimeoutTrigger | OnceTrigger
+    ):
         return (trigger.nested,)
-    if isinstance(trigger, AnyTrigger | AllTrigger):
+    if isinstance(trigger, AnyTrigger | AllTrigger | SequenceTrigger):
         return trigger.children
+    if isinstance(trigger, UntilTrigger):
+        return (trigger.actual, trigger.until)
     if isinstance(trigger, EarlyLateTrigger):
         return tuple(t for t in (trigger.early, trigger.late) if t is not None)
     return ()

@@ -41,6 +41,7 @@ from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.runtime import snapshot as _snap
 from wql.runtime.aggregates import Aggregator
 from wql.runtime.assigners import (
+    DROP_CLOSED_WINDOW,
     DROP_IN_NO_FIRING,
     DROP_LATE,
     DROP_LATE_WINDOW,
@@ -79,6 +80,9 @@ from wql.runtime.windows import (
 
 Key = Hashable
 _by_seq = itemgetter(1)
+#: The trigger-state name that marks a closed window (its root trigger finished) until
+#: its cleanup time; no trigger's state name has a ``#`` (docs/runtime.md).
+CLOSED = "#closed"
 
 
 class FastPath(Protocol):
@@ -237,6 +241,8 @@ class WindowOperator:
         self._assign = assigner.assign_windows
         self._merge_windows = assigner.merge_windows if assigner.is_merging else None
         self._trigger = config.effective_trigger
+        #: The trigger can finish (ONCE, UNTIL, SEQUENCE): windows can be closed.
+        self._finishing = self._trigger.can_finish()
         self._evictor = config.evictor
         #: The compiled aggregates (``wql.runtime.aggregates``).
         self.aggregator = Aggregator(config.aggregates)
@@ -320,12 +326,17 @@ class WindowOperator:
         ks = self._keys.get(key)
         if ks is None:
             ks = self.new_key_state(key)
+        closed = False
         if self._merging:
-            accepted = self._process_merging(key, ks, timestamp, seq, values, windows)
+            accepted, closed = self._process_merging(key, ks, timestamp, seq, values, windows)
         else:
             accepted = False
+            finishing = self._finishing
             for w in windows:
                 if self.is_window_late(w):
+                    continue
+                if finishing and (w, CLOSED) in ks.trigger:
+                    closed = True  # Beam: dropped due to closed window
                     continue
                 accepted = True
                 self.add_row(key, ks, w, timestamp, seq, values)
@@ -335,12 +346,19 @@ class WindowOperator:
                     acc = ks.contents.get(w)
                     if acc is None:
                         continue  # FIRE on empty contents: nothing (not even the cleanup timer)
-                    self.emit(key, ks, w, w, acc, self.timing_now(w))
+                    self.emit(key, ks, w, w, acc, self.timing_now(w), bool(r & 4))
+                if r & 4:
+                    self.close_window(key, ks, w, w)
+                    continue
                 if r & 2:
                     self.purge(key, ks, w)
                 self.register_cleanup_timer(key, w)
         if not accepted:
-            self.not_accepted(key, timestamp, values)
+            if closed:
+                self.drop(DROP_CLOSED_WINDOW)
+                self.release_key(key)
+            else:
+                self.not_accepted(key, timestamp, values)
 
     def add_row(
         self, key: Key, ks: KeyState, sw: Window, timestamp: int | None, seq: int, values: tuple
@@ -374,9 +392,10 @@ class WindowOperator:
         seq: int,
         values: tuple,
         windows: Sequence[Window],
-    ) -> bool:
-        """The merging half of ``processElement``; whether a window accepted the row."""
-        accepted = False
+    ) -> tuple[bool, bool]:
+        """The merging half of ``processElement``: whether a window accepted the row, and
+        whether one refused it because it was closed."""
+        accepted = closed = False
         mws = ks.merging
         assert mws is not None
         self._merge_key, self._merge_ks = key, ks
@@ -384,6 +403,13 @@ class WindowOperator:
             actual = mws.add_window(w, self._on_merge)  # type: ignore[arg-type]
             if self.is_window_late(actual):
                 mws.retire_window(actual)
+                continue
+            if self._finishing and (actual, CLOSED) in ks.trigger:
+                # The new session (and any sessions it absorbed) has exactly the
+                # bounds of a closed one: Beam drops the row; the absorbed rows
+                # leave with the window's state (counted "in no firing").
+                self._retire_closed(key, ks, actual)
+                closed = True
                 continue
             accepted = True
             sw = mws.mapping[actual]
@@ -394,11 +420,14 @@ class WindowOperator:
                 acc = ks.contents.get(sw)
                 if acc is None:
                     continue
-                self.emit(key, ks, actual, sw, acc, self.timing_now(actual))
+                self.emit(key, ks, actual, sw, acc, self.timing_now(actual), bool(r & 4))
+            if r & 4:
+                self.close_window(key, ks, actual, sw)
+                continue
             if r & 2:
                 self.purge(key, ks, sw)
             self.register_cleanup_timer(key, actual)
-        return accepted
+        return accepted, closed
 
     def add_merging_window(self, key: Key, ks: KeyState, window: TimeWindow) -> TimeWindow:
         """``MergingWindowSet.add_window`` with this operator's merge callback."""
@@ -551,6 +580,13 @@ class WindowOperator:
         ks = self._keys.get(key)
         if ks is None:
             ks = self.new_key_state(key)
+        if self._finishing and (window, CLOSED) in ks.trigger:
+            # A closed window fires nothing (Beam's windowIsActiveAndOpen); its
+            # cleanup timer forgets it (Beam's clearFinished at garbage collection).
+            if event == self._event_time and time == self._cleanup_time(window):
+                del ks.trigger[(window, CLOSED)]
+            self.release_key(key)
+            return
         sw = window
         if self._merging:
             state_window = ks.merging.mapping.get(window)  # type: ignore[union-attr,arg-type]
@@ -572,12 +608,54 @@ class WindowOperator:
             acc = ks.contents.get(sw)
             if acc is not None:
                 timing = self._timing_timer(window, time, event)
-                self.emit(key, ks, window, sw, acc, timing, cleanup)
-        if r & 2:
-            self.purge(key, ks, sw)
-        if cleanup:
-            self._clear_all_state(key, ks, window, sw)
+                self.emit(key, ks, window, sw, acc, timing, cleanup or bool(r & 4))
+        if r & 4 and not cleanup:
+            self.close_window(key, ks, window, sw)
+        else:
+            if r & 2:
+                self.purge(key, ks, sw)
+            if cleanup:
+                self._clear_all_state(key, ks, window, sw)
+            elif self._finishing:
+                # A finished child of a sequence may have deleted a timer at the
+                # cleanup time (its own, at the same instant): keep the cleanup.
+                self.register_cleanup_timer(key, window)
         self.release_key(key)
+
+    def close_window(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
+        """The root trigger finished: Beam's closed window (``ReduceFnRunner.emit``).
+
+        Everything of the window goes -- contents (Beam discards them after a
+        finishing pane), trigger state and timers, pane count, its place in
+        the merging window set (a closed session merges no more) -- but a mark
+        stays until the window's cleanup time, so that its later rows are
+        dropped and counted (``DROP_CLOSED_WINDOW``; Beam keeps the finished
+        bits until garbage collection for the same reason).
+        """
+        self.purge(key, ks, sw)
+        ks.panes.pop(sw, None)
+        if ks.emitted:
+            ks.emitted.pop(window, None)  # changelog: its last row stays, nothing follows
+        ctx = self._ctx
+        ctx.bind(key, ks, window)
+        self._trigger.clear(window, ctx)
+        if ks.merging is not None:
+            ks.merging.mapping.pop(window, None)  # type: ignore[arg-type]
+        ks.trigger[(window, CLOSED)] = True
+        self.register_cleanup_timer(key, window)
+
+    def _retire_closed(self, key: Key, ks: KeyState, window: Window) -> None:
+        """A merge gave exactly a closed session: forget the new window and what it holds."""
+        mws = ks.merging
+        assert mws is not None
+        sw = mws.mapping.get(window)  # type: ignore[arg-type]
+        if sw is not None:
+            self.purge(key, ks, sw)
+            ks.panes.pop(sw, None)
+            self._ctx.bind(key, ks, window)
+            self._trigger.clear(window, self._ctx)
+            mws.retire_window(window)  # type: ignore[arg-type]
+            self.register_cleanup_timer(key, window)  # the clear may have taken the closed one's
 
     def _clear_all_state(self, key: Key, ks: KeyState, window: Window, sw: Window) -> None:
         """Flink's ``clearAllState``: contents, trigger state, pane count, merging entry."""

@@ -449,6 +449,23 @@ def _(t: P.AllTrigger, b: _Scope) -> TR.Trigger:
 
 
 @_trigger.register
+def _(t: P.OnceTrigger, b: _Scope) -> TR.Trigger:
+    return TR.OnceTrigger(_trigger(t.child, b))
+
+
+@_trigger.register
+def _(t: P.UntilTrigger, b: _Scope) -> TR.Trigger:
+    return TR.UntilTrigger(_trigger(t.child, b), _trigger(t.until, b))
+
+
+@_trigger.register
+def _(t: P.SequenceTrigger, b: _Scope) -> TR.Trigger:
+    # Beam's end-of-window timer, for an event-time window with an end
+    end_timer = b.window.domain is P.TimeDomain.EVENT and P.has_bounds(b.window)
+    return TR.SequenceTrigger(tuple(_trigger(c, b) for c in t.triggers), end_timer)
+
+
+@_trigger.register
 def _(t: P.EarlyLateTrigger, b: _Scope) -> TR.Trigger:
     early = _trigger(t.early, b) if t.early is not None else None
     late = _trigger(t.late, b) if t.late is not None else None

@@ -60,9 +60,20 @@ def bind_trigger_clause(
     tables: Iterable[str],
 ) -> P.Trigger:
     t = _trigger(clause.trigger, _Clause(ctx, window, source, relation, tuple(tables)))
+    _check_finishing(ctx, t)
     if window is not None and window.merging and not t.mergeable:
         culprit = P.first_non_mergeable(t)
         culprit_span = culprit.span if culprit is not None else clause.span
+        if isinstance(culprit, P.SequenceTrigger):
+            raise ctx.error(
+                "SEQUENCE cannot be used with SESSION windows: on merging windows Beam runs "
+                "every child of AfterEach.inOrder at once and revives finished children when "
+                "sessions merge, which WQL does not do",
+                culprit_span,
+                hint="ONCE and UNTIL merge (a closed session merges no more); or use a "
+                "TUMBLE or HOP window",
+                code=ErrorCode.NOT_MERGEABLE,
+            )
         raise ctx.error(
             f"the {trigger_text(culprit or t).keyword} trigger cannot merge, so it cannot be "
             "used with SESSION windows (sessions merge when rows bridge them)",
@@ -72,6 +83,33 @@ def bind_trigger_clause(
             code=ErrorCode.NOT_MERGEABLE,
         )
     return t
+
+
+#: Triggers that fire again and again whatever their children do: a child that
+#: finishes has no meaning inside them (Beam's Repeatedly resets a finished child).
+_REPEATING = (P.AnyTrigger, P.AllTrigger, P.TimeoutTrigger, P.EarlyLateTrigger)
+#: The triggers that finish by themselves (PURGING finishes when its child does).
+_FINISHING = (P.OnceTrigger, P.UntilTrigger, P.SequenceTrigger)
+
+
+def _check_finishing(ctx: BindContext, t: P.Trigger) -> None:
+    """A trigger that finishes (ONCE, UNTIL, SEQUENCE) only where finishing means something:
+    the root, PURGING, ONCE, UNTIL and SEQUENCE; never inside a repeating composite."""
+    for node in P.walk_trigger(t):
+        if not isinstance(node, _REPEATING):
+            continue
+        for child in node.children:
+            finishing = next((n for n in P.walk_trigger(child) if isinstance(n, _FINISHING)), None)
+            if finishing is not None:
+                outer = trigger_text(node).keyword
+                raise ctx.error(
+                    f"{trigger_text(finishing).keyword} finishes for good, but {outer} fires "
+                    "again and again: a finished trigger means nothing inside it",
+                    finishing.span,
+                    hint=f"put {trigger_text(finishing).keyword} around the whole trigger "
+                    "instead, or drop it",
+                    code=ErrorCode.FINISHING_TRIGGER,
+                )
 
 
 @functools.singledispatch
@@ -154,7 +192,9 @@ def _(t: ast.PurgingTrigger, c: _Clause) -> P.Trigger:
     return P.PurgingTrigger(_trigger(t.trigger, c), t.span)
 
 
-def _children(t: ast.AnyTrigger | ast.AllTrigger, c: _Clause) -> tuple[P.Trigger, ...]:
+def _children(
+    t: ast.AnyTrigger | ast.AllTrigger | ast.SequenceTrigger, c: _Clause
+) -> tuple[P.Trigger, ...]:
     """Every child bound, or every mistake of every child raised."""
     errors: list[WqlError] = []
     children = [collect(errors, _trigger, child, c) for child in t.triggers]
@@ -170,6 +210,45 @@ def _(t: ast.AnyTrigger, c: _Clause) -> P.Trigger:
 @_trigger.register
 def _(t: ast.AllTrigger, c: _Clause) -> P.Trigger:
     return P.AllTrigger(_children(t, c), t.span)
+
+
+@_trigger.register
+def _(t: ast.OnceTrigger, c: _Clause) -> P.Trigger:
+    return P.OnceTrigger(_trigger(t.trigger, c), t.span)
+
+
+@_trigger.register
+def _(t: ast.UntilTrigger, c: _Clause) -> P.Trigger:
+    errors: list[WqlError] = []
+    child = collect(errors, _trigger, t.trigger, c)
+    until = collect(errors, _trigger, t.until, c)
+    raise_all(errors)
+    assert child is not None and until is not None
+    return P.UntilTrigger(child, until, t.span)
+
+
+@_trigger.register
+def _(t: ast.SequenceTrigger, c: _Clause) -> P.Trigger:
+    if len(t.triggers) < 2:
+        raise c.ctx.error(
+            "SEQUENCE needs at least two triggers (Beam's AfterEach.inOrder needs more than one)",
+            t.span,
+            hint="a sequence of one trigger is that trigger: write it alone, or ONCE <trigger> "
+            "for a single firing",
+            code=ErrorCode.FINISHING_TRIGGER,
+        )
+    children = _children(t, c)
+    for child in children[:-1]:
+        if not child.finishes:
+            raise c.ctx.error(
+                f"this {trigger_text(child).keyword} never finishes, so the triggers after it "
+                "in the SEQUENCE would never run",
+                child.span,
+                hint="every SEQUENCE child but the last must finish: ONCE <trigger>, "
+                "UNTIL(<trigger>, <trigger>) or a SEQUENCE",
+                code=ErrorCode.FINISHING_TRIGGER,
+            )
+    return P.SequenceTrigger(children, t.span)
 
 
 @_trigger.register
