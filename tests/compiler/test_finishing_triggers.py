@@ -16,15 +16,7 @@ from wql.grammar import ast
 from wql.grammar.formatter import format_script
 from wql.grammar.parser import parse
 
-from .mistakes import one_error
-
-SOURCE = """CREATE SOURCE clicks (
-    user_id STRING,
-    amount  DOUBLE,
-    ts      TIMESTAMP,
-    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
-) WITH (format = 'csv', path = 'clicks.csv');
-"""
+from .mistakes import SOURCE, one_error
 
 
 def query(trigger: str, window: str = "TUMBLE(ts, INTERVAL '1' MINUTE)") -> str:
