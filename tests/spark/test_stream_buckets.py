@@ -30,7 +30,7 @@ from tests.spark.processor_helpers import (  # noqa: E402
     split_batches,
 )
 from wql.errors import ErrorCode, WqlUnsupportedError  # noqa: E402
-from wql.spark.streaming import KEY_BUCKETS  # noqa: E402
+from wql.spark.streaming import DUE_NAME, KEY_BUCKETS, KEYS_NAME, BucketProcessor  # noqa: E402
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
@@ -112,3 +112,106 @@ def test_integer_keys_with_nulls_stream_as_in_batch(spark, tmp_path):
     assert rows == want
     assert ("None", "2024-05-01 09:00:00", "1", "2", "2") in rows
     assert ("1", "2024-05-01 09:00:00", "2", "6", "5") in rows
+
+
+class SmallGroups(BucketDriver):
+    """:class:`BucketDriver` whose processor puts at most two moved keys in a group, so
+    that groups lose their earliest key, point to each other and fire in parts."""
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        super().__init__(text, drainable=drainable)
+        self.proc.group_keys = 2
+
+
+many_keys_st = st.lists(
+    st.tuples(st.sampled_from("abcdefgh"), st.integers(1, 5), st.integers(0, 20_000)),
+    min_size=1,
+    max_size=60,
+)
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=25, deadline=None)
+@given(rows=many_keys_st, cuts=st.lists(st.integers(0, 60), max_size=8))
+def test_index_groups_equal_the_per_key_processor(name, rows, cuts):
+    """Eight keys in two buckets, groups of two: a key leaves its group while the others
+    wait, a group's earliest wake moves forward and back, a timer runs the due keys
+    of several groups; the same results, late rows and counters as the per-key processor."""
+    batches = split_batches(rows, cuts)
+    if name in QUERIES:
+        # rows waiting in windows that never fire are counted once drained (the others)
+        assert_as_per_key(SmallGroups, QUERIES[name], batches, drainable=False)
+    assert_as_per_key(SmallGroups, DRAINED[name], batches, drainable=True)
+
+
+class OneKeyGroupsFirst(BucketDriver):
+    """Groups of one key for the first ``switch`` micro-batches: the index as it was
+    written before groups (one entry per wake time, plain keys, each key's state naming
+    its wake time), then the processor as it runs now on that state (a restart)."""
+
+    switch = 2
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        super().__init__(text, drainable=drainable)
+        self.proc.group_keys = 1
+        self.calls = 0
+
+    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
+        self.calls += 1
+        if self.calls > self.switch:
+            self.proc.group_keys = BucketProcessor.group_keys
+        super().batch(rows, watermark)
+        if self.calls <= self.switch:
+            self.assert_layout_before_groups()
+
+    def assert_layout_before_groups(self) -> None:
+        for bucket, entries in self.maps.get(DUE_NAME, {}).items():
+            for (t,), (keys,) in entries.items():
+                # every element a plain key (a pickle: 0x80 first) waking at the entry's time
+                assert keys and all(kb[0] == 0x80 for kb in keys)
+                for kb in keys:
+                    assert self.maps[KEYS_NAME][bucket][(kb,)][3] == t
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=15, deadline=None)
+@given(rows=many_keys_st, cuts=st.lists(st.integers(0, 60), min_size=3, max_size=8))
+def test_an_index_written_before_groups_runs_on(name, rows, cuts):
+    """A checkpoint written before index groups (one entry per wake time) resumes with
+    groups: the same results, late rows and counters as the per-key processor."""
+    assert_as_per_key(OneKeyGroupsFirst, DRAINED[name], split_batches(rows, cuts), drainable=True)
+
+
+def test_the_keys_a_call_moves_share_one_entry_and_timer():
+    """Sixteen sessions in two buckets, each key's wake moved by every micro-batch (the
+    streaming bench's pattern): per bucket one index entry and one Spark timer, and a
+    micro-batch reads and writes one old and one new entry per bucket, not two per key.
+    A micro-batch that leaves the keys' wake times alone writes no index entry."""
+    text = source_text() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)"
+    )
+    d = BucketDriver(text)
+    keys = [f"k{i}" for i in range(16)]
+    d.batch([(k, 1, i) for i, k in enumerate(keys)])
+    d.batch([(k, 1, 1000 + i) for i, k in enumerate(keys)])
+    assert len(d.buckets) == 2
+    assert sum(len(m) for m in d.maps[DUE_NAME].values()) == 2
+    assert sum(len(ts) for ts in d.timers.values()) == 2
+    d.map_calls = 0
+    d.batch([(k, 1, 2000 + i) for i, k in enumerate(keys)])
+    # per bucket its value (get, update); per key its entry (get, update); per bucket
+    # its old group's entry (get, remove) and the new one's (get, update)
+    assert d.map_calls <= 2 * 2 + 16 * 2 + 2 * 4
+    assert sum(len(ts) for ts in d.timers.values()) == 2
+    # a tumbling window: a row in the same window leaves the key's wake time
+    d2 = BucketDriver(QUERIES["tumble_lateness"])
+    d2.batch([(k, 1, 10) for k in keys])
+    index = {b: dict(m) for b, m in d2.maps[DUE_NAME].items()}
+    timers = {b: set(ts) for b, ts in d2.timers.items()}
+    d2.map_calls = 0
+    d2.batch([(k, 2, 20) for k in keys])
+    assert {b: dict(m) for b, m in d2.maps[DUE_NAME].items()} == index
+    assert {b: set(ts) for b, ts in d2.timers.items()} == timers
+    # per bucket its value (get, update) and its group's entry (get); per key its state
+    assert d2.map_calls <= 2 * 3 + 16 * 2
+    assert d.results == [] and d2.results == []

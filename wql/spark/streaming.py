@@ -1025,10 +1025,10 @@ BUCKET_STATE_SCHEMA = "pending_rows LONG, buckets INT, keys LONG"
 KEYS_NAME = "wql_keys"
 
 #: One key's state in its bucket: the runtime's ``snapshot_key``, the clocks the key last
-#: saw and the Spark time to wake it at (NULL: none).
+#: saw and the time of the timer index entry that lists it (:class:`_Entry`; NULL: none).
 KEY_SCHEMA = "snapshot BINARY, watermark LONG, processing_time LONG, wake LONG"
 
-#: The name of a bucket's timer index (``MapState``: Spark time -> the keys to wake then).
+#: The name of a bucket's timer index (``MapState``: Spark time -> :class:`_Entry`).
 DUE_NAME = "wql_due"
 
 _BUCKET = "__wql_bucket"
@@ -1192,10 +1192,12 @@ class BucketProcessor(WindowProcessor):
       bucket's pending rows, bucket count and number of keys;
     * ``MapState`` :data:`KEYS_NAME`: encoded key -> the key's state in
       :data:`KEY_SCHEMA` (the runtime's ``snapshot_key``, its clocks, its
-      wake time). A call reads and writes only the entries of the keys it runs;
-    * ``MapState`` :data:`DUE_NAME`: Spark time ``t`` -> the keys to wake
-      when Spark's clock passes ``t``, with one Spark timer of the bucket
-      at each such ``t``.
+      index group's entry). A call reads and writes only the entries of the
+      keys it runs and of their groups;
+    * ``MapState`` :data:`DUE_NAME`: the timer index, Spark time ``t`` ->
+      :class:`_Entry`: groups of keys with their wake times, one Spark timer
+      of the bucket per group at its earliest wake (a pointer from the entry
+      at that time when it is not the group's own).
 
     Each key runs exactly as a :class:`WindowProcessor` call runs it (its
     clocks, its rows in event-time order, its timers, its counters), so
@@ -1205,6 +1207,10 @@ class BucketProcessor(WindowProcessor):
     row, its rows wait in the bucket's state (where
     :func:`wql.spark.stream_sinks.waiting_rows` reads them).
     """
+
+    #: The most keys a call puts in one index group (:class:`_Entry`): a key that moves
+    #: rewrites the entry of its group, so this bounds what one key's move costs.
+    group_keys = 16
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         from wql.runtime.operator_factory import make_operator
@@ -1227,10 +1233,10 @@ class BucketProcessor(WindowProcessor):
         self.due = handle.getMapState(DUE_NAME, "time LONG", "keys ARRAY<BINARY>")
         #: the Spark clock of the call (timers strictly below it fire), None without timers
         self._timer_clock: int | None = None
-        #: the index entries this call read: time -> its keys as the call leaves them
-        self._index: dict[int, list[bytes]] = {}
-        #: whether each of them held keys before the call (so it has a Spark timer)
-        self._indexed: dict[int, bool] = {}
+        #: the index entries this call read, as it leaves them
+        self._entries: dict[int, _Entry] = {}
+        #: keys the call moved to a new wake time: (key, its state but the group, wake)
+        self._moved: list[tuple[bytes, tuple[bytes, int, int], int]] = []
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -1270,16 +1276,31 @@ class BucketProcessor(WindowProcessor):
         wm, pt = self._clocks(timerValues)
         self._call_clock(wm, pt)
         t = int(expiredTimerInfo.getExpiryTimeInMs())
-        due = list(self._entry(t))
-        if not due:
-            # the flush timer of the task's output (WindowProcessor._emit)
-            self._index, self._indexed = {}, {}
+        # the groups whose timer this is: the entry's own, and those it points to
+        fired = self._entry(t)
+        groups = ([t] if fired.own else []) + sorted(fired.pointers)
+        clock = self._timer_clock
+        due = sorted(
+            (wake, kb)
+            for g in groups
+            for kb, wake in self._entry(g).own.items()
+            if wake == t or (clock is not None and wake < clock)
+        )
+        if not due and not fired.pointers:
+            # the flush timer of the task's output (WindowProcessor._emit), or a time
+            # whose keys left it
+            self._entries = {}
             return
+        # the groups this timer was for: those it points to, and its own if it ran keys
+        reached = set(fired.pointers)
+        if any(kb in fired.own for _, kb in due):
+            reached.add(t)
         out = _Output()
         pending, held = self._load_bucket()
-        for kb in due:
-            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None, fired=t)
-        self._save_index()
+        for wake, kb in due:
+            # each key as its own Spark timer at its wake time would run it
+            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None, fired=wake)
+        self._save_index(fired=t, reached=frozenset(reached))
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
         yield from out.emit(self, rows=False)
 
@@ -1307,14 +1328,15 @@ class BucketProcessor(WindowProcessor):
         fired: int | None = None,
     ) -> None:
         """One key's call: restore, the clocks' rise, its rows, save, re-index.
-        ``fired``: the Spark timer the call runs for (Spark deletes it after the call)."""
+        ``fired``: the key's wake time when a Spark timer runs it (Spark deletes that
+        timer after the call)."""
         before = self._begin(wm)
         op = self.op
         saved = self.keys.getValue((kb,))
-        old_wake: int | None = None
+        group: int | None = None
         if saved is not None:
-            blob, key_wm, key_pt, wake = saved
-            old_wake = None if wake is None else int(wake)
+            blob, key_wm, key_pt, at = saved
+            group = None if at is None else int(at)
             _restore_key(op, k, (bytes(blob), int(key_wm), int(key_pt)), wm, pt)
         else:
             _restore_key(op, k, None, wm, pt)
@@ -1333,20 +1355,26 @@ class BucketProcessor(WindowProcessor):
         else:
             wake = None
         counters = _moved(before, op.counters.as_dict(), after_end, 0)
+        # the key's wake time as its group lists it
+        entry = None if group is None else self._entry(group)
+        old_wake = None if entry is None else entry.own.get(kb)
         if keep:
-            self.keys.updateValue(
-                (kb,), (op.snapshot_key(k), op.watermark, op.processing_time, wake)
-            )
+            state = (op.snapshot_key(k), op.watermark, op.processing_time)
+            if wake is not None and wake == old_wake:
+                self.keys.updateValue((kb,), (*state, group))
+            elif wake is None:
+                self.keys.updateValue((kb,), (*state, None))
+            else:
+                # written once the call has formed its groups (_save_index)
+                self._moved.append((kb, state, wake))
             self._added += saved is None
         elif saved is not None:
             self.keys.removeKey((kb,))
             self._added -= 1
         op.forget_key(k)
-        if old_wake != wake:
-            if old_wake is not None:
-                self._unindex(kb, old_wake)
-            if wake is not None:
-                self._reindex(kb, wake)
+        if entry is not None and old_wake is not None and (not keep or wake != old_wake):
+            del entry.own[kb]
+            entry.changed = True
         out.add(results, late, counters)
 
     def _load_bucket(self) -> tuple[int, int]:
@@ -1410,41 +1438,138 @@ class BucketProcessor(WindowProcessor):
                 wanted = [end]
         return min(wanted) if wanted else None
 
-    def _entry(self, t: int) -> list[bytes]:
-        """The keys indexed at ``t`` as this call leaves them (read once per call)."""
-        entry = self._index.get(t)
+    def _entry(self, t: int) -> _Entry:
+        """The index entry at ``t`` as this call leaves it (read once per call)."""
+        entry = self._entries.get(t)
         if entry is None:
-            saved = self.due.getValue((t,))
-            entry = [] if saved is None else [bytes(b) for b in saved[0]]
-            self._index[t] = entry
-            self._indexed[t] = bool(entry)
+            entry = _Entry(t, self.due.getValue((t,)))
+            self._entries[t] = entry
         return entry
 
-    def _unindex(self, kb: bytes, t: int) -> None:
-        entry = self._entry(t)
-        if kb in entry:
-            entry.remove(kb)
-
-    def _reindex(self, kb: bytes, t: int) -> None:
-        self._entry(t).append(kb)
-
-    def _save_index(self) -> None:
-        """Write the index entries the call changed and move the bucket's Spark timers:
-        one at each time with keys. A time that lost its keys loses its timer, unless
-        Spark fires it in this micro-batch (below the clock): Spark drops it after."""
+    def _save_index(
+        self, *, fired: int | None = None, reached: frozenset[int] = frozenset()
+    ) -> None:
+        """Put the keys the call moved into groups, keep each group's timer at its
+        earliest wake, write the entries the call changed and move the bucket's Spark
+        timers: one at each time a group waits for. ``fired``: the timer of this call,
+        whose pointers to the groups ``reached`` are spent (Spark deletes it after)."""
+        moved = sorted(self._moved, key=lambda m: m[2])
+        self._moved = []
+        size = max(1, self.group_keys)
+        for start in range(0, len(moved), size):
+            chunk = moved[start : start + size]
+            # the group's entry is at its earliest wake: its own timer, no pointer
+            g = chunk[0][2]
+            entry = self._entry(g)
+            for kb, state, wake in chunk:
+                entry.own[kb] = wake
+                self.keys.updateValue((kb,), (*state, g))
+            entry.changed = True
         clock = self._timer_clock
-        for t, entry in self._index.items():
-            existed = self._indexed[t]
-            if entry:
-                self.due.updateValue((t,), (entry,))
-                if not existed:
-                    self.handle.registerTimer(t)
-            elif existed:
-                self.due.removeKey((t,))
-                if clock is None or t >= clock:
-                    self.handle.deleteTimer(t)
-        self._index = {}
-        self._indexed = {}
+        for entry in [e for e in self._entries.values() if e.changed or e.t in reached]:
+            low = entry.earliest()
+            spent = fired is not None and entry.t in reached
+            if low == entry.low and not spent:
+                continue
+            if (
+                not spent
+                and low is not None
+                and entry.low is not None
+                and clock is not None
+                and low < clock
+            ):
+                # still due in this micro-batch: its timer there (below the clock, which
+                # Spark fires after the rows) reaches it, a new one would not be needed
+                continue
+            for at in (entry.low, fired if spent else None):
+                if at is not None and at != entry.t:
+                    self._entry(at).drop_pointer(entry.t)
+            if low is not None and low != entry.t:
+                pointing = self._entry(low)
+                pointing.pointers.add(entry.t)
+                pointing.changed = True
+        for t, entry in self._entries.items():
+            if entry.changed:
+                if entry.own or entry.pointers:
+                    self.due.updateValue((t,), (entry.value(),))
+                elif entry.existed:
+                    self.due.removeKey((t,))
+            timer = entry.has_timer()
+            if timer and not entry.timer:
+                self.handle.registerTimer(t)
+            elif entry.timer and not timer and (clock is None or t >= clock):
+                # a time below the clock is Spark's to fire in this micro-batch: it
+                # finds no key then, and Spark drops it after
+                self.handle.deleteTimer(t)
+        self._entries = {}
+
+
+#: An index element's first byte when it is not a plain key (a plain element is a key
+#: as :func:`_encoded_key` writes it, a pickle, whose first byte is 0x80): a key with
+#: its wake time, a pointer to a group.
+_WAKE_TAG = 1
+_POINTER_TAG = 2
+
+
+def _long(v: int) -> bytes:
+    return v.to_bytes(8, "big", signed=True)
+
+
+class _Entry:
+    """A bucket's timer index entry at Spark time ``t`` (``MapState`` :data:`DUE_NAME`).
+
+    It holds a **group** of keys, each with its wake time (at or after ``t``): a key
+    whose wake is ``t`` as a plain element (the encoded key), another as
+    ``_WAKE_TAG``, wake, key; and **pointers** (``_POINTER_TAG``, a time) to the
+    entries of other groups whose earliest wake is ``t``. A key's state names the
+    entry of its group. The bucket has a Spark timer at ``t`` when its group's earliest
+    wake is ``t`` or it holds a pointer: one timer per group, at its earliest wake. An
+    entry written before groups (one per wake time, plain keys) reads as a group
+    whose keys all wake at ``t``.
+    """
+
+    __slots__ = ("changed", "existed", "low", "own", "pointers", "t", "timer")
+
+    def __init__(self, t: int, saved: tuple | None) -> None:
+        self.t = t
+        #: the group: key -> its wake time
+        self.own: dict[bytes, int] = {}
+        #: entries of groups whose earliest wake is t
+        self.pointers: set[int] = set()
+        for raw in () if saved is None else saved[0]:
+            b = bytes(raw)
+            if b[0] == _WAKE_TAG:
+                self.own[b[9:]] = int.from_bytes(b[1:9], "big", signed=True)
+            elif b[0] == _POINTER_TAG:
+                self.pointers.add(int.from_bytes(b[1:9], "big", signed=True))
+            else:
+                self.own[b] = t
+        self.existed = saved is not None
+        #: the group's earliest wake as read: where its timer is
+        self.low = self.earliest()
+        #: whether the bucket had a Spark timer at t before the call
+        self.timer = self.has_timer()
+        self.changed = False
+
+    def earliest(self) -> int | None:
+        return min(self.own.values()) if self.own else None
+
+    def has_timer(self) -> bool:
+        return bool(self.pointers) or (bool(self.own) and self.earliest() == self.t)
+
+    def drop_pointer(self, g: int) -> None:
+        if g in self.pointers:
+            self.pointers.discard(g)
+            self.changed = True
+
+    def value(self) -> list[bytes]:
+        t = self.t
+        out = [
+            kb if wake == t else bytes([_WAKE_TAG]) + _long(wake) + kb
+            for kb, wake in self.own.items()
+        ]
+        out.extend(bytes([_POINTER_TAG]) + _long(g) for g in sorted(self.pointers))
+        return out
 
 
 #: The counters of a call that counted nothing yet (:func:`_moved`'s ``before`` and ``after``).
