@@ -270,12 +270,7 @@ def _bind_select(
             pe = collect(errors, ctx.parse, item.call)
             if pe is None:
                 continue
-            bound = collect(errors, bind_post_aggregation, pe, post, registry, clause="OVER")
-            if bound is None:
-                continue
-            if not bound.sql.startswith("__agg_") or not isinstance(
-                pe.pristine, exp.AggFunc | exp.Count
-            ):
+            if not isinstance(pe.pristine, exp.AggFunc | exp.Count):
                 errors.append(
                     ctx.error(
                         "OVER applies to an aggregate call (COUNT, SUM, MIN, MAX, AVG, ...)",
@@ -284,6 +279,9 @@ def _bind_select(
                         code=ErrorCode.OVER,
                     )
                 )
+                continue
+            bound = collect(errors, bind_post_aggregation, pe, post, registry, clause="OVER")
+            if bound is None:
                 continue
             name = item.alias.name if item.alias is not None else f"_c{i}"
             add(name, bound, item.alias.span if item.alias is not None else item.span)
