@@ -181,3 +181,21 @@ def test_a_drained_stream_equals_batch_and_survives_a_restart(spark, tmp_path):
     assert 0 < sum(first.values()) < 20
     assert resumed == expected
     assert Counter(resumed) == Counter(expected)
+
+
+def test_spark_refuses_the_native_lowering_on_a_stream(spark, tmp_path):
+    # what NATIVE_STREAMING declares (over_aggregate=False): Spark's window functions
+    # that are not time windows do not run on a streaming DataFrame
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"k": "a", "v": 1, "ts": "2024-01-01T00:00:01"}\n')
+    df = spark.readStream.schema("k string, v bigint, ts timestamp").json(str(folder))
+    over = df.withColumn("s", F.sum("v").over(Window.partitionBy("k").orderBy("ts")))
+    with pytest.raises(AnalysisException, match="(?i)non-time-based windows"):
+        over.writeStream.format("memory").queryName("wql_over_refused").option(
+            "checkpointLocation", str(tmp_path / "ck")
+        ).start().awaitTermination()
