@@ -170,3 +170,10 @@ def test_row_number_is_not_an_over_aggregate():
         + "@ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS r FROM clicks;"
     )
     assert one_error(text).code is ErrorCode.SYNTAX
+
+
+def test_over_is_a_keyword_only_before_its_window():
+    # `COUNT(*) over` stays an alias, as before OVER aggregations existed
+    text = SOURCE + "SELECT COUNT(*) over FROM clicks GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE);"
+    (q,) = compile_source(text).queries
+    assert isinstance(q, P.Query) and [c.name for c in q.output] == ["over"]
