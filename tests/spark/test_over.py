@@ -254,3 +254,24 @@ def test_late_rows_on_a_stream_go_to_the_late_output_as_in_batch(spark, tmp_path
         assert counted_rows(batch["late_bids"]) == late
     finally:
         batch.release()
+
+
+def test_rows_at_or_before_the_epoch_are_late_for_a_bounded_frame_on_both_engines(spark):
+    # Flink's bounded over functions start a key's last triggering time at 0: a row at
+    # or before 1970-01-01 00:00:00 is late (counted); the unbounded frame compares with
+    # the watermark, and takes them
+    epoch = dt.datetime(1970, 1, 1)
+    rows = [("u", 1, epoch - dt.timedelta(seconds=5)), ("u", 2, epoch), ("u", 4, at(1))]
+    df = spark.createDataFrame(
+        [(u, a, t, i) for i, (u, a, t) in enumerate(rows)],
+        "user_id string, amount bigint, ts timestamp, seq bigint",
+    )
+    for engine in ("auto", "operator"):
+        out, counters, engines = run(spark, query(ROWS_1), engine, clicks=df)
+        assert engines["query_1"] == ("native" if engine == "auto" else "operator")
+        assert out["query_1"] == [("2", "u", "4", "4", "1")]
+        c = counters["query_1"]
+        assert (c["rows_in"], c["rows_fired"], c["dropped"]) == (3, 1, {"late": 2})
+        out, counters, _ = run(spark, query(UNBOUNDED), engine, clicks=df)
+        assert [r[3] for r in out["query_1"]] == ["1", "3", "7"]
+        assert counters["query_1"]["dropped"] == {}
