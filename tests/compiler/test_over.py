@@ -177,3 +177,15 @@ def test_over_is_a_keyword_only_before_its_window():
     text = SOURCE + "SELECT COUNT(*) over FROM clicks GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE);"
     (q,) = compile_source(text).queries
     assert isinstance(q, P.Query) and [c.name for c in q.output] == ["over"]
+
+
+def test_partition_keys_are_source_columns_whatever_their_names():
+    text = SOURCE.replace("user_id STRING", "window_start STRING") + (
+        "SELECT COUNT(*) OVER (PARTITION BY window_start ORDER BY ts) AS n FROM clicks;"
+    )
+    (q,) = compile_source(text).queries
+    assert [k.name for k in q.keys] == ["window_start"]
+    twice = (
+        SOURCE + "SELECT COUNT(*) OVER (PARTITION BY user_id, @user_id ORDER BY ts) FROM clicks;"
+    )
+    assert one_error(twice).code is ErrorCode.DUPLICATE_NAME

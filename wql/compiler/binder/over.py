@@ -16,7 +16,6 @@ from sqlglot import exp
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, collect, raise_all
 from wql.compiler.binder.lateness import bind_late_data
-from wql.compiler.binder.select import bind_keys
 from wql.compiler.binder.sources import bind_watermark, resolve_source
 from wql.compiler.binder.views import reads_view
 from wql.compiler.expressions import (
@@ -132,15 +131,41 @@ def _bind_window(
                     code=ErrorCode.OVER,
                 )
             )
-    key_exprs = tuple(
-        ast.Expr(format_ident(i), format_ident(i), span=i.span) for i in first.partition_by
-    )
-    keys = collect(errors, bind_keys, ctx, key_exprs, relation, tables)
+    keys = collect(errors, _partition_keys, ctx, first.partition_by, relation, tables)
     collect(errors, _check_order, ctx, first.order_by, source, relation, tables)
     bounds = collect(errors, _frame, ctx, first)
     raise_all(errors)
     assert keys is not None and bounds is not None
     return (keys, *bounds)
+
+
+def _partition_keys(
+    ctx: BindContext, idents: tuple[ast.Ident, ...], relation: Relation, tables: tuple[str, ...]
+) -> tuple[P.KeyColumn, ...]:
+    """PARTITION BY's columns of the source (named as they are: no window columns here)."""
+    out: list[P.KeyColumn] = []
+    errors: list[WqlError] = []
+    for ident in idents:
+        e = ast.Expr(format_ident(ident), format_ident(ident), span=ident.span)
+        pe = collect(errors, ctx.parse, e)
+        if pe is None:
+            continue
+        bound = collect(
+            errors, bind_scalar, pe, relation, clause="PARTITION BY", table_names=tables
+        )
+        if bound is None:
+            continue
+        name = bound.columns[0]
+        if any(k.name.lower() == name.lower() for k in out):
+            errors.append(
+                ctx.error(
+                    f"PARTITION BY lists {name!r} twice", ident.span, code=ErrorCode.DUPLICATE_NAME
+                )
+            )
+            continue
+        out.append(P.KeyColumn(name, bound, bound.type, ident.span))
+    raise_all(errors)
+    return tuple(out)
 
 
 def _check_order(
