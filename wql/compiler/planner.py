@@ -63,7 +63,8 @@ def choose_engines(
     memo = StreamMemo()
     for q in program.queries:
         try:
-            stream = is_stream(program.root_source(q), streaming)
+            # a join of two sources is on a stream when either is (the stream plan refuses it)
+            stream = any(is_stream(r, streaming) for r in program.root_sources(q))
             views = [s for s in P.inputs_of(q) if s.view is not None]
             # how it runs on a stream, once: a positioned refusal of what one stream
             # processor cannot run, else the plan the stream host runs

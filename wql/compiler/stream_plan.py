@@ -374,6 +374,16 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
     :class:`WqlUnsupportedError` for one the join processor cannot run exactly."""
     from wql.compiler.expressions import sql_conjuncts, to_sql
 
+    roots = [program.side_root(s.source) for s in join.sides]
+    if roots[0].name.lower() != roots[1].name.lower():
+        raise _refuse(
+            f"query {join.name!r} is a window join of two sources ({roots[0].name!r} and "
+            f"{roots[1].name!r}): the join processor reads one source stream, so the two "
+            "sources' watermarks (the join's is their minimum) are not run on a stream",
+            join.right.span or join.span,
+            'run the join in batch (docs/language.md, "Window joins of two sources"), '
+            "or read both sides from one source",
+        )
     used = {c.lower() for c in join.on.columns}
     if join.where is not None:
         used |= {c.lower() for c in join.where.columns}
