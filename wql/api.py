@@ -251,7 +251,9 @@ class Compiled:
                 started = time.perf_counter()
                 results[q.name] = _run(q, df, runner, self.text, self.filename)
                 results[q.name].seconds = time.perf_counter() - started
-                results[q.name]._malformed = malformed.get(program.root_source(q).name.lower())
+                results[q.name]._malformed = _summed(
+                    [malformed.get(r.name.lower()) for r in program.root_sources(q)]
+                )
         except WqlError as e:
             for r in results.values():
                 r.release()
@@ -491,6 +493,14 @@ _STREAMING_COUNTERS: dict[str, Any] = {
     "dropped": {},
     "streaming": True,
 }
+
+
+def _summed(counts: list[Callable[[], int] | None]) -> Callable[[], int] | None:
+    """The malformed rows of every source a query reads (two for a join of two sources)."""
+    known = [c for c in counts if c is not None]
+    if len(known) <= 1:
+        return known[0] if known else None
+    return lambda: sum(c() for c in known)
 
 
 def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | None) -> QueryResult:

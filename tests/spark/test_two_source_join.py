@@ -240,3 +240,115 @@ def test_two_sources_against_a_brute_force_reference(spark, tmp_path, seed):
         want_dropped = {"late": n_late, "null event time": n_null}
         assert c["sides"][name]["dropped"] == {k: v for k, v in want_dropped.items() if v}
     assert c["rows_in"] == 80 and c["rows_fired"] == 80 - sum(late) - sum(nulls)
+
+
+# --------------------------------------------------------------------------- a view side
+
+
+def view_text(tmp_path, clicks, imps, delays=(0, 0)):
+    # the left side is the window table over imps: a tie of arrival puts imps first
+    return (
+        source("clicks", write(tmp_path / "clicks.csv", clicks), delays[0], True)
+        + source("imps", write(tmp_path / "imps.csv", imps), delays[1], True)
+        + f"""
+CREATE VIEW per_user AS
+SELECT user_id, window_start, window_end, COUNT(*) AS n
+FROM clicks
+GROUP BY user_id, TUMBLE(ts, INTERVAL '10' SECOND);
+
+CREATE VIEW joined AS
+SELECT i.user_id, i.ts AS shown, v.n, i.window_start
+FROM {window("tumble", "imps")} AS i
+JOIN per_user AS v
+    ON i.window_start = v.window_start AND i.window_end = v.window_end
+   AND i.user_id = v.user_id;
+"""
+    )
+
+
+def test_a_view_over_one_source_joined_with_a_window_table_over_another(spark, tmp_path):
+    # The view fires on the clicks' own watermark: u1@5 (24 999) and u2@12 (24 999) are
+    # late for it; it gives (u1, [0, 10), 1), (u1, [20, 30), 1), (u1, [40, 50), 1).
+    # The imps rows see min(imps, clicks): u1@3 and u1@9 see 14 999, late; u2@13 and
+    # u2@15 are in time but the view has no u2 row; u1@41 (arrival 11, before the click
+    # at 40 s) is in time. The view's rows are never late for the join.
+    rows, c, engine = run(spark, view_text(tmp_path, CLICKS, IMPS))
+    assert engine == "operator"
+    assert rows == [
+        ("u1", "2024-01-01 00:00:02", "1", "2024-01-01 00:00:00"),
+        ("u1", "2024-01-01 00:00:08", "1", "2024-01-01 00:00:00"),
+        ("u1", "2024-01-01 00:00:41", "1", "2024-01-01 00:00:40"),
+    ]
+    assert c["sides"] == {
+        "i": {"rows_in": 7, "dropped": {"late": 2}},
+        "v": {"rows_in": 3, "dropped": {}},
+    }
+
+
+def view_reference(clicks, imps, delays):
+    """The view by Flink's WindowOperator on the clicks alone (a row is late for it when
+    its window's end - 1 <= the clicks' watermark), then the join as :func:`reference`
+    with the view's rows never late."""
+    counts: Counter = Counter()
+    seen = None
+    ordered = sorted((arr, i, u, ts) for i, (u, ts, arr) in enumerate(clicks) if ts is not None)
+    for _arr, _i, u, ts in ordered:
+        wm = -(2**63) if seen is None else seen - delays[0] * 1000 - 1
+        ((start, end),) = windows_of(ts, "tumble")
+        if end - 1 > wm:
+            counts[(u, start)] += 1
+        seen = ts if seen is None else max(seen, ts)
+    marks_seen = [None, None]  # imps (left), clicks
+    rows = [(arr, 0, i, u, ts) for i, (u, ts, arr) in enumerate(imps) if ts is not None]
+    rows += [(arr, 1, i, u, ts) for i, (u, ts, arr) in enumerate(clicks) if ts is not None]
+    out, late = [], 0
+    for _arr, src, _i, u, ts in sorted(rows):
+        d = (delays[1], delays[0])
+        wm = min(
+            -(2**63) if s is None else s - dd * 1000 - 1
+            for s, dd in zip(marks_seen, d, strict=True)
+        )
+        if src == 0:
+            ((start, end),) = windows_of(ts, "tumble")
+            if end - 1 > wm:
+                if counts[(u, start)]:
+                    out.append((u, ts, counts[(u, start)], start))
+            else:
+                late += 1
+        marks_seen[src] = ts if marks_seen[src] is None else max(marks_seen[src], ts)
+    return out, late, len(counts)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_a_view_side_against_a_brute_force_reference(spark, tmp_path, seed):
+    rnd = random.Random(seed)
+    delays = (rnd.randint(0, 3), rnd.randint(0, 3))
+
+    def rows(n):
+        return [
+            (rnd.choice(["a", "b"]), rnd.randint(0, 50) * 1000, rnd.randint(0, 30))
+            for _ in range(n)
+        ]
+
+    clicks, imps = rows(30), rows(30)
+    want, late, view_rows = view_reference(clicks, imps, delays)
+
+    def t(ms):
+        return (T0 + dt.timedelta(milliseconds=ms)).strftime("%Y-%m-%d %H:%M:%S")
+
+    got, c, _ = run(spark, view_text(tmp_path, clicks, imps, delays))
+    assert got == sorted((u, t(ts), str(n), t(s)) for u, ts, n, s in want)
+    assert c["sides"]["i"]["dropped"] == ({"late": late} if late else {})
+    assert c["sides"]["v"] == {"rows_in": view_rows, "dropped": {}}
+
+
+def test_malformed_rows_of_either_source_are_counted(spark, tmp_path):
+    # a row of the second source whose event time is not a timestamp: read as NULL
+    # (Spark's PERMISSIVE mode), counted malformed and dropped without event time
+    text = join_text(tmp_path, CLICKS, IMPS, arrival=False)
+    with (tmp_path / "imps.csv").open("a") as f:
+        f.write("u1,not a time,12\n")
+    rows, c, _ = run(spark, text, "operator")
+    assert len(rows) == 11
+    assert c["malformed"] == 1
+    assert c["sides"]["i"] == {"rows_in": 8, "dropped": {"null event time": 1}}
