@@ -3,7 +3,8 @@
 docs/language.md, "Window joins of two sources": the rows of two sources
 interleave by a shared ``arrival_order`` (of one kind) or by event time; a
 source with an idle rule (``IDLE AFTER`` with a ``processing_time``
-column) is refused, and on a stream the join is refused with the reason.
+column) is refused; on a stream the join runs in the join processor, each
+source with its own watermark (an idle source refused there).
 """
 
 from __future__ import annotations
@@ -84,9 +85,18 @@ def test_two_sources_bind_in_arrival_order_and_in_event_time():
     )
 
 
-def test_a_join_of_two_sources_is_refused_on_a_stream_with_the_reason():
-    text, line, column = unmark(VALID.replace("JOIN shown", "JOIN @shown"))
+def test_on_a_stream_the_join_says_how_and_refuses_an_idle_rule():
+    join = compile_source(VALID, "j.wql", streaming=True).queries[-1]
+    assert join.engine is not None and join.engine.engine == "operator"
+    reasons = " ".join(r.message for r in join.engine.reasons)
+    assert "runs on a stream in the join processor" in reasons
+    assert "a window join of two sources (clicks and imps): each source streams" in reasons
+    # an idle source: the idle monitor moves one source's watermark (refused at IDLE AFTER)
+    text, line, column = unmark(
+        VALID.replace("'2' SECOND)", "'2' SECOND @IDLE AFTER INTERVAL '1' MINUTE)")
+    )
+    assert check_source(text, "j.wql") == []  # batch: no processing_time column, no rule
     with pytest.raises(WqlError) as e:
         compile_source(text, "j.wql", streaming=True)
     assert (e.value.code, e.value.line, e.value.column) == (ErrorCode.UNSUPPORTED, line, column)
-    assert "window join of two sources ('clicks' and 'imps')" in e.value.message
+    assert "'imps' declares IDLE AFTER" in e.value.message

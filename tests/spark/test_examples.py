@@ -17,7 +17,6 @@ from tests.spark.examples_helpers import (
     pipeline_example_files,
 )
 from wql.compiler import plan as P
-from wql.errors import WqlError
 
 pytestmark = pytest.mark.spark
 
@@ -38,16 +37,6 @@ def test_every_example_has_expected_outputs():
 @pytest.mark.parametrize("path", pipeline_example_files(), ids=lambda p: p.stem)
 def test_pipeline_example_plans_for_a_stream(path):
     # a chain runs on a stream in the pipeline processor, a window join in the join processor
-    batch = wql.compile_file(path).program
-    if any(
-        isinstance(q, P.WindowJoin) and len({batch.side_root(s.source).name for s in q.sides}) == 2
-        for q in batch.queries
-    ):
-        # a window join of two sources is refused on a stream, with the reason
-        with pytest.raises(WqlError) as e:
-            wql.compile_file(path, streaming=True)
-        assert "is a window join of two sources" in e.value.message
-        return
     program = wql.compile_file(path, streaming=True).program
     for q in program.queries:
         if isinstance(q, P.WindowJoin):

@@ -375,14 +375,17 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
     from wql.compiler.expressions import sql_conjuncts, to_sql
 
     roots = [program.side_root(s.source) for s in join.sides]
-    if roots[0].name.lower() != roots[1].name.lower():
+    idle = [r for r in roots if r.event_time is not None and r.event_time.idle_ms is not None]
+    if roots[0].name.lower() != roots[1].name.lower() and idle:
+        et = idle[0].event_time
+        assert et is not None
         raise _refuse(
             f"query {join.name!r} is a window join of two sources ({roots[0].name!r} and "
-            f"{roots[1].name!r}): the join processor reads one source stream, so the two "
-            "sources' watermarks (the join's is their minimum) are not run on a stream",
-            join.right.span or join.span,
-            'run the join in batch (docs/language.md, "Window joins of two sources"), '
-            "or read both sides from one source",
+            f"{roots[1].name!r}) and {idle[0].name!r} declares IDLE AFTER: on a stream the "
+            "idle monitor moves one source's watermark, and Flink leaves an idle input out "
+            "of the join's minimum, which the join processor does not model",
+            et.idle_span or join.right.span or join.span,
+            "drop IDLE AFTER for this join, or run it in batch",
         )
     used = {c.lower() for c in join.on.columns}
     if join.where is not None:

@@ -228,6 +228,11 @@ class _JoinHost:
         join: P.WindowJoin = q
         # the join and both sides' pipelines in one processor (the planner checked it)
         plan = _stream_plan(join, P.StreamJoin)
+        roots = [runner.program.side_root(s.source) for s in join.sides]
+        if roots[0].name.lower() != roots[1].name.lower():
+            # two sources: each side's own stream (docs/streaming.md, "Window joins")
+            left, right = (runner.root_df(s.source, source) for s in join.sides)
+            return run_stream_join(join, plan, roots[0], left, other=(roots[1], right))
         return run_stream_join(join, plan, runner.program.root_sources(join)[0], source)
 
 
