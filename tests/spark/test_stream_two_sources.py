@@ -18,7 +18,7 @@ import pytest
 
 import wql
 from tests.spark.stream_helpers import batch_queries, counted_rows
-from wql.errors import WqlErrors
+from wql.errors import WqlError, WqlErrors
 
 pytestmark = pytest.mark.spark
 
@@ -146,3 +146,22 @@ def test_nexmark_q8_over_two_sources_streams_to_its_expected_rows(spark, tmp_pat
     for name, (header, want) in expected_outputs(stem).items():
         got_header, got = rows_as_text(read_output(spark, out / name))
         assert (got_header, got) == (header, want), name
+
+
+def test_a_session_whose_watermark_policy_is_not_min_is_refused(spark, tmp_path):
+    from wql.spark.sources import read_stream_source
+
+    write(tmp_path / "c", CLICK_FILES[:1])
+    write(tmp_path / "i", IMP_FILES[:1])
+    compiled = wql.compile(text(tmp_path, stream=True)).only("tables")
+    streams = {
+        name: read_stream_source(spark, compiled.program.source(name), None)
+        for name in ("clicks", "imps")
+    }
+    spark.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "max")
+    try:
+        with pytest.raises(WqlError) as e:
+            compiled.apply(spark, **streams)
+    finally:
+        spark.conf.unset("spark.sql.streaming.multipleWatermarkPolicy")
+    assert "multipleWatermarkPolicy is 'max'" in e.value.message

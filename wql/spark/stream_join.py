@@ -261,6 +261,16 @@ def _two_sources(
             join.span,
             code=ErrorCode.UNSUPPORTED,
         )
+    policy = roots[0][1].sparkSession.conf.get("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    if str(policy).lower() != "min":
+        raise WqlUnsupportedError(
+            f"query {join.name!r} joins two sources on a stream, whose watermark is the "
+            "minimum of both; the session's spark.sql.streaming.multipleWatermarkPolicy is "
+            f"{policy!r}",
+            join.span,
+            hint="set spark.sql.streaming.multipleWatermarkPolicy to min (Spark's default)",
+            code=ErrorCode.UNSUPPORTED,
+        )
     bodies: list[ChainBody] = []
     configs: list[Any] = []
     runtime_sides: list[RuntimeSide] = []
