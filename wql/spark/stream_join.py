@@ -48,6 +48,12 @@ its rows as the one group would, on every core, and a call restores and
 saves its group's state only (docs/streaming.md, "Partitioned window
 joins"). Any other join runs in one group: parallelism 1, and the whole
 state restored and saved every call, as for a pipeline in one task.
+
+A join of two sources (:func:`_two_sources`) streams each source with its
+own ``withWatermark`` and stages its rows for its own side only (tagged
+``__wql_side``): Spark's global watermark, the minimum of the two, is the
+join's, as Flink's two-input operator keeps it (docs/streaming.md, "Window
+joins of two sources").
 """
 
 from __future__ import annotations
