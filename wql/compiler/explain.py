@@ -215,7 +215,7 @@ def explain_join(q: P.WindowJoin, program: P.Program | None = None) -> str:
         )
         add(
             f"  sources: {roots[0].name} and {roots[1].name}, each with its own watermark; "
-            f"the join's is their minimum; rows interleave by {order}"
+            f"the join's is their minimum; batch replay interleaves their rows by {order}"
         )
     add("  joined:")
     for side in q.sides:
