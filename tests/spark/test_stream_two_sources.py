@@ -46,6 +46,12 @@ LEFT JOIN TABLE(TUMBLE(TABLE imps, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS i
     ON c.window_start = i.window_start AND c.window_end = i.window_end
    AND c.user_id = i.user_id;
 
+CREATE VIEW bounds_only AS
+SELECT c.user_id AS clicker, i.user_id AS shown_to
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS c
+JOIN TABLE(TUMBLE(TABLE imps, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS i
+    ON c.window_start = i.window_start AND c.window_end = i.window_end;
+
 CREATE VIEW with_view AS
 SELECT i.user_id, i.ts AS shown, v.n
 FROM TABLE(TUMBLE(TABLE imps, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS i
@@ -83,7 +89,8 @@ def test_a_drained_stream_join_of_two_sources_equals_the_batch_join(spark, tmp_p
 
     write(tmp_path / "c", CLICK_FILES)
     write(tmp_path / "i", IMP_FILES)
-    names = ["tables", "with_view"]
+    # keyed joins (partitioned by user_id) and one on the window bounds only (one group)
+    names = ["tables", "with_view", "bounds_only"]
     compiled = wql.compile(text(tmp_path, stream=True))
     streams = {
         name: read_stream_source(spark, compiled.program.source(name), None)
