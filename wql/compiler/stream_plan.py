@@ -30,12 +30,12 @@ the pipeline is cut there into Spark stateful operators with Spark's
 projection between them (:mod:`wql.spark.stream_links`, docs/streaming.md
 "Links in Spark SQL"), exact when the reader is a windowed aggregate whose
 event time is the view's ``window_time`` or ``window_end`` (or who has
-none). Everywhere: a window rank is the last stage and takes its view's rows
-as they are; no stage uses processing time (a pipeline's global sequence is
-made of event-time rises, docs/architecture.md "Contract: pipelines"). What
-is left is refused with a positioned error that says why: a second
-evaluator of Spark SQL whose semantics could drift from Spark's is not
-worth the reach.
+none), or a window rank (which ranks the view's own windows, late by their
+end). Everywhere: a window rank is the last stage; no stage uses processing
+time (a pipeline's global sequence is made of event-time rises,
+docs/architecture.md "Contract: pipelines"). What is left is refused with a
+positioned error that says why: a second evaluator of Spark SQL whose
+semantics could drift from Spark's is not worth the reach.
 """
 
 from __future__ import annotations
@@ -287,14 +287,7 @@ def _sql_link(
             "run the pipeline in batch",
         )
     if isinstance(down, P.WindowRank):
-        raise _refuse(
-            f"window rank {down.name!r} reads view {up.name!r} through Spark SQL (a HAVING, "
-            "WHERE or computed column): on a stream a window rank takes its view's rows as "
-            "they are, in the pipeline's processor",
-            down.source.span,
-            "filter in the view's source query or the rank's outer WHERE, or run the "
-            "pipeline in batch",
-        )
+        return _sql_rank_link(up, down, op, columns)
     et = down.source.event_time
     # a view's event time is the window_time it selects (the binder's rule): a row a
     # timer at T fires is then not behind T, what a cut needs (docs/streaming.md)
@@ -308,6 +301,33 @@ def _sql_link(
             et.span or down.source.span,
             "window the reader by the view's window_time, or run the pipeline in batch",
         )
+    return P.Link(_sql_keys(op, columns), (), bound, sql=True)
+
+
+def _sql_rank_link(
+    up: P.Query,
+    down: P.WindowRank,
+    op: OperatorPlan,
+    columns: dict[str, tuple[P.FieldSource, WqlType]],
+) -> P.Link:
+    """A window rank's link in Spark SQL: the rank places a row in the window its view
+    row names (the view's ``window_start`` and ``window_end`` as they are: the binder's
+    rule) and is late by that window's end, so a row its view fires at a timer at ``T``
+    is behind no rise before ``T`` (its window's max timestamp is at least ``T``): what
+    a reader's event time of ``window_time`` or ``window_end`` gives any other reader
+    across a cut (docs/streaming.md, "Links in Spark SQL")."""
+    # the binder's rule (a rank over a view partitions by the view's window bounds)
+    assert _window_bound(columns, down.window_bounds[1]) == EMIT_WINDOW_END, down.name
+    et = down.source.event_time
+    bound = _window_bound(columns, et.column) if et is not None else None
+    return P.Link(_sql_keys(op, columns), (), bound, sql=True)
+
+
+def _sql_keys(
+    op: OperatorPlan, columns: dict[str, tuple[P.FieldSource, WqlType]]
+) -> tuple[P.LinkField, ...]:
+    """A reader's keys across a link in Spark SQL: the view key each copies as its
+    value, or a field Spark computes."""
     keys = []
     for k in op.keys:
         ref = k.expr.column_ref
@@ -316,7 +336,7 @@ def _sql_link(
             keys.append(P.LinkField(target[0], "value", target[1]))
         else:
             keys.append(P.LinkField(("sql",), "value", k.type))
-    return P.Link(tuple(keys), (), bound, sql=True)
+    return tuple(keys)
 
 
 def _window_bound(columns: dict[str, tuple[P.FieldSource, WqlType]], column: str) -> int | None:

@@ -238,8 +238,13 @@ def _across(
     key_cols = L.key_columns(len(op.keys))
     value_cols = L.value_columns(len(op.values))
     et = down.source.event_time
-    assert et is not None  # planned: a link in Spark SQL has a window bound as event time
-    ts = F.when(keep, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
+    # planned: a link in Spark SQL has a window bound as event time, or none (a count
+    # window; a window rank, which places a row by the window its view row names)
+    ts = (
+        F.when(keep, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
+        if et is not None
+        else F.lit(None).cast("bigint")
+    )
     inputs = [computed(k.expr.sql, k.type, i in partition) for i, k in enumerate(op.keys)]
     inputs += [computed(v.sql, v.type) for v in op.values]
     staged = rows.select(
