@@ -1559,6 +1559,12 @@ class JoinInput:
     event_time: int | None = None
     #: the operator plans of ``chain``, built once at planning
     ops: tuple[OperatorPlan, ...] = field(default=(), compare=False, repr=False)
+    #: the side reads its view through Spark SQL (the view's HAVING or a column it
+    #: computes, or a link of its pipeline that needs Spark SQL): its pipeline runs in
+    #: stateful operators of its own before the join's (docs/streaming.md, "Window
+    #: joins"), and ``source_columns`` then names the view column each side column
+    #: reads (``fields`` are all None)
+    sql: bool = False
 
 
 @dataclass(frozen=True)

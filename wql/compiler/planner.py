@@ -181,6 +181,18 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
             f"the join, for the rows of that value (rows of different values never match); "
             f"{order}"
         )
+    elif any(how.sql for how in plan.sides):
+        cut = " and ".join(
+            f"view {s.source.view}" for s, how in zip(q.sides, plan.sides, strict=True) if how.sql
+        )
+        text = (
+            f"runs on a stream in the join processor, after the pipeline of {cut} runs as "
+            "stateful operators of its own (the view's HAVING and SELECT, and any link of "
+            "its pipeline that needs Spark SQL, run in Spark between them and the join): ONE "
+            "stateful processor holds the join and the pipelines of the other view sides, "
+            f"for all keys (parallelism 1: {plan.serial}); a view's rows carry the watermark "
+            f"rise that fired them, and {order}"
+        )
     else:
         text = (
             f"runs on a stream in the join processor: ONE stateful processor holds {sides} "

@@ -382,11 +382,6 @@ _EQUI_FAMILIES = (
     frozenset({"TIMESTAMP"}),
     frozenset({"DATE"}),
 )
-_JOIN_SUPPORTED = (
-    "on a stream a window join runs in one stateful processor with both sides' pipelines: "
-    "each side is a window table over the source, or a view that copies its keys, window "
-    "columns and aggregates as they are"
-)
 
 
 def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.StreamJoin:
@@ -430,7 +425,17 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
             "compare columns of the same type with =, filter in a side's view, or run the "
             "join in batch",
         )
-    refs, text, serial = _join_partition(join, sides, equi, memo)
+    cut = [side for side, how in zip(join.sides, sides, strict=True) if how.sql]
+    if cut:
+        views = " and ".join(f"view {side.source.view}" for side in cut)
+        refs: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = ((), ())
+        text: tuple[str, ...] = ()
+        serial = (
+            f"the join reads {views} through Spark SQL (a HAVING, WHERE or computed column): "
+            "the stateful operators before the join run in one group each, as the join does"
+        )
+    else:
+        refs, text, serial = _join_partition(join, sides, equi, memo)
     return P.StreamJoin(sides, tuple(equi), tuple(residual), refs, text, serial)
 
 
@@ -560,29 +565,19 @@ def _join_input(
     view = program.view(side.source.view)
     pipeline = program.pipeline(view)
     chain, links, ops = _linked(pipeline, memo)  # refuses a join in the view's pipeline
-    if any(link.sql for link in links):
-        cut = next(s for s, link in zip(chain[1:], links, strict=True) if link.sql)
-        raise _refuse(
-            f"query {join.name!r} joins view {view.name!r}, whose pipeline needs Spark SQL "
-            f"where {cut.name!r} reads its view (a HAVING, WHERE or computed column): "
-            f"{_JOIN_SUPPORTED}",
-            side.span,
-            "run the join in batch",
-        )
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
             side.span,
             "run the join in batch",
         )
-    if view.having is not None:
-        raise _refuse(
-            f"query {join.name!r} joins view {view.name!r}, which has HAVING: on a stream the "
-            f"join processor cannot evaluate it; {_JOIN_SUPPORTED}",
-            view.having.span or side.span,
-            "filter in the join's WHERE instead, or run the join in batch",
-        )
     columns = _copied(view, memo.op(view))
+    computed = any(
+        r and i not in positions and c.name.lower() not in columns
+        for i, (c, r) in enumerate(zip(side.columns, reads, strict=True))
+    )
+    if any(link.sql for link in links) or view.having is not None or computed:
+        return _sql_join_input(join, side, (chain, links, ops), columns, reads, positions)
     event_time = None
     if side.window is not None:
         et = side.source.event_time
@@ -601,15 +596,7 @@ def _join_input(
         if i in positions:
             fields.append(None)  # a window column of the window table: filled in
             continue
-        target = columns.get(c.name.lower()) if r else None
-        if r and target is None:
-            raise _refuse(
-                f"query {join.name!r} reads {side.qualifier}.{c.name} of view {view.name!r}, "
-                f"which computes it: {_JOIN_SUPPORTED}",
-                side.span,
-                "select the value as a column of the view's relation, compute it in the "
-                "join's SELECT, or run the join in batch",
-            )
+        target = columns.get(c.name.lower()) if r else None  # a computed one: Spark SQL
         if target is None:
             fields.append(None)
             continue
@@ -618,6 +605,38 @@ def _join_input(
         fields.append(P.LinkField(source, "timestamp" if window else "value", type_))
     return P.JoinInput(
         chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time, ops
+    )
+
+
+def _sql_join_input(
+    join: P.WindowJoin,
+    side: P.JoinSide,
+    linked: tuple[tuple[P.OperatorStage, ...], tuple[P.Link, ...], tuple[OperatorPlan, ...]],
+    columns: dict[str, tuple[P.FieldSource, WqlType]],
+    reads: list[bool],
+    positions: list[int | None],
+) -> P.JoinInput:
+    """A join side that reads its view through Spark SQL (the view's HAVING or a column it
+    computes, or a link of its pipeline in Spark SQL): the view's pipeline runs cut into
+    stateful operators before the join's, as a pipeline cut at a link in Spark SQL does,
+    and Spark evaluates the view's HAVING and SELECT between them (docs/streaming.md,
+    "Window joins"). Exact as a reader across a cut is: the join places a view row by
+    its window (late by its end), or, a window table over the view, by the view's
+    ``window_time``, which a row fired at a timer at ``T`` is not behind."""
+    chain, links, ops = linked
+    event_time = None
+    if side.window is not None:
+        # the binder's rule: a window table over a view is windowed by its window_time
+        et = side.source.event_time
+        event_time = _window_bound(columns, et.column) if et is not None else None
+        assert event_time in (EMIT_WINDOW_END, EMIT_WINDOW_TIME), join.name
+    names = tuple(
+        None if i in positions or not r else c.name
+        for i, (c, r) in enumerate(zip(side.columns, reads, strict=True))
+    )
+    window_columns = (positions[0], positions[1], positions[2])
+    return P.JoinInput(
+        chain, links, (None,) * len(names), names, window_columns, event_time, ops, sql=True
     )
 
 

@@ -137,6 +137,10 @@ def run_stream_join(
     """The window join ``join`` (run as ``plan`` says) over the streaming ``source`` of its
     root source ``root``, as one stateful processor (see the module doc); ``end`` as for
     :func:`wql.spark.streaming.run_streaming`."""
+    if any(how.sql for how in plan.sides):
+        from wql.spark.stream_join_links import run_linked_join
+
+        return run_linked_join(join, plan, root, source, end=end)
     et = root.event_time
     if et is None:  # the binder gives a window join's source event time
         raise WqlUnsupportedError(
@@ -302,6 +306,8 @@ class JoinBody:
         join = ops[-1]
         every = batch, timestamps, valid
         for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self._ranges(), strict=True)):
+            if how.sql:
+                continue  # its view's rows come from Spark SQL (stream_join_links)
             batch, timestamps, valid = every
             if _SIDE in names:
                 # a partitioned join stages each row once per side: this side's rows
