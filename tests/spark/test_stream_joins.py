@@ -30,7 +30,6 @@ from tests.spark.stream_helpers import (
     stream_query,
     write_files,
 )
-from wql.errors import WqlUnsupportedError
 from wql.spark.stream_sinks import read_output
 
 pytestmark = pytest.mark.spark
@@ -144,6 +143,36 @@ FROM TABLE(TUMBLE(TABLE per_busy, DESCRIPTOR(wt), INTERVAL '10' SECOND)) AS a
 FULL JOIN sums AS s ON a.window_start = s.window_start AND a.window_end = s.window_end
     AND a.auction = s.auction;
 """,
+    # outer joins whose ON has conditions other than column equalities: the processor
+    # gives each row of an outer side with its equality matches, Spark picks the pairs
+    # the whole ON matches and the unmatched rows (partitioned by auction)
+    "left_residual": HIGH_AND_LOW
+    + """
+CREATE VIEW left_residual AS
+SELECT b.auction, b.price, b.window_start, h.num, h.total
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+LEFT JOIN high AS h ON b.auction = h.auction AND b.window_start = h.window_start
+    AND b.window_end = h.window_end AND b.price * h.num > h.total / 2;
+""",
+    # a FULL join on the windows and a comparison (one group)
+    "full_residual": HIGH_AND_LOW
+    + """
+CREATE VIEW full_residual AS
+SELECT h.auction, h.window_start AS hs, h.num AS high, l.item, l.window_end AS le, l.num AS low
+FROM high AS h FULL JOIN low AS l
+    ON h.window_start = l.window_start AND h.window_end = l.window_end AND h.num >= l.num;
+""",
+    # a RIGHT join with a residual ON over a view with HAVING (read through Spark SQL)
+    "right_residual": """
+CREATE VIEW busy_counts AS
+SELECT auction, window_start, window_end, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND) HAVING COUNT(*) > 1;
+CREATE VIEW right_residual AS
+SELECT b.auction, b.price, c.auction AS counted, c.num
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+RIGHT JOIN busy_counts AS c ON b.auction = c.auction AND b.window_start = c.window_start
+    AND b.window_end = c.window_end AND b.price > 3 * c.num;
+""",
     # INNER with an ON condition that is no equality (Spark applies it after the join)
     "residual": HIGH_AND_LOW
     + """
@@ -240,7 +269,7 @@ def test_a_window_table_row_behind_the_watermark_is_late_and_counted(spark, tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["full", "cut_sides"])
+@pytest.mark.parametrize("name", ["full", "cut_sides", "full_residual"])
 def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(
     spark, tmp_path, drained, name
 ):
@@ -278,7 +307,7 @@ def test_nexmark_joins_stream_to_their_expected_rows(spark, tmp_path, stem):
         assert (got_header, got) == (header, want), name
 
 
-def test_sides_read_through_spark_sql_are_cut_and_an_outer_residual_is_refused():
+def test_sides_read_through_spark_sql_are_cut_and_outer_residuals_take_partners():
     # a view's HAVING, a column the view computes, a link in Spark SQL in a side's
     # pipeline: the side's pipeline runs before the join's operator, in one group
     program = wql.compile(every_join(Path("in")), streaming=True).program
@@ -288,13 +317,15 @@ def test_sides_read_through_spark_sql_are_cut_and_an_outer_residual_is_refused()
         assert not how.partition_text and "through Spark SQL" in how.serial, name
     assert [side.sql for side in program.view("cut_sides").engine.stream.sides] == [True, True]
     assert [side.sql for side in program.view("full").engine.stream.sides] == [False, False]
-
-    # an outer join's ON with a condition that is no equality of two columns: refused
-    # at the ON, and batch runs it
-    outer = JOINS["residual"].replace("JOIN low", "LEFT JOIN low")
-    full = SOURCE.format(path="in", options="") + outer
-    line = next(i for i, t in enumerate(full.splitlines(), 1) if "ON h.window_start" in t)
-    with pytest.raises(WqlUnsupportedError, match="other than equalities") as e:
-        wql.compile(full, streaming=True)
-    assert e.value.span is not None and e.value.span.line == line
-    wql.compile(full)
+    # an outer join's ON with a condition that is no equality of two columns: the whole
+    # ON over each row of an outer side and a partner (the other side's struct)
+    partners = {
+        name: program.view(name).engine.stream.partners
+        for name in ("left_residual", "full_residual", "right_residual", "residual")
+    }
+    assert partners["residual"] == ("", "")  # INNER: the residual filters the pairs
+    assert partners["left_residual"][0] and not partners["left_residual"][1]
+    assert not partners["right_residual"][0] and partners["right_residual"][1]
+    assert all(partners["full_residual"])
+    assert "__wql_p.__wql_r3" in partners["left_residual"][0]  # h.num of a partner
+    assert program.view("left_residual").engine.stream.partition_text == ("b.auction = h.auction",)

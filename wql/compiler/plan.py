@@ -1590,6 +1590,12 @@ class StreamJoin:
     partition_text: tuple[str, ...] = ()
     #: why the join runs in one group (a join that is not partitioned)
     serial: str = ""
+    #: an outer join with ``residual``: its whole ON as Spark SQL over a left row and a
+    #: right partner (``__wql_p``, a struct of the right side's columns), and over a right
+    #: row and a left partner ("" where the join kind needs no such side): the processor
+    #: gives each row of an outer side with the rows it matches on ``equi``, and Spark
+    #: keeps the pairs ON matches, or the row unmatched (docs/streaming.md, "Window joins")
+    partners: tuple[str, str] = ("", "")
 
 
 #: How an operator stage runs on a stream.

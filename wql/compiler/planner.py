@@ -199,6 +199,13 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
             "(each view with its pipeline) and the join, for all keys (parallelism 1: "
             f"{plan.serial}); {order}"
         )
+    if any(plan.partners):
+        text += (
+            f"; ON's conditions besides its equalities are Spark SQL over each row of the "
+            f"{q.kind.value} join's outer side(s) and the rows it matches on the equalities, "
+            "which the processor gives with it: Spark keeps the pairs the whole ON matches, "
+            "and the row unmatched when none does"
+        )
     how = P.Reason(text, q.span)
     return dataclasses.replace(choice, reasons=(*choice.reasons, how))
 

@@ -415,15 +415,14 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
             continue
         residual.append(to_sql(term))
         shown.append(to_sql(term.transform(lambda n: _user_name(n, names))))
+    partners = ("", "")
     if residual and join.kind is not P.JoinKind.INNER:
-        raise _refuse(
-            f"query {join.name!r} is a {join.kind.value} window join whose ON has conditions "
-            f"other than equalities of one column of each side ({', '.join(shown)}): on a "
-            "stream the join processor matches rows on such equalities only, and an outer "
-            "join's unmatched rows depend on the whole ON",
-            join.on.span or join.span,
-            "compare columns of the same type with =, filter in a side's view, or run the "
-            "join in batch",
+        # an outer join's unmatched rows depend on the whole ON: Spark evaluates it over
+        # each row of an outer side and the rows it matches on the equalities
+        on = join.on.sql
+        partners = (
+            _over_partner(on, right) if join.kind is not P.JoinKind.RIGHT else "",
+            _over_partner(on, left) if join.kind is not P.JoinKind.LEFT else "",
         )
     cut = [side for side, how in zip(join.sides, sides, strict=True) if how.sql]
     if cut:
@@ -436,7 +435,7 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
         )
     else:
         refs, text, serial = _join_partition(join, sides, equi, memo)
-    return P.StreamJoin(sides, tuple(equi), tuple(residual), refs, text, serial)
+    return P.StreamJoin(sides, tuple(equi), tuple(residual), refs, text, serial, partners)
 
 
 def _join_partition(
@@ -505,6 +504,21 @@ def _staged_ref(side: P.JoinInput, column: int, memo: StreamMemo) -> tuple[str, 
             return None
         p = int(up.source[1])
     return ("k", p)
+
+
+def _over_partner(on: str, partner: dict[str, int]) -> str:
+    """The join condition ``on`` (Spark SQL over the joined relation's internal names)
+    with the columns of ``partner``'s side read from a partner struct, ``__wql_p``."""
+    from sqlglot import exp
+
+    from wql.compiler.expressions import sql_conjuncts, to_sql
+
+    def read(node: Any) -> Any:
+        if isinstance(node, exp.Column) and not node.table and node.name.lower() in partner:
+            return exp.Dot(this=exp.column("__wql_p"), expression=exp.to_identifier(node.name))
+        return node
+
+    return " AND ".join(f"({to_sql(t.transform(read))})" for t in sql_conjuncts(on))
 
 
 def _user_name(node: Any, names: dict[str, str]) -> Any:

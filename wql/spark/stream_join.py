@@ -34,10 +34,12 @@ streaming host maps it):
 
 The processor matches rows on ON's equalities of one column of each side
 (:class:`~wql.compiler.plan.StreamJoin`); Spark applies the rest
-of ON (INNER joins only: the planner refuses others), WHERE and SELECT to
-the joined rows after it. The counters are the join's (both sides' rows
-in, late rows dropped), as in batch; each view's own counters and late rows
-are its own query's (it streams on its own as well).
+of ON, WHERE and SELECT to the joined rows after it (an outer join's rest
+of ON over each row of an outer side and its equality matches, which the
+processor gives as its partners: ``StreamJoin.partners``). The counters
+are the join's (both sides' rows in, late rows dropped), as in batch; each
+view's own counters and late rows are its own query's (it streams on its
+own as well).
 
 When equalities of ON are between values both sides take from each source
 row before any stage (``StreamJoin.partition``: a window table's column, a
@@ -120,7 +122,7 @@ class StreamJoinRun(StreamRun):
     root: P.SourceRef
 
     def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
-        return L.join_results(self.join, self.plan.residual, tagged), None
+        return L.join_results(self.join, self.plan.residual, tagged, self.plan.partners), None
 
     def with_end(self, end: DataFrame) -> StreamRun:
         return run_stream_join(self.join, self.plan, self.root, self.source, end=end)
@@ -168,8 +170,9 @@ def run_stream_join(
         plan.equi,
         (runtime_sides[0], runtime_sides[1]),
         missing_time_reason=REASON_NULL_EVENT_TIME,
+        partners=any(plan.partners),
     )
-    out_schema, layout = L.join_layout(join)
+    out_schema, layout = L.join_layout(join, partners=any(plan.partners))
     end_watermark = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
     # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
     # row (the runtime applies lateness)
@@ -226,7 +229,7 @@ def run_stream_join(
         plan=plan,
         root=root,
         tagged=tagged,
-        result=L.join_results(join, plan.residual, tagged),
+        result=L.join_results(join, plan.residual, tagged, plan.partners),
         late=None,
         counters=L.counters_of(tagged),
         time_mode="EventTime",

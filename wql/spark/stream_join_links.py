@@ -135,6 +135,7 @@ def run_linked_join(
         plan.equi,
         (runtime_sides[0], runtime_sides[1]),
         missing_time_reason=REASON_NULL_EVENT_TIME,
+        partners=any(plan.partners),
     )
     # one column list for every branch of the union: each branch fills the others'
     # columns with a placeholder, then its origin, marker flag and tags
@@ -172,7 +173,7 @@ def run_linked_join(
     for branch in selected[1:]:
         rows = rows.union(branch)
     join_body = JoinBody(plan, (bodies[0], bodies[1]), tuple(rows.columns))
-    out_schema, layout = L.join_layout(join)
+    out_schema, layout = L.join_layout(join, partners=any(plan.partners))
     end_wm = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
     processor = LinkedJoinProcessor(
         layout,
@@ -198,7 +199,7 @@ def run_linked_join(
         plan=plan,
         root=root,
         tagged=tagged,
-        result=L.join_results(join, plan.residual, tagged),
+        result=L.join_results(join, plan.residual, tagged, plan.partners),
         late=None,
         counters=L.counters_of(tagged),
         time_mode="EventTime",
