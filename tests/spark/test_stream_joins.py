@@ -5,8 +5,9 @@ The streams are the burst files of the stream pipeline tests
 a file holding the rest of one burst and the first row of the next), so the
 watermark rises at the same places as in batch replay and a drained stream's
 join equals the batch join (docs/streaming.md, "Window joins"). The joins of
-JOINS run together, in one stream over the burst files that their tests share
-(the ``drained`` fixture).
+each group of GROUPS run together, in one stream over the burst files that
+their tests share (the ``drained`` fixture: a few streaming queries at a
+time, each with its Python workers).
 """
 
 from __future__ import annotations
@@ -190,11 +191,21 @@ def text(name: str, folder: Path, stream: bool = True) -> str:
     return SOURCE.format(path=folder, options=options) + JOINS[name]
 
 
-def every_join(folder: Path, stream: bool = True) -> str:
-    """Every join of JOINS in one text, each view defined once."""
+#: The joins streamed together: those the join processor runs alone, those with a side
+#: read through Spark SQL, those outer on more than equalities.
+GROUPS = (
+    ("full", "highest", "left", "residual", "table_over_view"),
+    ("computed_side", "cut_sides", "having_side"),
+    ("full_residual", "left_residual", "right_residual"),
+)
+
+
+def every_join(folder: Path, stream: bool = True, names=tuple(JOINS)) -> str:
+    """Every join of ``names`` (of JOINS) in one text, each view defined once."""
     options = ", maxFilesPerTrigger = '1'" if stream else ""
     body = ""
-    for join in JOINS.values():
+    for name in names:
+        join = JOINS[name]
         body += join.replace(HIGH_AND_LOW, "") if HIGH_AND_LOW in body else join
     return SOURCE.format(path=folder, options=options) + body
 
@@ -205,17 +216,21 @@ def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = Tr
 
 @pytest.fixture(scope="module")
 def drained(spark, tmp_path_factory):
-    """Every join streamed together over every burst file, drained (one stream for the
-    module), and in batch: (streamed rows, stream counters, batch rows, batch counters)."""
-    base = tmp_path_factory.mktemp("joins")
-    write_files(base / "in", range(len(files())))
-    names = sorted(JOINS)
-    streamed, sinks = stream_queries(
-        spark, every_join(base / "in"), names, base / "out", base / "ck"
-    )
-    counters = sinks.counters(spark)
-    expected, batch_counters = batch_queries(spark, every_join(base / "in", stream=False), names)
-    return streamed, counters, expected, batch_counters
+    """Every join streamed over every burst file, drained, a group of GROUPS per stream,
+    and in batch: (streamed rows, stream counters, batch rows, batch counters)."""
+    out: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})
+    for group in GROUPS:
+        base = tmp_path_factory.mktemp("joins")
+        write_files(base / "in", range(len(files())))
+        names = list(group)
+        text_ = every_join(base / "in", names=names)
+        streamed, sinks = stream_queries(spark, text_, names, base / "out", base / "ck")
+        counters = sinks.counters(spark)
+        batch_text = every_join(base / "in", stream=False, names=names)
+        expected, batch_counters = batch_queries(spark, batch_text, names)
+        for whole, part in zip(out, (streamed, counters, expected, batch_counters), strict=True):
+            whole.update({name: part[name] for name in names})
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(JOINS))
@@ -329,3 +344,7 @@ def test_sides_read_through_spark_sql_are_cut_and_outer_residuals_take_partners(
     assert all(partners["full_residual"])
     assert "__wql_p.__wql_r3" in partners["left_residual"][0]  # h.num of a partner
     assert program.view("left_residual").engine.stream.partition_text == ("b.auction = h.auction",)
+
+
+def test_the_groups_stream_every_join_once():
+    assert sorted(name for group in GROUPS for name in group) == sorted(JOINS)
