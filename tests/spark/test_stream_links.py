@@ -118,10 +118,20 @@ CREATE VIEW first_shouted AS
 SELECT name, num, window_start
 FROM shouted
 QUALIFY ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY window_time) = 1;
+
+-- queries over a window rank (its ranked relation, outer WHERE and SELECT in Spark):
+-- the ranked rows in pairs, in the order they fire (cut twice: HAVING, the rank)
+CREATE VIEW top_pairs AS
+SELECT COLLECT_LIST(auction) AS auctions, SUM(num) AS bids
+FROM crowded_top GROUP BY COUNT_WINDOW(2);
+-- per auction, over a Top-N per auction whose view is read through WHERE
+CREATE VIEW top_rollup AS
+SELECT auction, MAX(num) AS most, COUNT(*) AS ranked
+FROM auction_top GROUP BY auction, COUNT_WINDOW(2);
 """
 )
 NAMES = ["busy", "crowded_rollup", "doubled", "pairs", "on_time", "three", "twice_cut"]
-RANKS = ["crowded_top", "picky_top", "auction_top", "first_shouted"]
+RANKS = ["crowded_top", "picky_top", "auction_top", "first_shouted", "top_pairs", "top_rollup"]
 COUNTED = ("rows_in", "rows_filtered", "rows_fired", "late_rows", "dropped")
 
 

@@ -153,7 +153,8 @@ def _cut_pipeline(chain: tuple[P.Stage, ...], how: P.StreamChain, order: str) ->
     return (
         f"runs on a stream as {len(segments)} stateful operators in one streaming query, cut "
         f"where a link needs Spark SQL ({'; '.join(cuts)}: the view's HAVING and SELECT, "
-        "the reader's WHERE, keys and inputs run in Spark between them); they hold the "
+        "or a window rank's outer WHERE and SELECT, and the reader's WHERE, keys and "
+        "inputs run in Spark between them); they hold the "
         f"operators of {held}, {grouping}; a processor tags the rows it fires with the "
         "watermark rise that fired them and the next one takes them before that rise, "
         f"{order}"

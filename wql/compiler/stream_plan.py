@@ -31,11 +31,12 @@ projection between them (:mod:`wql.spark.stream_links`, docs/streaming.md
 "Links in Spark SQL"), exact when the reader is a windowed aggregate whose
 event time is the view's ``window_time`` or ``window_end`` (or who has
 none), or a window rank (which ranks the view's own windows, late by their
-end). Everywhere: a window rank is the last stage; no stage uses processing
-time (a pipeline's global sequence is made of event-time rises,
-docs/architecture.md "Contract: pipelines"). What is left is refused with a
-positioned error that says why: a second evaluator of Spark SQL whose
-semantics could drift from Spark's is not worth the reach.
+end); a query that reads a window rank always reads it so (a rank's rows
+have no event time). Everywhere: no stage uses processing time (a
+pipeline's global sequence is made of event-time rises, docs/architecture.md
+"Contract: pipelines"). What is left is refused with a positioned error that
+says why: a second evaluator of Spark SQL whose semantics could drift from
+Spark's is not worth the reach.
 """
 
 from __future__ import annotations
@@ -214,19 +215,10 @@ def _link(
     up: P.OperatorStage, down: P.OperatorStage, up_op: OperatorPlan, op: OperatorPlan, last: bool
 ) -> P.Link:
     if isinstance(up, P.WindowRank):
-        raise _refuse(
-            f"query {down.name!r} reads the window rank {up.name!r}; on a stream a window "
-            "rank runs as the last stage of a pipeline only",
-            down.source.span,
-            "run the pipeline in batch",
-        )
-    if isinstance(down, P.WindowRank) and not last:
-        raise _refuse(
-            f"window rank {down.name!r} is read by another query; on a stream a window rank "
-            "runs as the last stage of a pipeline only",
-            down.span,
-            "run the pipeline in batch",
-        )
+        # the rank's ranked relation, outer WHERE or QUALIFY and SELECT are Spark SQL; a
+        # rank's rows have no event time (the binder's rule), so its reader is windowed
+        # by count or not at all and is behind no skipped rise
+        return _sql_link(up, down, op, {})
     columns = _copied(up, up_op)
     link = _copied_link(down, op, columns)
     if link is not None and up.having is None and down.filter is None:
@@ -270,7 +262,7 @@ def _copied_link(
 
 
 def _sql_link(
-    up: P.Query,
+    up: P.OperatorStage,
     down: P.OperatorStage,
     op: OperatorPlan,
     columns: dict[str, tuple[P.FieldSource, WqlType]],
@@ -278,7 +270,7 @@ def _sql_link(
     """A link that Spark SQL evaluates between two stateful operators (the view's HAVING
     and SELECT, the reader's WHERE, keys and inputs; docs/streaming.md, "Links in Spark
     SQL"), or a positioned refusal of what such a cut cannot run exactly."""
-    if up.changelog is not None:
+    if isinstance(up, P.Query) and up.changelog is not None:
         raise _refuse(
             f"query {down.name!r} reads the changelog view {up.name!r} through Spark SQL "
             "(a HAVING, WHERE or computed column); on a stream a changelog view's rows "
@@ -287,6 +279,7 @@ def _sql_link(
             "run the pipeline in batch",
         )
     if isinstance(down, P.WindowRank):
+        assert isinstance(up, P.Query)  # the binder's rule: a rank reads a window aggregate
         return _sql_rank_link(up, down, op, columns)
     et = down.source.event_time
     # a view's event time is the window_time it selects (the binder's rule): a row a

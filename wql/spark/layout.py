@@ -498,6 +498,16 @@ def linked_view_rows(
     return rel.select(*_projection(query.output), *keep)
 
 
+def linked_rank_rows(
+    rank: P.WindowRank, op: OperatorPlan, fed: DataFrame, keep: tuple[str, ...]
+) -> DataFrame:
+    """A window rank's rows as its reader takes them across a link in Spark SQL: its ``R``
+    rows through the ranked relation, outer WHERE or QUALIFY and SELECT, as
+    :func:`results` gives them, and its :data:`MARKER` rows kept whatever the condition
+    says (``keep`` holds :data:`KIND`); the ``keep`` columns after the output."""
+    return _project_rank(rank, op, fed, keep, markers=True)
+
+
 def _emitted(read: P.FieldSource, keys: int) -> Column:
     """The column of a tagged ``R`` row that ``read`` (an emitted field, a key, the
     first-pane or last-firing mark) reads; window bounds as TIMESTAMP."""
@@ -517,10 +527,16 @@ def _emitted(read: P.FieldSource, keys: int) -> Column:
 
 
 def _project_rank(
-    rank: P.WindowRank, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...]
+    rank: P.WindowRank,
+    op: OperatorPlan,
+    rows: DataFrame,
+    keep: tuple[str, ...],
+    *,
+    markers: bool = False,
 ) -> DataFrame:
     """A window rank's rows -> the input row and its rank -> the ranked relation (the
-    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT."""
+    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT. ``markers``:
+    :data:`MARKER` rows pass the condition (:func:`linked_rank_rows`)."""
     # results: the rank (__wql_a0), then the operator's values (__wql_a<1 + index>)
     rel = [F.col(_aggregate_column(1 + i)).alias(name) for name, i in op.payload]
     if rank.window is not None:
@@ -533,7 +549,10 @@ def _project_rank(
     rel.append(F.col(_aggregate_column(0)).alias(P.RANK_COLUMN))
     ranked = rows.select(*keep, *rel).select(*keep, *_projection(rank.inner))
     if rank.condition is not None:
-        ranked = ranked.where(F.expr(rank.condition.sql))
+        condition = F.expr(rank.condition.sql)
+        if markers:
+            condition = (F.col(KIND) == MARKER) | F.coalesce(condition, F.lit(False))
+        ranked = ranked.where(condition)
     return ranked.select(*_projection(rank.output), *keep)
 
 

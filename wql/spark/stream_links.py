@@ -162,7 +162,7 @@ def run_segments(
         if n:
             reads_last = a == len(stages) - 1 and not feeds_on
             df, groups = _across(
-                stages[a - 1],  # type: ignore[arg-type]  # a view: never a rank (planned)
+                stages[a - 1],
                 ops[a - 1],
                 stages[a],
                 ops[a],
@@ -225,7 +225,7 @@ def _feed_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def _across(
-    up: P.Query,
+    up: P.OperatorStage,
     up_op: OperatorPlan,
     down: P.OperatorStage,
     op: OperatorPlan,
@@ -241,7 +241,10 @@ def _across(
     partition keys (plain copies of view keys, which the markers carry too);
     ``flag_where``: the reader is the query, whose counters count the rows its WHERE
     rejects (else Spark drops them: a middle query's own stream counts them)."""
-    rows = L.linked_view_rows(up, up_op, fed, (L.KIND, *TAGS))
+    if isinstance(up, P.WindowRank):
+        rows = L.linked_rank_rows(up, up_op, fed, (L.KIND, *TAGS))
+    else:
+        rows = L.linked_view_rows(up, up_op, fed, (L.KIND, *TAGS))
     is_row = F.col(L.KIND) == L.RESULT
     keep = is_row
     if down.filter is not None:
