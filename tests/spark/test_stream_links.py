@@ -183,7 +183,7 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
     # runs every operator) survives in the checkpoint: files 0-3, stop, then the rest
     # and the end of input from the same checkpoint
     folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    names = ["busy", "on_time", "three", "crowded_top", "auction_top"]
+    names = ["busy", "on_time", "three", "crowded_top", "auction_top", "top_pairs"]
     write_files(folder, range(4))
     first, _ = stream_queries(spark, text(folder), names, out, ck, drain=False)
     write_files(folder, range(4, len(files())))
