@@ -38,8 +38,8 @@ before made (its markers) and the join processor sees every source row; a
 rise a segment misses (a later operator's timer) fires nothing in it, and a
 row its view fires later at a timer at ``T`` has a window whose end - 1 (its
 ``window_time``) is at least ``T``, so it is late for no join window at
-either watermark (the planner refuses a window table over the view that is
-windowed by anything but the view's ``window_time`` or ``window_end``). The
+either watermark (a window table over a view is windowed by the view's
+``window_time``: the binder's rule). The
 join's counters are its own (the view rows it took, after ``HAVING``, as in
 batch); each view streams on its own with its counters.
 """
