@@ -6,6 +6,7 @@ joined is late."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from typing import Any
@@ -15,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wql.runtime.assigners import SlidingWindows, TumblingWindows
-from wql.runtime.join import JoinConfig, JoinSide, WindowJoinOperator, as_timestamp
+from wql.runtime.join import (
+    FINAL,
+    LEFT_PARTNERS,
+    JoinConfig,
+    JoinSide,
+    WindowJoinOperator,
+    as_timestamp,
+)
 from wql.runtime.operator_factory import make_operator
 from wql.runtime.windows import MIN_TIME
 
@@ -180,3 +188,92 @@ def test_the_operator_equals_the_reference_across_a_restore(kind, steps, restore
     assert op.counters.rows_emitted == emitted
     assert op.counters.dropped.get("late", 0) == late
     assert op.counters.rows_in == sum(1 for s in steps if s[0] != "wm")
+
+
+def _on(lrow: tuple, rrow: tuple) -> bool:
+    """ON's conditions besides the equalities, for the partners tests: a comparison of
+    both sides' columns (an even row number, or the right key 'a')."""
+    return lrow[1] % 2 == 0 or rrow[0] == "a"
+
+
+def _equal(lrow: tuple, rrow: tuple) -> bool:
+    return lrow[0] is not None and rrow[0] == lrow[0] and rrow[1:3] == lrow[2:4]
+
+
+def _with_partners(kind: str, rows: list[tuple]) -> Counter:
+    """What the stream host makes of rows with partners (``layout._with_partners`` in
+    Spark): a left row's partners ON matches as pairs (LEFT, FULL), a right row's
+    (RIGHT), each row no partner matches padded with NULLs once."""
+    out: Counter = Counter()
+    for row in rows:
+        *joined, what, partners = row
+        if what == FINAL:
+            out[tuple(joined)] += 1
+        elif what == LEFT_PARTNERS:
+            left = tuple(joined[:5])
+            matched = [p for p in partners if _on(left, p)]
+            out.update(left + p for p in matched)
+            out[left + (None,) * 3] += not matched
+        else:
+            right = tuple(joined[5:])
+            matched = [p for p in partners if _on(p, right)]
+            if kind == "RIGHT":
+                out.update(p + right for p in matched)
+            out[(None,) * 5 + right] += not matched
+    return +out
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "RIGHT", "FULL"])
+@settings(max_examples=60, deadline=None)
+@given(steps=ROWS, restore_at=st.integers(0, 40))
+def test_partners_give_the_outer_join_on_its_whole_on(kind, steps, restore_at):
+    """An outer join whose ON has more than equalities (``JoinConfig.partners``): the
+    rows with partners, picked by the whole ON, are the join by definition (nested loops
+    over each window's rows on the whole ON), across a snapshot and restore."""
+    cfg = dataclasses.replace(config(kind, SlidingWindows(20, 10)), partners=True)
+    op = WindowJoinOperator(cfg)
+    rows: list[tuple] = []
+    held: dict[tuple[int, int], tuple[list, list]] = {}
+    wm = MIN_TIME
+    for i, (what, t, key) in enumerate(steps):
+        if i == restore_at:
+            saved = [(k, op.snapshot_key(k)) for k in op.active_keys()]
+            counters, watermark = op.counters, op.watermark
+            op = WindowJoinOperator(cfg)
+            op.counters, op.watermark = counters, watermark
+            for k, data in saved:
+                op.restore_key(k, data)
+        if what == "wm":
+            op.advance_watermark(t)
+            wm = max(wm, t)
+        elif what == "row0":
+            op.process_side(0, None, t, (key, i, None, None, None))
+            for w in SlidingWindows(20, 10).assign_windows(t, ()):
+                if w.end - 1 > wm:
+                    window = (as_timestamp(w.start), as_timestamp(w.end))
+                    row = (key, i, *window, as_timestamp(w.end - 1))
+                    held.setdefault((w.start, w.end), ([], []))[0].append(row)
+        else:
+            start = t // 10 * 10
+            op.process_side(1, (start, start + 20), None, view_row(key, start, start + 20))
+            if start + 19 > wm:
+                held.setdefault((start, start + 20), ([], []))[1].append(
+                    view_row(key, start, start + 20)
+                )
+        rows += op.drain()
+    op.end_of_input()
+    rows += op.drain()
+    expected: Counter = Counter()
+    for left, right in held.values():
+        for lrow in left:
+            hits = [r for r in right if _equal(lrow, r) and _on(lrow, r)]
+            if kind != "RIGHT":
+                expected.update(lrow + r for r in hits)
+                expected[lrow + (None,) * 3] += not hits
+        if kind in ("RIGHT", "FULL"):
+            for r in right:
+                hits = [lrow for lrow in left if _equal(lrow, r) and _on(lrow, r)]
+                if kind == "RIGHT":
+                    expected.update(lrow + r for lrow in hits)
+                expected[(None,) * 5 + r] += not hits
+    assert _with_partners(kind, rows) == +expected

@@ -5,8 +5,9 @@ The streams are the burst files of the stream pipeline tests
 a file holding the rest of one burst and the first row of the next), so the
 watermark rises at the same places as in batch replay and a drained stream's
 join equals the batch join (docs/streaming.md, "Window joins"). The joins of
-JOINS run together, in one stream over the burst files that their tests share
-(the ``drained`` fixture).
+each group of GROUPS run together, in one stream over the burst files that
+their tests share (the ``drained`` fixture: a few streaming queries at a
+time, each with its Python workers).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from tests.spark.stream_helpers import (
     stream_query,
     write_files,
 )
-from wql.errors import WqlUnsupportedError
 from wql.spark.stream_sinks import read_output
 
 pytestmark = pytest.mark.spark
@@ -99,6 +99,81 @@ FROM TABLE(TUMBLE(TABLE per, DESCRIPTOR(wt), INTERVAL '10' SECOND)) AS a
 RIGHT JOIN per10 AS b ON a.window_start = b.window_start AND a.window_end = b.window_end
     AND a.auction = b.auction;
 """,
+    # sides read through Spark SQL (docs/streaming.md, "Window joins"): a view with
+    # HAVING in a FULL join with a view the join processor runs
+    "having_side": HIGH_AND_LOW
+    + """
+CREATE VIEW busy_high AS
+SELECT auction, window_start, window_end, COUNT(*) AS num, SUM(price) AS total
+FROM bids WHERE price >= 5 GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)
+HAVING COUNT(*) > 1;
+CREATE VIEW having_side AS
+SELECT COALESCE(h.auction, l.item) AS auction, h.window_start AS hs, h.num AS high,
+    h.total, l.num AS low
+FROM busy_high AS h FULL JOIN low AS l
+    ON h.auction = l.item AND h.window_start = l.window_start
+    AND h.window_end = l.window_end;
+""",
+    # a window table LEFT JOIN a view column the view computes
+    "computed_side": """
+CREATE VIEW doubled_counts AS
+SELECT auction, window_start, window_end, COUNT(*) * 2 AS twice
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+CREATE VIEW computed_side AS
+SELECT b.auction, b.price, b.window_start, c.twice
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+LEFT JOIN doubled_counts AS c
+    ON b.auction = c.auction AND b.window_start = c.window_start
+    AND b.window_end = c.window_end;
+""",
+    # both sides cut: a window table over a view with HAVING, FULL JOIN a view whose
+    # pipeline has a link in Spark SQL (a WHERE over its view)
+    "cut_sides": """
+CREATE VIEW per_busy AS
+SELECT auction, window_time AS wt, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '5' SECOND) HAVING COUNT(*) > 1;
+CREATE VIEW per5 AS
+SELECT auction, window_time, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '5' SECOND);
+CREATE VIEW sums AS
+SELECT auction, window_start, window_end, SUM(num) AS n
+FROM per5 WHERE top > 2 GROUP BY auction, TUMBLE(window_time, INTERVAL '10' SECOND);
+CREATE VIEW cut_sides AS
+SELECT COALESCE(a.auction, s.auction) AS auction, a.wt, a.top, s.n, s.window_end
+FROM TABLE(TUMBLE(TABLE per_busy, DESCRIPTOR(wt), INTERVAL '10' SECOND)) AS a
+FULL JOIN sums AS s ON a.window_start = s.window_start AND a.window_end = s.window_end
+    AND a.auction = s.auction;
+""",
+    # outer joins whose ON has conditions other than column equalities: the processor
+    # gives each row of an outer side with its equality matches, Spark picks the pairs
+    # the whole ON matches and the unmatched rows (partitioned by auction)
+    "left_residual": HIGH_AND_LOW
+    + """
+CREATE VIEW left_residual AS
+SELECT b.auction, b.price, b.window_start, h.num, h.total
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+LEFT JOIN high AS h ON b.auction = h.auction AND b.window_start = h.window_start
+    AND b.window_end = h.window_end AND b.price * h.num > h.total / 2;
+""",
+    # a FULL join on the windows and a comparison (one group)
+    "full_residual": HIGH_AND_LOW
+    + """
+CREATE VIEW full_residual AS
+SELECT h.auction, h.window_start AS hs, h.num AS high, l.item, l.window_end AS le, l.num AS low
+FROM high AS h FULL JOIN low AS l
+    ON h.window_start = l.window_start AND h.window_end = l.window_end AND h.num >= l.num;
+""",
+    # a RIGHT join with a residual ON over a view with HAVING (read through Spark SQL)
+    "right_residual": """
+CREATE VIEW busy_counts AS
+SELECT auction, window_start, window_end, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND) HAVING COUNT(*) > 1;
+CREATE VIEW right_residual AS
+SELECT b.auction, b.price, c.auction AS counted, c.num
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND)) AS b
+RIGHT JOIN busy_counts AS c ON b.auction = c.auction AND b.window_start = c.window_start
+    AND b.window_end = c.window_end AND b.price > 3 * c.num;
+""",
     # INNER with an ON condition that is no equality (Spark applies it after the join)
     "residual": HIGH_AND_LOW
     + """
@@ -116,11 +191,21 @@ def text(name: str, folder: Path, stream: bool = True) -> str:
     return SOURCE.format(path=folder, options=options) + JOINS[name]
 
 
-def every_join(folder: Path, stream: bool = True) -> str:
-    """Every join of JOINS in one text, each view defined once."""
+#: The joins streamed together: those the join processor runs alone, those with a side
+#: read through Spark SQL, those outer on more than equalities.
+GROUPS = (
+    ("full", "highest", "left", "residual", "table_over_view"),
+    ("computed_side", "cut_sides", "having_side"),
+    ("full_residual", "left_residual", "right_residual"),
+)
+
+
+def every_join(folder: Path, stream: bool = True, names=tuple(JOINS)) -> str:
+    """Every join of ``names`` (of JOINS) in one text, each view defined once."""
     options = ", maxFilesPerTrigger = '1'" if stream else ""
     body = ""
-    for join in JOINS.values():
+    for name in names:
+        join = JOINS[name]
         body += join.replace(HIGH_AND_LOW, "") if HIGH_AND_LOW in body else join
     return SOURCE.format(path=folder, options=options) + body
 
@@ -131,17 +216,21 @@ def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = Tr
 
 @pytest.fixture(scope="module")
 def drained(spark, tmp_path_factory):
-    """Every join streamed together over every burst file, drained (one stream for the
-    module), and in batch: (streamed rows, stream counters, batch rows, batch counters)."""
-    base = tmp_path_factory.mktemp("joins")
-    write_files(base / "in", range(len(files())))
-    names = sorted(JOINS)
-    streamed, sinks = stream_queries(
-        spark, every_join(base / "in"), names, base / "out", base / "ck"
-    )
-    counters = sinks.counters(spark)
-    expected, batch_counters = batch_queries(spark, every_join(base / "in", stream=False), names)
-    return streamed, counters, expected, batch_counters
+    """Every join streamed over every burst file, drained, a group of GROUPS per stream,
+    and in batch: (streamed rows, stream counters, batch rows, batch counters)."""
+    out: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})
+    for group in GROUPS:
+        base = tmp_path_factory.mktemp("joins")
+        write_files(base / "in", range(len(files())))
+        names = list(group)
+        text_ = every_join(base / "in", names=names)
+        streamed, sinks = stream_queries(spark, text_, names, base / "out", base / "ck")
+        counters = sinks.counters(spark)
+        batch_text = every_join(base / "in", stream=False, names=names)
+        expected, batch_counters = batch_queries(spark, batch_text, names)
+        for whole, part in zip(out, (streamed, counters, expected, batch_counters), strict=True):
+            whole.update({name: part[name] for name in names})
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(JOINS))
@@ -195,15 +284,23 @@ def test_a_window_table_row_behind_the_watermark_is_late_and_counted(spark, tmp_
 
 
 @pytest.mark.slow
-def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
+@pytest.mark.parametrize("name", ["full", "cut_sides", "full_residual"])
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(
+    spark, tmp_path, drained, name
+):
+    # cut_sides: both sides' pipelines run in stateful operators before the join's,
+    # each with its state in the checkpoint (rows between them never outlive a batch)
     folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_files(folder, range(4))
-    first, _ = stream(spark, "full", folder, out, ck, drain=False)
+    first, _ = stream(spark, name, folder, out, ck, drain=False)
     write_files(folder, range(4, len(files())))
-    resumed, _ = stream(spark, "full", folder, out, ck)
-    expected = drained[2]["full"]  # the batch join of the same files
+    resumed, sinks = stream(spark, name, folder, out, ck)
+    expected = drained[2][name]  # the batch join of the same files
     assert 0 < sum(first.values()) < sum(expected.values())
     assert resumed == expected
+    got, counters = sinks.counters(spark)[name], drained[3][name]
+    for key in ("rows_in", "rows_filtered", "rows_fired", "dropped"):
+        assert got[key] == counters[key], key
 
 
 @pytest.mark.slow
@@ -225,24 +322,29 @@ def test_nexmark_joins_stream_to_their_expected_rows(spark, tmp_path, stem):
         assert (got_header, got) == (header, want), name
 
 
-def test_what_the_join_processor_cannot_run_is_refused_at_its_clause():
-    def refused(body: str, at: str, what: str) -> None:
-        full = SOURCE.format(path="in", options="") + body
-        line = next(i for i, t in enumerate(full.splitlines(), 1) if at in t)
-        with pytest.raises(WqlUnsupportedError, match=what) as e:
-            wql.compile(full, streaming=True)
-        assert e.value.span is not None and e.value.span.line == line, what
-        wql.compile(full)  # batch runs it
+def test_sides_read_through_spark_sql_are_cut_and_outer_residuals_take_partners():
+    # a view's HAVING, a column the view computes, a link in Spark SQL in a side's
+    # pipeline: the side's pipeline runs before the join's operator, in one group
+    program = wql.compile(every_join(Path("in")), streaming=True).program
+    for name, cut in (("having_side", [True, False]), ("computed_side", [False, True])):
+        how = program.view(name).engine.stream
+        assert [side.sql for side in how.sides] == cut, name
+        assert not how.partition_text and "through Spark SQL" in how.serial, name
+    assert [side.sql for side in program.view("cut_sides").engine.stream.sides] == [True, True]
+    assert [side.sql for side in program.view("full").engine.stream.sides] == [False, False]
+    # an outer join's ON with a condition that is no equality of two columns: the whole
+    # ON over each row of an outer side and a partner (the other side's struct)
+    partners = {
+        name: program.view(name).engine.stream.partners
+        for name in ("left_residual", "full_residual", "right_residual", "residual")
+    }
+    assert partners["residual"] == ("", "")  # INNER: the residual filters the pairs
+    assert partners["left_residual"][0] and not partners["left_residual"][1]
+    assert not partners["right_residual"][0] and partners["right_residual"][1]
+    assert all(partners["full_residual"])
+    assert "__wql_p.__wql_r3" in partners["left_residual"][0]  # h.num of a partner
+    assert program.view("left_residual").engine.stream.partition_text == ("b.auction = h.auction",)
 
-    # an outer join's ON with a condition that is no equality of two columns
-    outer = JOINS["residual"].replace("JOIN low", "LEFT JOIN low")
-    refused(outer, "ON h.window_start", "other than equalities")
-    # a view's HAVING (Spark SQL over its rows)
-    having = JOINS["full"].replace(
-        "GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);\nCREATE VIEW low",
-        "GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND)\nHAVING COUNT(*) > 1;\nCREATE VIEW low",
-    )
-    refused(having, "HAVING COUNT(*) > 1", "which has HAVING")
-    # a view column the join reads that the view computes
-    computed = JOINS["full"].replace("SUM(price) AS total", "SUM(price) * 2 AS total")
-    refused(computed, "FROM high AS h", "which computes it")
+
+def test_the_groups_stream_every_join_once():
+    assert sorted(name for group in GROUPS for name in group) == sorted(JOINS)

@@ -1,11 +1,12 @@
 """Stream pipelines whose links need Spark SQL, against batch replay.
 
 A reader's WHERE over a view, a view's HAVING, a computed column a reader
-reads: the pipeline is cut there into Spark stateful operators with Spark's
-projection between them (wql/spark/stream_links.py, docs/streaming.md "Links
-in Spark SQL"). The streams read the burst files of
-tests/spark/test_stream_pipelines.py (the same watermark rises as batch
-replay); drained, every pipeline's rows and counters equal the batch run's.
+reads (by an aggregate or a window rank): the pipeline is cut there into
+Spark stateful operators with Spark's projection between them
+(wql/spark/stream_links.py, docs/streaming.md "Links in Spark SQL"). The
+streams read the burst files of tests/spark/test_stream_pipelines.py (the
+same watermark rises as batch replay); drained, every pipeline's rows and
+counters equal the batch run's.
 """
 
 from __future__ import annotations
@@ -82,9 +83,55 @@ FROM middle GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
 CREATE VIEW twice_cut AS
 SELECT window_start, SUM(num) AS bids, COUNT(*) AS rows_read
 FROM middle WHERE num > 1 GROUP BY TUMBLE(window_time, INTERVAL '40' SECOND);
+
+-- window ranks over a view through Spark SQL: a Top-N over a view with HAVING (one
+-- order over every key: one group)
+CREATE VIEW crowded_windows AS
+SELECT auction, window_start, window_end, COUNT(*) AS num, MAX(price) AS top
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND) HAVING COUNT(*) > 1;
+CREATE VIEW crowded_top AS
+SELECT auction, num, top, window_start, window_end
+FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+      ORDER BY num DESC, auction) AS rn FROM crowded_windows)
+WHERE rn <= 2;
+
+-- a RANK() Top-N whose WHERE filters the view's rows (counted) and whose ORDER BY is
+-- computed from view columns
+CREATE VIEW picky_top AS
+SELECT auction, num, top, window_start, place
+FROM (SELECT *, RANK() OVER (PARTITION BY window_start, window_end
+      ORDER BY top * num DESC) AS place FROM per_auction WHERE num > 1)
+WHERE place <= 1;
+
+-- a Top-N per auction (partitioned by auction) with WHERE
+CREATE VIEW auction_top AS
+SELECT auction, window_start, num
+FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, auction
+      ORDER BY num DESC) AS rn FROM per_auction WHERE top > 3)
+WHERE rn <= 1;
+
+-- a deduplication over a view's computed column: the first row each window fires
+CREATE VIEW shouted AS
+SELECT UPPER(auction) AS name, window_start, window_end, window_time, COUNT(*) AS num
+FROM bids GROUP BY auction, TUMBLE(ts, INTERVAL '10' SECOND);
+CREATE VIEW first_shouted AS
+SELECT name, num, window_start
+FROM shouted
+QUALIFY ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY window_time) = 1;
+
+-- queries over a window rank (its ranked relation, outer WHERE and SELECT in Spark):
+-- the ranked rows in pairs, in the order they fire (cut twice: HAVING, the rank)
+CREATE VIEW top_pairs AS
+SELECT COLLECT_LIST(auction) AS auctions, SUM(num) AS bids
+FROM crowded_top GROUP BY COUNT_WINDOW(2);
+-- per auction, over a Top-N per auction whose view is read through WHERE
+CREATE VIEW top_rollup AS
+SELECT auction, MAX(num) AS most, COUNT(*) AS ranked
+FROM auction_top GROUP BY auction, COUNT_WINDOW(2);
 """
 )
 NAMES = ["busy", "crowded_rollup", "doubled", "pairs", "on_time", "three", "twice_cut"]
+RANKS = ["crowded_top", "picky_top", "auction_top", "first_shouted", "top_pairs", "top_rollup"]
 COUNTED = ("rows_in", "rows_filtered", "rows_fired", "late_rows", "dropped")
 
 
@@ -99,21 +146,22 @@ def drained(spark, tmp_path_factory):
     stream counters, batch rows, batch counters)."""
     base = tmp_path_factory.mktemp("links")
     write_files(base / "in", range(len(files())))
-    streamed, sinks = stream_queries(spark, text(base / "in"), NAMES, base / "out", base / "ck")
-    expected, counters = batch_queries(spark, text(base / "in", stream=False), NAMES)
+    names = NAMES + RANKS
+    streamed, sinks = stream_queries(spark, text(base / "in"), names, base / "out", base / "ck")
+    expected, counters = batch_queries(spark, text(base / "in", stream=False), names)
     return streamed, sinks.counters(spark), expected, counters
 
 
 def test_the_links_need_spark_sql_and_the_pipelines_are_cut_there(tmp_path):
     program = wql.compile(text(tmp_path), streaming=True).program
-    for name in NAMES:
+    for name in NAMES + RANKS:
         how = program.view(name).engine.stream
         assert any(link.sql for link in how.links), name
     explained = wql.compile(text(tmp_path), streaming=True).explain()
     assert "stateful operators in one streaming query, cut where" in explained
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + RANKS)
 def test_a_drained_linked_pipeline_equals_the_batch_pipeline(drained, name):
     streamed, stream_counters, expected, batch_counters = drained
     assert sum(expected[name].values()) >= 1, name
@@ -135,7 +183,7 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
     # runs every operator) survives in the checkpoint: files 0-3, stop, then the rest
     # and the end of input from the same checkpoint
     folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    names = ["busy", "on_time", "three"]
+    names = ["busy", "on_time", "three", "crowded_top", "auction_top", "top_pairs"]
     write_files(folder, range(4))
     first, _ = stream_queries(spark, text(folder), names, out, ck, drain=False)
     write_files(folder, range(4, len(files())))

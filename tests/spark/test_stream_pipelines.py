@@ -32,7 +32,6 @@ from tests.spark.stream_helpers import (
     stream_query,
     write_files,
 )
-from wql.errors import WqlUnsupportedError
 
 pytestmark = pytest.mark.spark
 
@@ -150,7 +149,7 @@ def test_wql_run_stream_drain_runs_a_rollup_to_hand_derived_rows(spark, tmp_path
     assert got == ROLLUP_ROWS
 
 
-def test_links_in_spark_sql_cut_the_pipeline_and_what_a_cut_cannot_run_is_refused(tmp_path):
+def test_links_in_spark_sql_cut_the_pipeline_and_a_query_over_a_rank_is_cut_too(tmp_path):
     # a view's HAVING (Spark SQL over its rows) and a reader's expression over view
     # columns: the pipeline is cut there into two stateful operators, with Spark SQL
     # between them (tests/spark/test_stream_links.py runs such streams against batch)
@@ -160,16 +159,19 @@ def test_links_in_spark_sql_cut_the_pipeline_and_what_a_cut_cannot_run_is_refuse
     INTERVAL '10' SECOND) HAVING COUNT(*) > 1;""",
     ) + PIPELINES["rollup"].replace(PER_AUCTION, "")
     expression = PIPELINES["rollup"].replace("SUM(num)", "SUM(num * 2)")
-    for body in (having, expression):
-        program = wql.compile(SOURCE.format(path=tmp_path, options="") + body, streaming=True)
-        how = program.program.view("rollup").engine.stream
-        assert [link.sql for link in how.links] == [True]
-    # a window rank takes its view's rows as they are, in the pipeline's processor: a
-    # rank over a view with HAVING is refused, positioned at the rank's FROM
+    # a window rank over a view with HAVING is cut too: it ranks the view's own windows
     hot = having + PIPELINES["hot"].replace(PER_AUCTION, "")
-    full = SOURCE.format(path=tmp_path, options="") + hot
-    line = next(i for i, t in enumerate(full.splitlines(), 1) if "FROM per_auction)" in t)
-    with pytest.raises(WqlUnsupportedError, match="window rank 'hot' reads view") as e:
-        wql.compile(full, streaming=True)
-    assert e.value.span is not None and e.value.span.line == line
-    assert "takes its view's rows as they are" in e.value.message
+    # and a query over a rank: the rank's outer WHERE and SELECT run in Spark
+    over = (
+        hot + "CREATE VIEW hot_pairs AS SELECT COUNT(*) AS n FROM hot GROUP BY COUNT_WINDOW(2);\n"
+    )
+    cases = (
+        (having, "rollup", 1),
+        (expression, "rollup", 1),
+        (hot, "hot", 1),
+        (over, "hot_pairs", 2),
+    )
+    for body, reader, cuts in cases:
+        program = wql.compile(SOURCE.format(path=tmp_path, options="") + body, streaming=True)
+        how = program.program.view(reader).engine.stream
+        assert [link.sql for link in how.links] == [True] * cuts, reader

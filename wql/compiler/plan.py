@@ -1643,6 +1643,12 @@ class JoinInput:
     event_time: int | None = None
     #: the operator plans of ``chain``, built once at planning
     ops: tuple[OperatorPlan, ...] = field(default=(), compare=False, repr=False)
+    #: the side reads its view through Spark SQL (the view's HAVING or a column it
+    #: computes, or a link of its pipeline that needs Spark SQL): its pipeline runs in
+    #: stateful operators of its own before the join's (docs/streaming.md, "Window
+    #: joins"), and ``source_columns`` then names the view column each side column
+    #: reads (``fields`` are all None)
+    sql: bool = False
 
 
 @dataclass(frozen=True)
@@ -1668,6 +1674,12 @@ class StreamJoin:
     partition_text: tuple[str, ...] = ()
     #: why the join runs in one group (a join that is not partitioned)
     serial: str = ""
+    #: an outer join with ``residual``: its whole ON as Spark SQL over a left row and a
+    #: right partner (``__wql_p``, a struct of the right side's columns), and over a right
+    #: row and a left partner ("" where the join kind needs no such side): the processor
+    #: gives each row of an outer side with the rows it matches on ``equi``, and Spark
+    #: keeps the pairs ON matches, or the row unmatched (docs/streaming.md, "Window joins")
+    partners: tuple[str, str] = ("", "")
 
 
 #: How an operator stage runs on a stream.

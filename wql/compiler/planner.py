@@ -156,7 +156,8 @@ def _cut_pipeline(chain: tuple[P.Stage, ...], how: P.StreamChain, order: str) ->
     return (
         f"runs on a stream as {len(segments)} stateful operators in one streaming query, cut "
         f"where a link needs Spark SQL ({'; '.join(cuts)}: the view's HAVING and SELECT, "
-        "the reader's WHERE, keys and inputs run in Spark between them); they hold the "
+        "or a window rank's outer WHERE and SELECT, and the reader's WHERE, keys and "
+        "inputs run in Spark between them); they hold the "
         f"operators of {held}, {grouping}; a processor tags the rows it fires with the "
         "watermark rise that fired them and the next one takes them before that rise, "
         f"{order}"
@@ -184,11 +185,30 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
             f"the join, for the rows of that value (rows of different values never match); "
             f"{order}"
         )
+    elif any(how.sql for how in plan.sides):
+        cut = " and ".join(
+            f"view {s.source.view}" for s, how in zip(q.sides, plan.sides, strict=True) if how.sql
+        )
+        text = (
+            f"runs on a stream in the join processor, after the pipeline of {cut} runs as "
+            "stateful operators of its own (the view's HAVING and SELECT, and any link of "
+            "its pipeline that needs Spark SQL, run in Spark between them and the join): ONE "
+            "stateful processor holds the join and the pipelines of the other view sides, "
+            f"for all keys (parallelism 1: {plan.serial}); a view's rows carry the watermark "
+            f"rise that fired them, and {order}"
+        )
     else:
         text = (
             f"runs on a stream in the join processor: ONE stateful processor holds {sides} "
             "(each view with its pipeline) and the join, for all keys (parallelism 1: "
             f"{plan.serial}); {order}"
+        )
+    if any(plan.partners):
+        text += (
+            f"; ON's conditions besides its equalities are Spark SQL over each row of the "
+            f"{q.kind.value} join's outer side(s) and the rows it matches on the equalities, "
+            "which the processor gives with it: Spark keeps the pairs the whole ON matches, "
+            "and the row unmatched when none does"
         )
     how = P.Reason(text, q.span)
     return dataclasses.replace(choice, reasons=(*choice.reasons, how))

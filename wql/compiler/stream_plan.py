@@ -30,12 +30,13 @@ the pipeline is cut there into Spark stateful operators with Spark's
 projection between them (:mod:`wql.spark.stream_links`, docs/streaming.md
 "Links in Spark SQL"), exact when the reader is a windowed aggregate whose
 event time is the view's ``window_time`` or ``window_end`` (or who has
-none). Everywhere: a window rank is the last stage and takes its view's rows
-as they are; no stage uses processing time (a pipeline's global sequence is
-made of event-time rises, docs/architecture.md "Contract: pipelines"). What
-is left is refused with a positioned error that says why: a second
-evaluator of Spark SQL whose semantics could drift from Spark's is not
-worth the reach.
+none), or a window rank (which ranks the view's own windows, late by their
+end); a query that reads a window rank always reads it so (a rank's rows
+have no event time). Everywhere: no stage uses processing time (a
+pipeline's global sequence is made of event-time rises, docs/architecture.md
+"Contract: pipelines"). What is left is refused with a positioned error that
+says why: a second evaluator of Spark SQL whose semantics could drift from
+Spark's is not worth the reach.
 """
 
 from __future__ import annotations
@@ -214,19 +215,10 @@ def _link(
     up: P.OperatorStage, down: P.OperatorStage, up_op: OperatorPlan, op: OperatorPlan, last: bool
 ) -> P.Link:
     if isinstance(up, P.WindowRank):
-        raise _refuse(
-            f"query {down.name!r} reads the window rank {up.name!r}; on a stream a window "
-            "rank runs as the last stage of a pipeline only",
-            down.source.span,
-            "run the pipeline in batch",
-        )
-    if isinstance(down, P.WindowRank) and not last:
-        raise _refuse(
-            f"window rank {down.name!r} is read by another query; on a stream a window rank "
-            "runs as the last stage of a pipeline only",
-            down.span,
-            "run the pipeline in batch",
-        )
+        # the rank's ranked relation, outer WHERE or QUALIFY and SELECT are Spark SQL; a
+        # rank's rows have no event time (the binder's rule), so its reader is windowed
+        # by count or not at all and is behind no skipped rise
+        return _sql_link(up, down, op, {})
     # the binder refuses a view of an OVER aggregation (binder/views.py)
     assert isinstance(up, P.Query), type(up).__name__
     columns = _copied(up, up_op)
@@ -272,7 +264,7 @@ def _copied_link(
 
 
 def _sql_link(
-    up: P.Query,
+    up: P.OperatorStage,
     down: P.OperatorStage,
     op: OperatorPlan,
     columns: dict[str, tuple[P.FieldSource, WqlType]],
@@ -280,7 +272,7 @@ def _sql_link(
     """A link that Spark SQL evaluates between two stateful operators (the view's HAVING
     and SELECT, the reader's WHERE, keys and inputs; docs/streaming.md, "Links in Spark
     SQL"), or a positioned refusal of what such a cut cannot run exactly."""
-    if up.changelog is not None:
+    if isinstance(up, P.Query) and up.changelog is not None:
         raise _refuse(
             f"query {down.name!r} reads the changelog view {up.name!r} through Spark SQL "
             "(a HAVING, WHERE or computed column); on a stream a changelog view's rows "
@@ -289,14 +281,8 @@ def _sql_link(
             "run the pipeline in batch",
         )
     if isinstance(down, P.WindowRank):
-        raise _refuse(
-            f"window rank {down.name!r} reads view {up.name!r} through Spark SQL (a HAVING, "
-            "WHERE or computed column): on a stream a window rank takes its view's rows as "
-            "they are, in the pipeline's processor",
-            down.source.span,
-            "filter in the view's source query or the rank's outer WHERE, or run the "
-            "pipeline in batch",
-        )
+        assert isinstance(up, P.Query)  # the binder's rule: a rank reads a window aggregate
+        return _sql_rank_link(up, down, op, columns)
     et = down.source.event_time
     # a view's event time is the window_time it selects (the binder's rule): a row a
     # timer at T fires is then not behind T, what a cut needs (docs/streaming.md)
@@ -310,6 +296,33 @@ def _sql_link(
             et.span or down.source.span,
             "window the reader by the view's window_time, or run the pipeline in batch",
         )
+    return P.Link(_sql_keys(op, columns), (), bound, sql=True)
+
+
+def _sql_rank_link(
+    up: P.Query,
+    down: P.WindowRank,
+    op: OperatorPlan,
+    columns: dict[str, tuple[P.FieldSource, WqlType]],
+) -> P.Link:
+    """A window rank's link in Spark SQL: the rank places a row in the window its view
+    row names (the view's ``window_start`` and ``window_end`` as they are: the binder's
+    rule) and is late by that window's end, so a row its view fires at a timer at ``T``
+    is behind no rise before ``T`` (its window's max timestamp is at least ``T``): what
+    a reader's event time of ``window_time`` or ``window_end`` gives any other reader
+    across a cut (docs/streaming.md, "Links in Spark SQL")."""
+    # the binder's rule (a rank over a view partitions by the view's window bounds)
+    assert _window_bound(columns, down.window_bounds[1]) == EMIT_WINDOW_END, down.name
+    et = down.source.event_time
+    bound = _window_bound(columns, et.column) if et is not None else None
+    return P.Link(_sql_keys(op, columns), (), bound, sql=True)
+
+
+def _sql_keys(
+    op: OperatorPlan, columns: dict[str, tuple[P.FieldSource, WqlType]]
+) -> tuple[P.LinkField, ...]:
+    """A reader's keys across a link in Spark SQL: the view key each copies as its
+    value, or a field Spark computes."""
     keys = []
     for k in op.keys:
         ref = k.expr.column_ref
@@ -318,7 +331,7 @@ def _sql_link(
             keys.append(P.LinkField(target[0], "value", target[1]))
         else:
             keys.append(P.LinkField(("sql",), "value", k.type))
-    return P.Link(tuple(keys), (), bound, sql=True)
+    return tuple(keys)
 
 
 def _window_bound(columns: dict[str, tuple[P.FieldSource, WqlType]], column: str) -> int | None:
@@ -363,11 +376,6 @@ _EQUI_FAMILIES = (
     frozenset({"BOOLEAN"}),
     frozenset({"TIMESTAMP"}),
     frozenset({"DATE"}),
-)
-_JOIN_SUPPORTED = (
-    "on a stream a window join runs in one stateful processor with both sides' pipelines: "
-    "each side is a window table over the source, or a view that copies its keys, window "
-    "columns and aggregates as they are"
 )
 
 
@@ -415,18 +423,27 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
             continue
         residual.append(to_sql(term))
         shown.append(to_sql(term.transform(lambda n: _user_name(n, names))))
+    partners = ("", "")
     if residual and join.kind is not P.JoinKind.INNER:
-        raise _refuse(
-            f"query {join.name!r} is a {join.kind.value} window join whose ON has conditions "
-            f"other than equalities of one column of each side ({', '.join(shown)}): on a "
-            "stream the join processor matches rows on such equalities only, and an outer "
-            "join's unmatched rows depend on the whole ON",
-            join.on.span or join.span,
-            "compare columns of the same type with =, filter in a side's view, or run the "
-            "join in batch",
+        # an outer join's unmatched rows depend on the whole ON: Spark evaluates it over
+        # each row of an outer side and the rows it matches on the equalities
+        on = join.on.sql
+        partners = (
+            _over_partner(on, right) if join.kind is not P.JoinKind.RIGHT else "",
+            _over_partner(on, left) if join.kind is not P.JoinKind.LEFT else "",
         )
-    refs, text, serial = _join_partition(join, sides, equi, memo)
-    return P.StreamJoin(sides, tuple(equi), tuple(residual), refs, text, serial)
+    cut = [side for side, how in zip(join.sides, sides, strict=True) if how.sql]
+    if cut:
+        views = " and ".join(f"view {side.source.view}" for side in cut)
+        refs: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = ((), ())
+        text: tuple[str, ...] = ()
+        serial = (
+            f"the join reads {views} through Spark SQL (a HAVING, WHERE or computed column): "
+            "the stateful operators before the join run in one group each, as the join does"
+        )
+    else:
+        refs, text, serial = _join_partition(join, sides, equi, memo)
+    return P.StreamJoin(sides, tuple(equi), tuple(residual), refs, text, serial, partners)
 
 
 def _join_partition(
@@ -497,6 +514,21 @@ def _staged_ref(side: P.JoinInput, column: int, memo: StreamMemo) -> tuple[str, 
     return ("k", p)
 
 
+def _over_partner(on: str, partner: dict[str, int]) -> str:
+    """The join condition ``on`` (Spark SQL over the joined relation's internal names)
+    with the columns of ``partner``'s side read from a partner struct, ``__wql_p``."""
+    from sqlglot import exp
+
+    from wql.compiler.expressions import sql_conjuncts, to_sql
+
+    def read(node: Any) -> Any:
+        if isinstance(node, exp.Column) and not node.table and node.name.lower() in partner:
+            return exp.Dot(this=exp.column("__wql_p"), expression=exp.to_identifier(node.name))
+        return node
+
+    return " AND ".join(f"({to_sql(t.transform(read))})" for t in sql_conjuncts(on))
+
+
 def _user_name(node: Any, names: dict[str, str]) -> Any:
     """An internal column name of the joined relation as ``qualifier.column``."""
     from sqlglot import exp
@@ -555,29 +587,19 @@ def _join_input(
     view = program.view(side.source.view)
     pipeline = program.pipeline(view)
     chain, links, ops = _linked(pipeline, memo)  # refuses a join in the view's pipeline
-    if any(link.sql for link in links):
-        cut = next(s for s, link in zip(chain[1:], links, strict=True) if link.sql)
-        raise _refuse(
-            f"query {join.name!r} joins view {view.name!r}, whose pipeline needs Spark SQL "
-            f"where {cut.name!r} reads its view (a HAVING, WHERE or computed column): "
-            f"{_JOIN_SUPPORTED}",
-            side.span,
-            "run the join in batch",
-        )
     if not isinstance(view, P.Query):
         raise _refuse(
             f"query {join.name!r} joins view {view.name!r}, which is not a window aggregate",
             side.span,
             "run the join in batch",
         )
-    if view.having is not None:
-        raise _refuse(
-            f"query {join.name!r} joins view {view.name!r}, which has HAVING: on a stream the "
-            f"join processor cannot evaluate it; {_JOIN_SUPPORTED}",
-            view.having.span or side.span,
-            "filter in the join's WHERE instead, or run the join in batch",
-        )
     columns = _copied(view, memo.op(view))
+    computed = any(
+        r and i not in positions and c.name.lower() not in columns
+        for i, (c, r) in enumerate(zip(side.columns, reads, strict=True))
+    )
+    if any(link.sql for link in links) or view.having is not None or computed:
+        return _sql_join_input(join, side, (chain, links, ops), columns, reads, positions)
     event_time = None
     if side.window is not None:
         et = side.source.event_time
@@ -596,15 +618,7 @@ def _join_input(
         if i in positions:
             fields.append(None)  # a window column of the window table: filled in
             continue
-        target = columns.get(c.name.lower()) if r else None
-        if r and target is None:
-            raise _refuse(
-                f"query {join.name!r} reads {side.qualifier}.{c.name} of view {view.name!r}, "
-                f"which computes it: {_JOIN_SUPPORTED}",
-                side.span,
-                "select the value as a column of the view's relation, compute it in the "
-                "join's SELECT, or run the join in batch",
-            )
+        target = columns.get(c.name.lower()) if r else None  # a computed one: Spark SQL
         if target is None:
             fields.append(None)
             continue
@@ -613,6 +627,38 @@ def _join_input(
         fields.append(P.LinkField(source, "timestamp" if window else "value", type_))
     return P.JoinInput(
         chain, links, tuple(fields), (None,) * len(fields), window_columns, event_time, ops
+    )
+
+
+def _sql_join_input(
+    join: P.WindowJoin,
+    side: P.JoinSide,
+    linked: tuple[tuple[P.OperatorStage, ...], tuple[P.Link, ...], tuple[OperatorPlan, ...]],
+    columns: dict[str, tuple[P.FieldSource, WqlType]],
+    reads: list[bool],
+    positions: list[int | None],
+) -> P.JoinInput:
+    """A join side that reads its view through Spark SQL (the view's HAVING or a column it
+    computes, or a link of its pipeline in Spark SQL): the view's pipeline runs cut into
+    stateful operators before the join's, as a pipeline cut at a link in Spark SQL does,
+    and Spark evaluates the view's HAVING and SELECT between them (docs/streaming.md,
+    "Window joins"). Exact as a reader across a cut is: the join places a view row by
+    its window (late by its end), or, a window table over the view, by the view's
+    ``window_time``, which a row fired at a timer at ``T`` is not behind."""
+    chain, links, ops = linked
+    event_time = None
+    if side.window is not None:
+        # the binder's rule: a window table over a view is windowed by its window_time
+        et = side.source.event_time
+        event_time = _window_bound(columns, et.column) if et is not None else None
+        assert event_time in (EMIT_WINDOW_END, EMIT_WINDOW_TIME), join.name
+    names = tuple(
+        None if i in positions or not r else c.name
+        for i, (c, r) in enumerate(zip(side.columns, reads, strict=True))
+    )
+    window_columns = (positions[0], positions[1], positions[2])
+    return P.JoinInput(
+        chain, links, (None,) * len(names), names, window_columns, event_time, ops, sql=True
     )
 
 

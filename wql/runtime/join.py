@@ -18,8 +18,10 @@ matched on the equalities of ON that compare one column of each side
 (``JoinConfig.equi``), hashed per window. A NULL never equals anything, and
 floating-point values compare as Spark's join does (``NaN`` equals
 ``NaN``, ``-0.0`` equals ``0.0``). The rest of the join (ON's other
-conjuncts for an INNER join, WHERE, SELECT) is the host's business, which
-Spark evaluates over the emitted joined rows.
+conjuncts, WHERE, SELECT) is the host's business, which Spark evaluates
+over the emitted joined rows; an outer join with such conjuncts gives each
+row of an outer side with its equality matches as partners instead
+(``JoinConfig.partners``), since whether it is unmatched depends on them.
 
 A side takes its windows from its rows (a view's final rows: the host
 passes each row's window) or from an assigner (a window table function
@@ -58,9 +60,20 @@ from wql.runtime.assigners import DROP_LATE, DROP_MISSING_TIMESTAMP, DropRow, Wi
 from wql.runtime.config import Counters
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 
-__all__ = ["INNER", "JoinConfig", "JoinSide", "WindowJoinOperator", "as_timestamp"]
+__all__ = [
+    "FINAL",
+    "INNER",
+    "LEFT_PARTNERS",
+    "RIGHT_PARTNERS",
+    "JoinConfig",
+    "JoinSide",
+    "WindowJoinOperator",
+    "as_timestamp",
+]
 
 INNER, LEFT, RIGHT, FULL = "INNER", "LEFT", "RIGHT", "FULL"
+#: What a joined row of a join with ``JoinConfig.partners`` is (its last-but-one field).
+FINAL, LEFT_PARTNERS, RIGHT_PARTNERS = 0, 1, 2
 _EPOCH = datetime(1970, 1, 1)
 #: The one key the operator's state is kept under (it holds every key's windows).
 _ALL: tuple = ()
@@ -99,12 +112,18 @@ class JoinConfig:
         sides: the left and right :class:`JoinSide`.
         missing_time_reason: the drop reason of an assigned side's row without
             event time.
+        partners: ON has conditions besides ``equi`` that the host evaluates, and
+            the join is outer: a row of an outer side leaves once with the rows it
+            matches on ``equi`` as its partners (:meth:`WindowJoinOperator._partners`),
+            so that the host keeps the partners the whole ON matches and, when there
+            are none, the row unmatched.
     """
 
     kind: str
     equi: tuple[tuple[int, int], ...]
     sides: tuple[JoinSide, JoinSide]
     missing_time_reason: str = DROP_MISSING_TIMESTAMP
+    partners: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in (INNER, LEFT, RIGHT, FULL):
@@ -245,6 +264,9 @@ class WindowJoinOperator:
 
     def _join(self, left: list[tuple], right: list[tuple]) -> None:
         kind = self.config.kind
+        if self.config.partners and kind != INNER:
+            self._partners(left, right)
+            return
         lw, rw = (s.width for s in self.config.sides)
         out = self._out
         before = len(out)
@@ -267,6 +289,46 @@ class WindowJoinOperator:
         if matched_right is not None:
             no_left = (None,) * lw
             out.extend(no_left + right[j] for j, m in enumerate(matched_right) if not m)
+        self.counters.rows_emitted += len(out) - before
+
+    def _partners(self, left: list[tuple], right: list[tuple]) -> None:
+        """An outer join whose ON has conditions the host evaluates: every emitted row
+        ends with ``(kind, partners)``. ``FINAL`` rows are joined rows as they are (a
+        row of an outer side that matched no row on the equalities: no row can match
+        the whole ON, the other side NULL); a ``LEFT_PARTNERS`` row is a left row (the
+        right side NULL) with the right rows it matches on the equalities, a
+        ``RIGHT_PARTNERS`` row a right row with its left ones. The pairs leave with the
+        rows of one side (the left one's, the right one's for a RIGHT join); a FULL
+        join's right rows with partners only say whether they stay unmatched."""
+        kind = self.config.kind
+        lw, rw = (s.width for s in self.config.sides)
+        out = self._out
+        before = len(out)
+        by_key: dict[tuple, list[int]] = {}
+        for j, row in enumerate(right):
+            k = _join_key(row, self._right)
+            if k is not None:
+                by_key.setdefault(k, []).append(j)
+        no_left, no_right = (None,) * lw, (None,) * rw
+        of_right: list[list[tuple]] = [[] for _ in right]
+        for row in left:
+            k = _join_key(row, self._left)
+            hits = by_key.get(k, ()) if k is not None else ()
+            if kind in (RIGHT, FULL):
+                for j in hits:
+                    of_right[j].append(row)
+            if kind not in (LEFT, FULL):
+                continue
+            if hits:
+                out.append((*row, *no_right, LEFT_PARTNERS, [right[j] for j in hits]))
+            else:
+                out.append((*row, *no_right, FINAL, None))
+        if kind in (RIGHT, FULL):
+            for j, row in enumerate(right):
+                if of_right[j]:
+                    out.append((*no_left, *row, RIGHT_PARTNERS, of_right[j]))
+                else:
+                    out.append((*no_left, *row, FINAL, None))
         self.counters.rows_emitted += len(out) - before
 
     # ----------------------------------------------------------------- output

@@ -71,6 +71,7 @@ from wql.runtime.config import (
     LATE_TIMESTAMP,
     LATE_VALUES,
 )
+from wql.runtime.join import LEFT_PARTNERS, RIGHT_PARTNERS
 from wql.runtime.pipeline import TIMER_ORDER_FIELDS
 
 __all__ = [
@@ -279,6 +280,9 @@ class JoinLayout:
 
     types: tuple[WqlType, ...]
     schema: pa.Schema
+    #: the left side's width when the runtime gives each row's kind and partners
+    #: (``JoinConfig.partners``: :data:`CANDIDATE`, :data:`PARTNERS`); 0: it does not
+    partners_at: int = 0
 
     def rows(
         self,
@@ -293,29 +297,118 @@ class JoinLayout:
         for i, t in enumerate(self.types):
             arrays.append(_arrow([r[i] for r in results] + pad, t))
         arrays.append(pa.array([None] * nr + [json.dumps(counters)] * nc, pa.string()))
+        if self.partners_at:
+            n = len(self.types)
+            arrays.append(pa.array([r[n] for r in results] + pad, pa.int8()))
+            left, right = self.types[: self.partners_at], self.types[self.partners_at :]
+            for kind, types in ((LEFT_PARTNERS, right), (RIGHT_PARTNERS, left)):
+                lists = [r[n + 1] if r[n] == kind else None for r in results] + pad
+                arrays.append(self._partners(lists, types, len(arrays)))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
+    def _partners(self, lists: list, types: tuple[WqlType, ...], at: int) -> pa.Array:
+        """The partner rows of each joined row (None: none) as a list of structs."""
+        flat = [row for rows in lists if rows is not None for row in rows]
+        struct_type = self.schema.field(at).type.value_type
+        children = [_arrow([row[i] for row in flat], t) for i, t in enumerate(types)]
+        structs = pa.StructArray.from_arrays(children, fields=list(struct_type))
+        offsets = np.cumsum([0] + [len(rows) if rows is not None else 0 for rows in lists])
+        mask = pa.array([rows is None for rows in lists])
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, mask=mask)
 
-def join_layout(join: P.WindowJoin) -> tuple[ST.StructType, JoinLayout]:
-    """A stream window join's tagged schema in Spark, and the layout that builds it."""
+
+#: A joined row's kind when the runtime gives partners (``wql.runtime.join``: FINAL,
+#: LEFT_PARTNERS, RIGHT_PARTNERS), and each row's partners of the other side.
+CANDIDATE = "__wql_candidate"
+PARTNERS = ("__wql_right_partners", "__wql_left_partners")
+#: The lambda variable of a partner in ``StreamJoin.partners``' conditions.
+PARTNER = "__wql_p"
+
+
+def join_layout(join: P.WindowJoin, *, partners: bool = False) -> tuple[ST.StructType, JoinLayout]:
+    """A stream window join's tagged schema in Spark, and the layout that builds it;
+    ``partners``: the runtime gives each row's kind and partners (after the counters)."""
     columns = [(KIND, T.STRING), *((c.name, c.type) for c in join.joined_schema)]
     columns.append((COUNTERS, T.STRING))
-    spark_schema = ST.StructType([ST.StructField(n, _spark_type(t)) for n, t in columns])
-    arrow = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
-    return spark_schema, JoinLayout(tuple(c.type for c in join.joined_schema), arrow)
+    fields = [ST.StructField(n, _spark_type(t)) for n, t in columns]
+    arrow = [pa.field(n, arrow_type(t)) for n, t in columns]
+    width = len(join.left.internal)
+    if partners:
+        sides = (join.joined_schema[width:], join.joined_schema[:width])
+        fields.append(ST.StructField(CANDIDATE, ST.ByteType()))
+        arrow.append(pa.field(CANDIDATE, pa.int8()))
+        for name, side in zip(PARTNERS, sides, strict=True):
+            struct = [ST.StructField(c.name, _spark_type(c.type)) for c in side]
+            fields.append(ST.StructField(name, ST.ArrayType(ST.StructType(struct))))
+            arrow_struct = pa.struct([pa.field(c.name, arrow_type(c.type)) for c in side])
+            arrow.append(pa.field(name, pa.list_(arrow_struct)))
+    types = tuple(c.type for c in join.joined_schema)
+    layout = JoinLayout(types, pa.schema(arrow), width if partners else 0)
+    return ST.StructType(fields), layout
 
 
-def join_results(join: P.WindowJoin, residual: Sequence[str], tagged: DataFrame) -> DataFrame:
+def join_results(
+    join: P.WindowJoin,
+    residual: Sequence[str],
+    tagged: DataFrame,
+    partners: tuple[str, str] = ("", ""),
+) -> DataFrame:
     """A stream window join's ``R`` rows -> ON's ``residual`` conjuncts (those the join
-    processor does not match on) -> WHERE -> SELECT (the plan's output schema)."""
-    rows = tagged.where(F.col(KIND) == RESULT).select(
-        *[F.col(sql_identifier(c.name)) for c in join.joined_schema]
-    )
-    for condition in residual:
+    processor does not match on) -> WHERE -> SELECT (the plan's output schema).
+    ``partners``: an outer join's whole ON over a left row and a right partner, and over
+    a right row and a left partner (``StreamJoin.partners``; the runtime gives rows
+    with partners, :func:`join_layout`): Spark picks the pairs and the unmatched rows."""
+    names = [sql_identifier(c.name) for c in join.joined_schema]
+    rows = tagged.where(F.col(KIND) == RESULT)
+    if any(partners):
+        rows = _with_partners(join, rows, partners)
+    else:
+        rows = rows.select(*[F.col(n) for n in names])
+    for condition in residual if not any(partners) else ():
         rows = rows.where(F.expr(condition))
     if join.where is not None:
         rows = rows.where(F.expr(join.where.sql))
     return rows.select(*_projection(join.output))
+
+
+def _with_partners(join: P.WindowJoin, rows: DataFrame, on: tuple[str, str]) -> DataFrame:
+    """An outer join's rows from the runtime's rows with partners (``JoinConfig.partners``):
+    final rows as they are; per left row, the right partners the whole ON (``on[0]``)
+    matches, each a joined row, or, when none does, the row with the right side NULL
+    (``explode_outer`` of an empty list: one row, NULL) -- a LEFT or FULL join; per
+    right row the same with its left partners (``on[1]``) for a RIGHT join, and for a
+    FULL join (whose pairs the left rows give) the right row alone when none matches."""
+    schema = join.joined_schema
+    width = len(join.left.internal)
+    left = [sql_identifier(c.name) for c in schema[:width]]
+    right = [sql_identifier(c.name) for c in schema[width:]]
+    kind = F.col(CANDIDATE)
+    parts = [rows.where(kind == 0).select(*left, *right)]
+
+    def matched(column: str, condition: str) -> Column:
+        return F.expr(f"filter({column}, {PARTNER} -> coalesce(({condition}), false))")
+
+    def partner(c: P.Column) -> Column:
+        return F.col(PARTNER).getField(c.name).alias(c.name)
+
+    if on[0]:
+        pairs = rows.where(kind == LEFT_PARTNERS).select(
+            *left, F.explode_outer(matched(PARTNERS[0], on[0])).alias(PARTNER)
+        )
+        parts.append(pairs.select(*left, *(partner(c) for c in schema[width:])))
+    if on[1]:
+        own = rows.where(kind == RIGHT_PARTNERS)
+        if join.kind is P.JoinKind.RIGHT:
+            pairs = own.select(*right, F.explode_outer(matched(PARTNERS[1], on[1])).alias(PARTNER))
+            parts.append(pairs.select(*(partner(c) for c in schema[:width]), *right))
+        else:
+            alone = own.where(F.size(matched(PARTNERS[1], on[1])) == 0)
+            nulls = [F.lit(None).cast(_spark_type(c.type)).alias(c.name) for c in schema[:width]]
+            parts.append(alone.select(*nulls, *right))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
 
 
 def _spark_type(t: WqlType) -> ST.DataType:
@@ -405,6 +498,16 @@ def linked_view_rows(
     return rel.select(*_projection(query.output), *keep)
 
 
+def linked_rank_rows(
+    rank: P.WindowRank, op: OperatorPlan, fed: DataFrame, keep: tuple[str, ...]
+) -> DataFrame:
+    """A window rank's rows as its reader takes them across a link in Spark SQL: its ``R``
+    rows through the ranked relation, outer WHERE or QUALIFY and SELECT, as
+    :func:`results` gives them, and its :data:`MARKER` rows kept whatever the condition
+    says (``keep`` holds :data:`KIND`); the ``keep`` columns after the output."""
+    return _project_rank(rank, op, fed, keep, markers=True)
+
+
 def _emitted(read: P.FieldSource, keys: int) -> Column:
     """The column of a tagged ``R`` row that ``read`` (an emitted field, a key, the
     first-pane or last-firing mark) reads; window bounds as TIMESTAMP."""
@@ -424,10 +527,16 @@ def _emitted(read: P.FieldSource, keys: int) -> Column:
 
 
 def _project_rank(
-    rank: P.WindowRank, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...]
+    rank: P.WindowRank,
+    op: OperatorPlan,
+    rows: DataFrame,
+    keep: tuple[str, ...],
+    *,
+    markers: bool = False,
 ) -> DataFrame:
     """A window rank's rows -> the input row and its rank -> the ranked relation (the
-    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT."""
+    subquery's list) -> the outer WHERE or QUALIFY -> the outer SELECT. ``markers``:
+    :data:`MARKER` rows pass the condition (:func:`linked_rank_rows`)."""
     # results: the rank (__wql_a0), then the operator's values (__wql_a<1 + index>)
     rel = [F.col(_aggregate_column(1 + i)).alias(name) for name, i in op.payload]
     if rank.window is not None:
@@ -440,7 +549,10 @@ def _project_rank(
     rel.append(F.col(_aggregate_column(0)).alias(P.RANK_COLUMN))
     ranked = rows.select(*keep, *rel).select(*keep, *_projection(rank.inner))
     if rank.condition is not None:
-        ranked = ranked.where(F.expr(rank.condition.sql))
+        condition = F.expr(rank.condition.sql)
+        if markers:
+            condition = (F.col(KIND) == MARKER) | F.coalesce(condition, F.lit(False))
+        ranked = ranked.where(condition)
     return ranked.select(*_projection(rank.output), *keep)
 
 

@@ -34,10 +34,12 @@ streaming host maps it):
 
 The processor matches rows on ON's equalities of one column of each side
 (:class:`~wql.compiler.plan.StreamJoin`); Spark applies the rest
-of ON (INNER joins only: the planner refuses others), WHERE and SELECT to
-the joined rows after it. The counters are the join's (both sides' rows
-in, late rows dropped), as in batch; each view's own counters and late rows
-are its own query's (it streams on its own as well).
+of ON, WHERE and SELECT to the joined rows after it (an outer join's rest
+of ON over each row of an outer side and its equality matches, which the
+processor gives as its partners: ``StreamJoin.partners``). The counters
+are the join's (both sides' rows in, late rows dropped), as in batch; each
+view's own counters and late rows are its own query's (it streams on its
+own as well).
 
 When equalities of ON are between values both sides take from each source
 row before any stage (``StreamJoin.partition``: a window table's column, a
@@ -128,7 +130,7 @@ class StreamJoinRun(StreamRun):
     other: tuple[P.SourceRef, DataFrame] | None = None
 
     def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
-        return L.join_results(self.join, self.plan.residual, tagged), None
+        return L.join_results(self.join, self.plan.residual, tagged, self.plan.partners), None
 
     def with_end(self, end: DataFrame) -> StreamRun:
         return run_stream_join(
@@ -152,6 +154,10 @@ def run_stream_join(
     :func:`_two_sources`)."""
     if other is not None:
         return _two_sources(join, plan, ((root, source), other), end)
+    if any(how.sql for how in plan.sides):
+        from wql.spark.stream_join_links import run_linked_join
+
+        return run_linked_join(join, plan, root, source, end=end)
     et = root.event_time
     if et is None:  # the binder gives a window join's source event time
         raise WqlUnsupportedError(
@@ -179,8 +185,9 @@ def run_stream_join(
         plan.equi,
         (runtime_sides[0], runtime_sides[1]),
         missing_time_reason=REASON_NULL_EVENT_TIME,
+        partners=any(plan.partners),
     )
-    out_schema, layout = L.join_layout(join)
+    out_schema, layout = L.join_layout(join, partners=any(plan.partners))
     end_watermark = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
     # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
     # row (the runtime applies lateness)
@@ -237,7 +244,7 @@ def run_stream_join(
         plan=plan,
         root=root,
         tagged=tagged,
-        result=L.join_results(join, plan.residual, tagged),
+        result=L.join_results(join, plan.residual, tagged, plan.partners),
         late=None,
         counters=L.counters_of(tagged),
         time_mode="EventTime",
@@ -260,6 +267,15 @@ def _two_sources(
     ``min``, the default), is the join's as Flink's two-input operator keeps it; each
     source's rows staged for its own side only (tagged ``__wql_side``, the other side's
     columns NULL), the two unioned into the one processor the join of one source runs."""
+    if any(plan.partners) or any(how.sql for how in plan.sides):
+        raise WqlUnsupportedError(
+            f"query {join.name!r} joins two sources on a stream as an outer join on more "
+            "than column equalities, or with a side that reads its view through Spark SQL; "
+            "a join of two sources runs on a stream in the one join processor only",
+            join.span,
+            hint="run the join in batch",
+            code=ErrorCode.UNSUPPORTED,
+        )
     if not all(df.isStreaming for _, df in roots):
         raise WqlUnsupportedError(
             f"query {join.name!r} joins two sources of which one is a stream and one is "
@@ -437,6 +453,8 @@ class JoinBody:
         join = ops[-1]
         every = batch, timestamps, valid
         for s, (how, (lo, hi)) in enumerate(zip(self.plan.sides, self._ranges(), strict=True)):
+            if how.sql:
+                continue  # its view's rows come from Spark SQL (stream_join_links)
             batch, timestamps, valid = every
             if _SIDE in names:
                 # a partitioned join stages each row once per side: this side's rows

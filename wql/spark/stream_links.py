@@ -110,24 +110,59 @@ def run_linked_chain(
     (see the module doc); ``end`` as for :func:`~wql.spark.streaming.run_streaming`."""
     stages = (*chain.upstream, query)
     ops, body = chain_body(stages, chain.links, chain.ops)
-    cuts = [i + 1 for i, link in enumerate(chain.links) if link.sql]
-    bounds = list(zip([0, *cuts], [*cuts, len(stages)], strict=True))
     carried = carried_keys(chain.links, chain.partition) if chain.partition else None
     first = stages[0]
     staged, key_cols, _, drainable, idle_ms, heartbeats = stream_input(
         first, ops[0], source, end, event_time_mode=True
     )
     end_wm = end_watermark(first) if drainable else None
-    et = first.source.event_time
-    df = staged
     groups = [key_cols[i] for i in carried[0]] if carried else []
+    df = run_segments(
+        stages, chain.links, ops, body, staged, groups, carried, end_wm, keyed=bool(key_cols)
+    )
+    return StreamChainRun.of(
+        query,
+        ops[-1],
+        df,
+        chain=chain,
+        time_mode="EventTime",
+        source=source,
+        drainable=drainable,
+        idle_ms=idle_ms,
+        heartbeats=heartbeats,
+    )
+
+
+def run_segments(
+    stages: tuple[P.OperatorStage, ...],
+    links: tuple[P.Link, ...],
+    ops: list[OperatorPlan],
+    body: ChainBody,
+    staged: DataFrame,
+    groups: list[str],
+    carried: list[tuple[int, ...]] | None,
+    end_wm: int | None,
+    *,
+    keyed: bool,
+    feeds_on: bool = False,
+) -> DataFrame:
+    """The Spark stateful operators of a chain of ``stages`` (``links`` between them, their
+    operator plans ``ops`` and ``body``) cut at its links in Spark SQL, over the first
+    stage's ``staged`` rows grouped by ``groups`` (``carried``: each stage's keys that
+    copy them): the last segment's output. ``feeds_on``: that output feeds a window join
+    (:mod:`wql.spark.stream_join_links`): tagged rows and markers, as a segment feeding
+    another emits them; else the query's tagged stream."""
+    cuts = [i + 1 for i, link in enumerate(links) if link.sql]
+    bounds = list(zip([0, *cuts], [*cuts, len(stages)], strict=True))
+    et = stages[0].source.event_time
+    df = staged
     for n, (a, b) in enumerate(bounds):
         last = b == len(stages)
         counts_where = False
         if n:
-            reads_last = a == len(stages) - 1
+            reads_last = a == len(stages) - 1 and not feeds_on
             df, groups = _across(
-                stages[a - 1],  # type: ignore[arg-type]  # a view: never a rank (planned)
+                stages[a - 1],
                 ops[a - 1],
                 stages[a],
                 ops[a],
@@ -139,7 +174,7 @@ def run_linked_chain(
         specs = ChainBody(body.stages[a:b], feeds=not last)
         out_schema, output = L.tagged_layout(stages[b - 1], ops[b - 1])
         feeds = None
-        if not last:
+        if not last or feeds_on:
             n_keys = len(ops[b - 1].keys)
             columns = L.key_columns(n_keys)
             marks = tuple(columns[p] for p in carried[b - 1]) if carried else ()
@@ -155,7 +190,7 @@ def run_linked_chain(
             first=n == 0,
             feeds=feeds,
             counts_where=counts_where,
-            nans=_nans(ops[a], first=n == 0, keyed=bool(key_cols)),
+            nans=_nans(ops[a], first=n == 0, keyed=keyed),
         )
         if groups:
             df, by = grouped_by(df, groups)
@@ -168,17 +203,7 @@ def run_linked_chain(
             outputMode="Append",
             timeMode="EventTime",
         )
-    return StreamChainRun.of(
-        query,
-        ops[-1],
-        df,
-        chain=chain,
-        time_mode="EventTime",
-        source=source,
-        drainable=drainable,
-        idle_ms=idle_ms,
-        heartbeats=heartbeats,
-    )
+    return df
 
 
 def _nans(op: OperatorPlan, *, first: bool, keyed: bool) -> tuple[tuple[int, ...], int]:
@@ -200,7 +225,7 @@ def _feed_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def _across(
-    up: P.Query,
+    up: P.OperatorStage,
     up_op: OperatorPlan,
     down: P.OperatorStage,
     op: OperatorPlan,
@@ -216,7 +241,10 @@ def _across(
     partition keys (plain copies of view keys, which the markers carry too);
     ``flag_where``: the reader is the query, whose counters count the rows its WHERE
     rejects (else Spark drops them: a middle query's own stream counts them)."""
-    rows = L.linked_view_rows(up, up_op, fed, (L.KIND, *TAGS))
+    if isinstance(up, P.WindowRank):
+        rows = L.linked_rank_rows(up, up_op, fed, (L.KIND, *TAGS))
+    else:
+        rows = L.linked_view_rows(up, up_op, fed, (L.KIND, *TAGS))
     is_row = F.col(L.KIND) == L.RESULT
     keep = is_row
     if down.filter is not None:
@@ -238,8 +266,13 @@ def _across(
     key_cols = L.key_columns(len(op.keys))
     value_cols = L.value_columns(len(op.values))
     et = down.source.event_time
-    assert et is not None  # planned: a link in Spark SQL has a window bound as event time
-    ts = F.when(keep, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
+    # planned: a link in Spark SQL has a window bound as event time, or none (a count
+    # window; a window rank, which places a row by the window its view row names)
+    ts = (
+        F.when(keep, F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp")))
+        if et is not None
+        else F.lit(None).cast("bigint")
+    )
     inputs = [computed(k.expr.sql, k.type, i in partition) for i, k in enumerate(op.keys)]
     inputs += [computed(v.sql, v.type) for v in op.values]
     staged = rows.select(
