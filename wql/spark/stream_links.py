@@ -244,6 +244,8 @@ def _across(
     if isinstance(up, P.WindowRank):
         rows = L.linked_rank_rows(up, up_op, fed, (L.KIND, *TAGS))
     else:
+        # the binder refuses a view of an OVER aggregation (binder/views.py)
+        assert isinstance(up, P.Query), type(up).__name__
         rows = L.linked_view_rows(up, up_op, fed, (L.KIND, *TAGS))
     is_row = F.col(L.KIND) == L.RESULT
     keep = is_row
