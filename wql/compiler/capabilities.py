@@ -40,7 +40,9 @@ class Capabilities:
     pane_columns: frozenset[str]
     """Pane columns it can produce (constant per window when only final output exists)."""
     arrival_order: bool
-    """Whether a replay order other than event-time order can run."""
+    """Whether a replay order other than event-time order (``arrival_order``) can run:
+    each row's watermark from the rows before it in that order, and rows late for a
+    window left out of it and counted (TUMBLE, HOP and CUMULATE; docs/native.md)."""
     zero_delay_keyed_sessions: bool = True
     """Whether keyed SESSION windows with a watermark delay of 0 run exactly."""
     reserved_prefix: str = ""
@@ -93,7 +95,7 @@ NATIVE = Capabilities(
     # each window fires once, ON_TIME, by the timer that also cleans it up
     # (lateness 0): pane_index 0, 'ON_TIME', is_first and is_last TRUE
     pane_columns=frozenset({"pane_index", "pane_timing", "is_first", "is_last"}),
-    arrival_order=False,
+    arrival_order=True,
     zero_delay_keyed_sessions=False,
     reserved_prefix="__wql_",
     why_not=(
@@ -154,6 +156,12 @@ NATIVE = Capabilities(
             "batch aggregation would still count",
         ),
         (
+            "arrival_sessions",
+            "replayed out of event-time order, whether a row is late for a session depends "
+            "on the sessions it merges with when it arrives, which Spark's session_window "
+            "does not replay",
+        ),
+        (
             "join_arrival_order",
             "replaying rows out of event-time order makes some rows late (a window that "
             "has joined drops them), which Spark's join would still join",
@@ -205,6 +213,8 @@ NATIVE_STREAMING = replace(
     # rows behind the watermark, and Spark's streaming aggregation does not
     # give them the operator engine's outcome (docs/native.md, "Streaming")
     late_rows=False,
+    # a stream has no declared replay order: its rows arrive as they come
+    arrival_order=False,
     window_rank=False,
     window_join=False,
     streaming=True,

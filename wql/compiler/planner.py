@@ -272,6 +272,16 @@ def _native_aggregate(q: P.Query) -> tuple[P.Reason, ...]:
             q.window.span,
         )
     ]
+    if q.source.arrival_order is not None:
+        reasons.append(
+            P.Reason(
+                f"arrival_order = '{q.source.arrival_order}': each row's watermark is the "
+                "largest event time before it in arrival order less the delay (a Spark window "
+                "over the replay order), and a row is left out of the windows late for it and "
+                "counted late as the operator drops it",
+                q.source.span,
+            )
+        )
     if q.accumulation is not None:
         # each window fires once and is cleaned up: what a pane keeps changes nothing
         reasons.append(
@@ -314,7 +324,13 @@ def native_blockers(
     if upstream is not None and (upstream.engine is None or upstream.engine.engine != "native"):
         need(f"FROM {upstream.name}", q.source.span, "operator_view")
     if q.source.arrival_order is not None:
-        need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
+        if not caps.arrival_order:
+            need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
+        elif w.merging:
+            need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_sessions")
+        elif not _orderable_arrival(q.source):
+            # the replay refuses it when it runs, with the column's type
+            need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
     if w.kind not in caps.windows:
         need(f"{w.kind} window", w.span, w.kind)
     elif w.domain is P.TimeDomain.PROCESSING and not caps.processing_time:
@@ -377,6 +393,13 @@ def native_blockers(
         # last: the one reason that holds for every event-time query on a stream
         need(f"WATERMARK FOR {et.column}", et.span or q.source.span, "late_rows")
     return out
+
+
+def _orderable_arrival(source: P.SourceRef) -> bool:
+    """Whether the source's arrival_order column is one batch replay orders by (a number,
+    a TIMESTAMP or a DATE)."""
+    column = source.column(source.arrival_order) if source.arrival_order else None
+    return column is not None and (column.type.is_numeric or column.type.is_temporal)
 
 
 def rank_blockers(

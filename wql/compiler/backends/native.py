@@ -78,6 +78,7 @@ from wql.compiler.planner import native_blockers as declared_blockers
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.limits import recursion_headroom
+from wql.runtime.assigners import DROP_LATE
 
 DIALECT = "spark"
 _DIALECT = sqlglot.Dialect.get_or_raise(DIALECT)
@@ -92,10 +93,13 @@ WIN = "__wql_w"  # the window struct (start, end)
 FILE = "__wql_file"  # input order, part 1: the file a row was read from
 ROWS = "__wql_rows"  # COUNT(*) of a query without aggregates (Spark's agg needs one)
 ROW_ID = "__wql_id"  # input order, part 2: its position (as batch replay numbers rows)
+ARRIVAL = "__wql_arr"  # arrival_order: the replay order's primary key (as batch replay's)
+BEFORE = "__wql_before"  # arrival_order: largest event time of the rows before, in that order
 RESERVED_PREFIX = "__wql_"
 
 REASON_NULL_EVENT_TIME = "null event time"  # same text as wql.spark.replay
 REASON_INVALID_GAP = "invalid session gap"  # same text as plan.DynamicSession
+REASON_NULL_ARRIVAL_ORDER = "null arrival order"  # same text as wql.spark.replay
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +226,51 @@ def event_time_sql(column: str, column_type: WqlType | None) -> str:
     )
 
 
+def arrival_sql(source: P.SourceRef) -> str:
+    """Spark SQL giving a row's arrival key, as batch replay orders by it.
+
+    Mirrors ``wql.spark.replay``'s arrival key: a number as it is, a TIMESTAMP
+    or DATE as BIGINT ms, floored (rows of one millisecond tie, then go in
+    input order).
+    """
+    assert source.arrival_order is not None
+    column = source.column(source.arrival_order)
+    assert column is not None  # SourceRef checks that it names a column
+    if column.type.is_temporal:
+        return event_time_sql(column.name, column.type)
+    if column.type.is_numeric:
+        return _q(column.name)
+    raise WqlUnsupportedError(
+        f"arrival_order column {column.name!r} has type {column.type.ddl}; "
+        "it must be numeric or a TIMESTAMP",
+        column.span or source.span,
+        code=ErrorCode.WRONG_TYPE,
+    )
+
+
+def before_sql() -> str:
+    """The largest event time of the replayed rows before this one in replay order.
+
+    Spark's window over the whole input in replay order (arrival, then input
+    order: ``INPUT_FILE_NAME()``, ``MONOTONICALLY_INCREASING_ID()``); a row
+    without event time or arrival is not replayed, so it adds nothing.
+    """
+    return (
+        f"MAX(CASE WHEN {ARRIVAL} IS NOT NULL THEN {TS} END) OVER (ORDER BY {ARRIVAL}, "
+        f"{FILE}, {ROW_ID} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    )
+
+
+def on_time_sql(delay_ms: int) -> str:
+    """True when the row's window ``__wql_w`` is not late for it (lateness 0).
+
+    Late when ``end - 1 <= watermark = before - delay - 1``, i.e. ``end <=
+    before - delay`` (no row before: never late; the watermark's clamp at
+    ``MIN_TIME`` never makes a window late).
+    """
+    return f"{BEFORE} IS NULL OR UNIX_MILLIS({WIN}.`end`) > {BEFORE} - CAST({delay_ms} AS BIGINT)"
+
+
 def lower(
     query: P.Query, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> NativeProgram:
@@ -240,26 +289,41 @@ def lower(
     first = [Item(event_time_sql(et.column, event_time_type), TS)]
     if isinstance(w, P.DynamicSession):
         first.append(Item(f"CAST({w.gap_ms.sql} AS BIGINT)", GAP))
-    if any(float_sum(a) for a in query.aggregates):
+    arrival = query.source.arrival_order is not None
+    if arrival or any(float_sum(a) for a in query.aggregates):
         # input order exactly as batch replay takes it: on the DataFrame as
         # given, before WHERE (Spark does not push filters below these
         # nondeterministic expressions)
         first += [Item("INPUT_FILE_NAME()", FILE), Item("MONOTONICALLY_INCREASING_ID()", ROW_ID)]
+    if arrival:
+        first.append(Item(arrival_sql(query.source), ARRIVAL))
     steps.append(Project(tuple(first)))
+    if arrival:
+        # each row's watermark is the largest event time before it in replay order
+        # (arrival, then input order) less delay + 1 (docs/native.md, "Arrival order"):
+        # every replayed row moves it, before WHERE; rows without event time or
+        # arrival are not replayed and move nothing
+        steps.append(Project((Item(before_sql(), BEFORE),)))
     if query.filter is not None:
         # WHERE reads the source row as written (not the floored event time),
         # exactly what the operator host evaluates before the operator
         steps.append(Filter(f"({query.filter.sql})"))
     valid = f"{TS} IS NOT NULL"
+    if arrival:
+        valid += f" AND {ARRIVAL} IS NOT NULL"
     if isinstance(w, P.DynamicSession):
         valid += f" AND {GAP} IS NOT NULL AND {GAP} > 0"
     steps.append(Filter(valid))
     steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
     steps.append(Watermark(ET, et.delay_ms))
     steps.extend(_assign_windows(w))
+    if arrival:
+        # a window is late for a row when its end - 1 is at or below the row's
+        # watermark, before - delay - 1: the operator leaves the row out of it
+        steps.append(Filter(on_time_sql(et.delay_ms)))
 
     keys = tuple(Item(k.expr.sql, k.name) for k in query.keys)
-    aggs = tuple(Item(_cast(_aggregate_sql(a), a.type), a.name) for a in query.aggregates)
+    aggs = tuple(Item(_cast(_aggregate_sql(a, arrival), a.type), a.name) for a in query.aggregates)
     if not aggs:
         # a query may select only keys and window columns; Spark's agg() needs
         # one expression, which the next projection leaves out
@@ -447,20 +511,22 @@ def _check_rank(stage: P.WindowRank, caps: Capabilities) -> None:
         )
 
 
-def _aggregate_sql(a: P.Aggregate) -> str:
+def _aggregate_sql(a: P.Aggregate, arrival: bool = False) -> str:
     """The aggregate as Spark SQL over the windowed relation.
 
-    Floating-point SUM/AVG are folded in replay order (event time, then
-    input order), as the operator adds them: Spark's own SUM adds partial
-    sums in an order that depends on partitioning (docs/native.md measures
-    1.0, 4.0 and 5.0 for one input on 1, 2 and 12 partitions). The price is
-    that the window's values are collected before folding.
+    Floating-point SUM/AVG are folded in replay order (event time, or the
+    arrival key when ``arrival``, then input order), as the operator adds
+    them: Spark's own SUM adds partial sums in an order that depends on
+    partitioning (docs/native.md measures 1.0, 4.0 and 5.0 for one input on
+    1, 2 and 12 partitions). The price is that the window's values are
+    collected before folding.
     """
     if not float_sum(a):
         return a.call_sql
     assert a.arg is not None
+    first = ARRIVAL if arrival else TS
     rows = (
-        f"ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT('t', {TS}, 'f', {FILE}, 'i', {ROW_ID}, "
+        f"ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT('t', {first}, 'f', {FILE}, 'i', {ROW_ID}, "
         f"'x', CAST({a.arg.sql} AS DOUBLE))))"
     )
     # SQL's SUM: NULLs are skipped, no value at all gives NULL
@@ -643,10 +709,13 @@ def _query_drop_conditions(
     assert et is not None
     ts = event_time_sql(et.column, event_time_type)
     out = [(REASON_NULL_EVENT_TIME, f"{ts} IS NULL")]
+    if query.source.arrival_order is not None:
+        # batch replay's order of reasons: no event time first
+        out.append((REASON_NULL_ARRIVAL_ORDER, f"{ts} IS NOT NULL AND {_replayed_arrival(query)}"))
     w = query.window
     if isinstance(w, P.DynamicSession):
         gap = f"CAST({w.gap_ms.sql} AS BIGINT)"
-        cond = f"{ts} IS NOT NULL AND ({gap} IS NULL OR {gap} <= 0)"
+        cond = f"{_replayed(query, ts)} AND ({gap} IS NULL OR {gap} <= 0)"
         if query.filter is not None:
             cond += f" AND ({query.filter.sql})"
         out.append((REASON_INVALID_GAP, cond))
@@ -700,8 +769,21 @@ def filtered_count(query: P.Query, df, caps: Capabilities = NATIVE) -> int:
     et = query.source.event_time
     assert et is not None
     ts = event_time_sql(et.column, _column_type(df, query))
-    cond = f"{ts} IS NOT NULL AND NOT coalesce(({query.filter.sql}), false)"
+    cond = f"{_replayed(query, ts)} AND NOT coalesce(({query.filter.sql}), false)"
     return int(df.where(F.expr(cond)).count())
+
+
+def _replayed_arrival(query: P.Query) -> str:
+    """Spark SQL over a source row: true when its arrival key is NULL."""
+    return f"({arrival_sql(query.source)}) IS NULL"
+
+
+def _replayed(query: P.Query, ts: str) -> str:
+    """Spark SQL over a source row: true when batch replay replays it (it has an event
+    time ``ts`` and, under ``arrival_order``, an arrival key)."""
+    if query.source.arrival_order is None:
+        return f"{ts} IS NOT NULL"
+    return f"{ts} IS NOT NULL AND NOT {_replayed_arrival(query)}"
 
 
 def native_counters(stage: P.Stage, df) -> dict:
@@ -716,14 +798,37 @@ def _query_counters(stage: P.Query, df) -> dict:
     rows_in = df.count()
     dropped = drop_counts(stage, df)
     filtered = filtered_count(stage, df)
+    # native windows fire every window with rows (WATERMARK trigger)
+    fired = rows_in - filtered - sum(dropped.values())
+    if stage.source.arrival_order is not None:
+        # in arrival order: rows every window of which was late (left out of all) are
+        # dropped as late, as the operator drops them without a LATE DATA TO
+        late = fired - fired_rows(stage, df)
+        if late:
+            dropped[DROP_LATE] = late
+        fired -= late
     return {
         "rows_in": rows_in,
         "late_rows": 0,
         "rows_filtered": filtered,
-        # native windows fire every window with rows (WATERMARK trigger)
-        "rows_fired": rows_in - filtered - sum(dropped.values()),
+        "rows_fired": fired,
         "dropped": dropped,
     }
+
+
+def fired_rows(stage: P.Query, df) -> int:
+    """Under ``arrival_order``: the rows some window took (not late for all of them).
+
+    The native steps up to the late filter, counted by input order (one Spark job).
+    """
+    program = lower(stage, _column_type(df, stage))
+    late_filter = next(
+        i
+        for i, st in enumerate(program.steps)
+        if isinstance(st, Filter) and st.condition.startswith(f"{BEFORE} IS NULL")
+    )
+    kept = run_steps(program.steps[: late_filter + 1], df)
+    return int(kept.select(FILE, ROW_ID).distinct().count())
 
 
 def _join_counters(join: P.WindowJoin, dfs) -> dict:
@@ -877,11 +982,14 @@ def _program_to_sql(program: NativeProgram, pretty: bool) -> str:
 def _filterable(select: exp.Select, cond: exp.Expr) -> bool:
     """Whether ``cond`` can go into ``select``'s own WHERE without changing its meaning.
 
-    True when ``select`` does not group and ``cond`` reads none of the
-    aliases ``select`` defines (a WHERE sees only the input's columns).
+    True when ``select`` does not group, computes no window function, and
+    ``cond`` reads none of the aliases ``select`` defines (a WHERE sees only
+    the input's columns).
     """
     if select.args.get("group") or select.args.get("where"):
         return False
+    if any(True for _ in select.find_all(exp.Window)):
+        return False  # a WHERE would filter the rows before the window function sees them
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     return not any(c.name.lower() in aliases for c in cond.find_all(exp.Column))
 
