@@ -394,3 +394,33 @@ def test_rank_functions_bind_as_tied_top_n_and_a_column_may_be_named_rank(functi
     formatted = format_script(parse(text))
     assert f"{function.upper()}() OVER" in formatted
     assert parse(formatted) == parse(text)
+
+
+@pytest.mark.parametrize(
+    ("window", "aggregates", "two_phase"),
+    [
+        ("HOP(ts, INTERVAL '1' SECOND, INTERVAL '60' SECOND)", "COUNT(*) AS n", True),
+        ("CUMULATE(ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)", "COUNT(v) AS n", True),
+        ("HOP(ts, INTERVAL '1' SECOND, INTERVAL '4' SECOND)", "MIN(k) AS lo, MAX(k) AS hi", True),
+        # a slide that does not divide the size: rows of one slide differ in windows
+        ("HOP(ts, INTERVAL '2' SECOND, INTERVAL '3' SECOND)", "COUNT(*) AS n", False),
+        # partials that do not merge exactly in any order
+        ("HOP(ts, INTERVAL '1' SECOND, INTERVAL '4' SECOND)", "SUM(v) AS s", False),
+        ("HOP(ts, INTERVAL '1' SECOND, INTERVAL '4' SECOND)", "MAX(v) AS s", False),
+        ("HOP(ts, INTERVAL '1' SECOND, INTERVAL '4' SECOND)", "AVG(v) AS s", False),
+        ("CUMULATE(ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)", "COUNT(DISTINCT k)", False),
+        ("TUMBLE(ts, INTERVAL '1' MINUTE)", "COUNT(*) AS n", False),
+    ],
+)
+def test_hop_and_cumulate_aggregate_in_two_phases_where_partials_merge(
+    window, aggregates, two_phase
+):
+    from wql.compiler.backends.native import GroupAggregate, lower
+    from wql.compiler.planner import sliced
+
+    q = only(f"SELECT k, window_start, {aggregates} FROM c GROUP BY k, {window};")
+    assert q.engine.engine == "native"
+    assert sliced(q) is two_phase
+    groups = [s for s in lower(q).steps if isinstance(s, GroupAggregate)]
+    assert len(groups) == (2 if two_phase else 1)
+    assert any("in two phases" in r.text for r in q.engine.reasons) is two_phase

@@ -73,7 +73,8 @@ class Capabilities:
 NATIVE = Capabilities(
     name="native",
     windows=frozenset({"TUMBLE", "HOP", "SESSION", "CUMULATE"}),
-    processing_time=False,
+    # from a declared processing_time column, replayed (docs/native.md, "Processing time")
+    processing_time=True,
     # exact: rows whose gap is <= 0 or NULL are filtered explicitly and counted
     # (docs/native.md, difference 2), never dropped silently by session_window
     dynamic_session_gap=True,
@@ -101,7 +102,14 @@ NATIVE = Capabilities(
     why_not=(
         (
             "processing_time",
-            "Spark's native windows group by a column value, not by the wall clock of arrival",
+            "Spark's native windows group by a column value, not by the wall clock of arrival "
+            "(a declared processing_time column of TIMESTAMPs or integer ms is a clock batch "
+            "replay computes natively)",
+        ),
+        (
+            "processing_sessions",
+            "processing-time sessions merge as the clock moves, and a session the clock has "
+            "passed fires before a touching one starts, which Spark's session_window merges",
         ),
         (
             "COUNT_WINDOW",
@@ -213,13 +221,18 @@ NATIVE_STREAMING = replace(
     # rows behind the watermark, and Spark's streaming aggregation does not
     # give them the operator engine's outcome (docs/native.md, "Streaming")
     late_rows=False,
-    # a stream has no declared replay order: its rows arrive as they come
+    # a stream has no declared replay order: its rows arrive as they come, on the wall clock
     arrival_order=False,
+    processing_time=False,
     window_rank=False,
     window_join=False,
     streaming=True,
     why_not=(
         *NATIVE.why_not,
+        (
+            "processing_time",
+            "Spark's native windows group by a column value, not by the wall clock of arrival",
+        ),
         (
             "CUMULATE",
             "Spark streams an aggregation in append mode only when it groups by a window of "
