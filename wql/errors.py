@@ -218,6 +218,12 @@ class ErrorCode(enum.Enum):
         "a window join of another shape than Flink SQL's: ON without both window bounds, "
         "sides of different windows or of two sources, SESSION windows",
     )
+    OVER = (
+        "WQL224",
+        "an OVER aggregation of another shape than Flink SQL's: ORDER BY other than the "
+        "event-time attribute ascending, a frame that does not end at CURRENT ROW, OVER "
+        "windows that differ, a source without event time",
+    )
     SEMANTIC = ("WQL299", "any other meaningless text")
     NOT_NATIVE = ("WQL300", "a query forced onto the native engine where it cannot run exactly")
     UNKNOWN_ENGINE = ("WQL301", "an engine other than auto, native and operator")

@@ -62,6 +62,8 @@ class Capabilities:
     """Whether a window Top-N or deduplication runs (Spark's row_number over each window)."""
     window_join: bool = True
     """Whether a window join runs (Spark's join of both sides' rows of each window)."""
+    over_aggregate: bool = True
+    """Whether an OVER aggregation runs (Spark's window functions over the rows)."""
     streaming: bool = False
     """These are the abilities on a streaming DataFrame (reasons then say so)."""
     why_not: tuple[tuple[str, str], ...] = ()
@@ -201,6 +203,26 @@ NATIVE = Capabilities(
             "window for another key) and start a new one, while Spark merges touching sessions",
         ),
         (
+            "over_arrival_order",
+            "replaying rows out of event-time order makes some rows late for the OVER "
+            "aggregation (dropped or sent to the late output), which Spark's window "
+            "functions would still aggregate",
+        ),
+        (
+            "over_aggregate_kind",
+            "the native OVER aggregation runs COUNT, SUM, MIN, MAX and AVG (Spark has no "
+            "DISTINCT window functions)",
+        ),
+        (
+            "over_float_sums",
+            "a RANGE frame holds the rows of equal event time in an order Spark's sort does "
+            "not fix, and a floating-point sum depends on the order of addition",
+        ),
+        (
+            "over_late_output",
+            "LATE DATA TO names an output Spark's window functions do not produce",
+        ),
+        (
             "view_float_sums",
             "a floating-point sum over a view adds the view's rows in the order they fire, "
             "which Spark's aggregation does not keep",
@@ -226,6 +248,7 @@ NATIVE_STREAMING = replace(
     processing_time=False,
     window_rank=False,
     window_join=False,
+    over_aggregate=False,
     streaming=True,
     why_not=(
         *NATIVE.why_not,
@@ -257,6 +280,11 @@ NATIVE_STREAMING = replace(
             "window_rank",
             "Spark refuses row_number (a window function that is not a time window) on "
             "streaming DataFrames",
+        ),
+        (
+            "over_aggregate",
+            "Spark refuses window functions that are not time windows (OVER) on streaming "
+            "DataFrames",
         ),
         (
             "window_join",

@@ -215,6 +215,37 @@ def explain_join(q: P.WindowJoin, program: P.Program | None = None) -> str:
     return "\n".join(lines)
 
 
+def explain_over(q: P.OverAggregate, program: P.Program | None = None) -> str:
+    """An OVER aggregation (Flink SQL's over aggregate), as ``wql explain`` shows it."""
+    lines = _header(q)
+    add = lines.append
+    lines.extend(_input(q, program))
+    add(f"  where: {q.filter.sql}" if q.filter is not None else "  where: none")
+    keys = ", ".join(f"{k.name} = {k.expr.sql}" for k in q.keys) or "none (one partition)"
+    add(f"  partition by: {keys}")
+    order = q.source.event_time.column if q.source.event_time is not None else "?"
+    add(f"  over: ORDER BY {order} {q.frame_text}")
+    if q.preceding is None:
+        add("    frame: the key's rows up to the row's time (ROWS: up to the row)")
+        add("    late: a row at or below the watermark")
+    elif q.frame is P.OverFrame.RANGE:
+        add(f"    frame: the key's rows with time in [ts - {duration(q.preceding)}, ts]")
+        add("    late: a row at or below the last time its key fired (0 before any)")
+    else:
+        add(f"    frame: the row and the {q.preceding} before it in (time, arrival) order")
+        add("    late: a row at or below the last time its key fired (0 before any)")
+    add("    each row comes out once, when the watermark passes its time")
+    add("  aggregates:")
+    for a in q.aggregates:
+        add(f"    {a.name} {a.type} = {a.call_sql}")
+    if q.late_output is not None:
+        add(f"  late rows: to {q.late_output}")
+    else:
+        add("  late rows: dropped and counted")
+    lines.extend(_output_and_engine(q))
+    return "\n".join(lines)
+
+
 def explain_rank(q: P.WindowRank, program: P.Program | None = None) -> str:
     """A window Top-N or deduplication (Flink SQL's window rank), as ``wql explain`` shows it."""
     lines = _header(q)
@@ -643,4 +674,5 @@ STAGES: dict[type, Callable[..., str]] = {
     P.Query: explain_aggregate,
     P.WindowRank: explain_rank,
     P.WindowJoin: explain_join,
+    P.OverAggregate: explain_over,
 }

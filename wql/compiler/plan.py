@@ -1465,10 +1465,94 @@ class WindowJoin:
         return tuple(Column(c.name, c.type, c.span) for c in self.output)
 
 
+# ---------------------------------------------------------------------------
+# OVER aggregation
+
+
+class OverFrame(enum.Enum):
+    """How an OVER frame reaches back: by time (``RANGE``) or by rows (``ROWS``)."""
+
+    RANGE = "RANGE"
+    ROWS = "ROWS"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverAggregate:
+    """An OVER aggregation (Flink SQL's event-time over aggregate), fully resolved.
+
+    Every row of ``source`` that passes ``filter`` comes out once, when the
+    watermark passes its event time, with ``aggregates`` over its frame: the
+    rows of its ``keys`` (PARTITION BY) with time in ``[ts - preceding, ts]``
+    (``RANGE``, ms) or itself and the ``preceding`` rows before it in (time,
+    arrival) order (``ROWS``); ``preceding`` None is ``UNBOUNDED PRECEDING``.
+    ``output`` reads the *over relation*: the source's columns, then the
+    aggregates (``__agg_<i>``). Late rows (docs/language.md, "OVER
+    aggregations") go to ``late_output`` or are dropped and counted.
+    """
+
+    name: str
+    source: SourceRef
+    filter: Expr | None
+    keys: tuple[KeyColumn, ...]
+    frame: OverFrame
+    preceding: int | None
+    aggregates: tuple[Aggregate, ...]
+    output: tuple[OutputColumn, ...]
+    late_output: str | None = None
+    engine: EngineChoice | None = None
+    span: Span | None = field(default=None, compare=False, repr=False)
+    #: where the OVER window is written (the first OVER item's)
+    window_span: Span | None = field(default=None, compare=False, repr=False)
+    late_output_span: Span | None = field(default=None, compare=False, repr=False)
+
+    #: no ALLOWED LATENESS: lateness is the frame's (docs/language.md)
+    allowed_lateness_ms = 0
+
+    def __post_init__(self) -> None:
+        if self.preceding is not None and self.preceding < 0:
+            _fail("a frame's PRECEDING bound is not negative", self.span, code=ErrorCode.OVER)
+        if not self.aggregates:
+            _fail("an OVER aggregation computes an aggregate", self.span, code=ErrorCode.OVER)
+        out = [c.name.lower() for c in self.output]
+        if len(set(out)) != len(out):
+            _fail("duplicate output column names", self.span, code=ErrorCode.DUPLICATE_NAME)
+
+    @property
+    def inputs(self) -> tuple[SourceRef, ...]:
+        return (self.source,)
+
+    @property
+    def output_schema(self) -> tuple[Column, ...]:
+        return tuple(Column(c.name, c.type, c.span) for c in self.output)
+
+    @property
+    def event_time(self) -> EventTime | None:
+        return self.source.event_time
+
+    @property
+    def late_schema(self) -> tuple[Column, ...] | None:
+        """The LATE DATA TO output's columns, as a window aggregate's (:class:`Query`)."""
+        if self.late_output is None:
+            return None
+        cols = [c for c in self.source.columns if c.name.lower() != LATE_EVENT_TIME_COLUMN]
+        return (*cols, Column(LATE_EVENT_TIME_COLUMN, T.TIMESTAMP))
+
+    @property
+    def frame_text(self) -> str:
+        """The frame as written in OVER (...), e.g. ``ROWS BETWEEN 2 PRECEDING AND CURRENT ROW``."""
+        if self.preceding is None:
+            lower = "UNBOUNDED PRECEDING"
+        elif self.frame is OverFrame.RANGE:
+            lower = f"INTERVAL '{self.preceding}' MILLISECOND PRECEDING"
+        else:
+            lower = f"{self.preceding} PRECEDING"
+        return f"{self.frame.value} BETWEEN {lower} AND CURRENT ROW"
+
+
 #: A stage of a program: what a query of any kind compiles to.
-Stage = Query | WindowRank | WindowJoin
+Stage = Query | WindowRank | WindowJoin | OverAggregate
 #: A stage one operator runs (per key partition, over one input).
-OperatorStage = Query | WindowRank
+OperatorStage = Query | WindowRank | OverAggregate
 
 
 # ---------------------------------------------------------------------------

@@ -263,6 +263,17 @@ def _native_rank(q: P.WindowRank) -> tuple[P.Reason, ...]:
     )
 
 
+def _native_over(q: P.OverAggregate) -> tuple[P.Reason, ...]:
+    return (
+        P.Reason(
+            "OVER aggregation replayed in event-time order: no row is late for it (a row's "
+            "time is above every time its key fired), so Spark's window functions over the "
+            f"rows ({q.frame_text}) give identical rows",
+            q.window_span or q.span,
+        ),
+    )
+
+
 def _native_aggregate(q: P.Query) -> tuple[P.Reason, ...]:
     if q.window.domain is P.TimeDomain.PROCESSING:
         reasons = [
@@ -317,6 +328,7 @@ _NATIVE_REASONS: dict[type, Callable[[Any], tuple[P.Reason, ...]]] = {
     P.Query: _native_aggregate,
     P.WindowRank: _native_rank,
     P.WindowJoin: _native_join,
+    P.OverAggregate: _native_over,
 }
 
 
@@ -536,6 +548,51 @@ def join_blockers(q: P.WindowJoin, caps: Capabilities = NATIVE) -> list[P.Reason
     return out
 
 
+def over_blockers(
+    q: P.OverAggregate, caps: Capabilities = NATIVE, upstream: P.Stage | None = None
+) -> list[P.Reason]:
+    """Every reason the OVER aggregation ``q`` needs the operator engine.
+
+    Natively it is Spark's window functions over the rows (``over_sql``),
+    which aggregate every row: exact when no row is late, i.e. in event-time
+    replay order (a row's time is then above every time its key fired, and
+    above the watermark), and with the frame's order fixed (ROWS orders equal
+    times by input order; a RANGE frame's equal times share it, so only a
+    floating-point sum sees their order).
+    """
+    out: list[P.Reason] = []
+
+    def need(what: str, span, construct: str) -> None:
+        why = caps.reason(construct)
+        message = "needs the operator engine" + (" on a stream" if caps.streaming else "")
+        out.append(P.Reason(f"{message}: {why}" if why else message, span, what))
+
+    if not caps.over_aggregate:
+        need("agg(...) OVER (...)", q.window_span or q.span, "over_aggregate")
+        return out
+    if q.source.arrival_order is not None:
+        need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "over_arrival_order")
+    et = q.source.event_time
+    if et is not None and et.idle_ms is not None and not caps.idle_sources:
+        need(
+            f"IDLE AFTER {duration(et.idle_ms)}",
+            et.idle_span or et.span or q.source.span,
+            "idle_sources",
+        )
+    if q.late_output is not None:
+        need(f"LATE DATA TO {q.late_output}", q.late_output_span or q.span, "over_late_output")
+    for a in q.aggregates:
+        if a.kind not in caps.aggregates or a.kind is P.AggKind.COUNT_DISTINCT:
+            need(a.kind.value, a.span, "over_aggregate_kind")
+        elif float_sum(a) and q.frame is P.OverFrame.RANGE:
+            need(f"{a.kind.value} of {a.arg.type.ddl if a.arg else ''}", a.span, "over_float_sums")
+    if caps.reserved_prefix:
+        for c in q.source.columns:
+            if c.name.lower().startswith(caps.reserved_prefix):
+                need(f"source column {c.name!r}", c.span or q.source.span, "reserved_prefix")
+    return out
+
+
 def float_sum(a: P.Aggregate) -> bool:
     """Whether ``a`` adds floating-point numbers, whose sum depends on the order of addition.
 
@@ -558,4 +615,5 @@ _BLOCKERS: dict[type, Callable[[Any, Capabilities, P.Stage | None], list[P.Reaso
     P.Query: native_blockers,
     P.WindowRank: rank_blockers,
     P.WindowJoin: lambda q, caps, upstream: join_blockers(q, caps),
+    P.OverAggregate: over_blockers,
 }

@@ -227,6 +227,8 @@ def _link(
             down.span,
             "run the pipeline in batch",
         )
+    # the binder refuses a view of an OVER aggregation (binder/views.py)
+    assert isinstance(up, P.Query), type(up).__name__
     columns = _copied(up, up_op)
     link = _copied_link(down, op, columns)
     if link is not None and up.having is None and down.filter is None:
@@ -607,4 +609,5 @@ _STREAM_PLANS: dict[type, Callable[[Any, P.Program, StreamMemo], P.StreamPlan]] 
     P.Query: stream_chain,
     P.WindowRank: stream_chain,
     P.WindowJoin: stream_join,
+    P.OverAggregate: stream_chain,
 }

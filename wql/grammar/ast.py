@@ -862,7 +862,66 @@ class JoinQuery(Node):
     where: Expr | None = None
 
 
-AnyQuery = Query | RankQuery | JoinQuery
+# --------------------------------------------------------------------------- OVER aggregation
+
+
+class FrameUnit(enum.Enum):
+    """How an OVER frame counts: by time (``RANGE``) or by rows (``ROWS``)."""
+
+    RANGE = "RANGE"
+    ROWS = "ROWS"
+
+
+class BoundKind(enum.Enum):
+    UNBOUNDED = "UNBOUNDED"
+    CURRENT_ROW = "CURRENT ROW"
+    OFFSET = "OFFSET"
+
+
+@dataclass(frozen=True)
+class FrameBound(Node):
+    """One end of an OVER frame: ``UNBOUNDED PRECEDING``, ``CURRENT ROW``,
+    ``<interval> PRECEDING`` (RANGE), ``<n> PRECEDING`` (ROWS), or ``... FOLLOWING``
+    (parsed so that the binder can say why it is refused)."""
+
+    kind: BoundKind
+    following: bool = False
+    offset: Interval | Integer | None = None
+
+
+@dataclass(frozen=True)
+class OverWindow(Node):
+    """``OVER (PARTITION BY cols ORDER BY item [RANGE | ROWS BETWEEN lower AND upper])``;
+    ``unit`` None when no frame is written (SQL's default: RANGE UNBOUNDED PRECEDING)."""
+
+    partition_by: tuple[Ident, ...]
+    order_by: OrderItem
+    unit: FrameUnit | None = None
+    lower: FrameBound | None = None
+    upper: FrameBound | None = None
+
+
+@dataclass(frozen=True)
+class OverItem(Node):
+    """``agg(x) OVER (...) [AS name]`` in a SELECT list."""
+
+    call: Expr
+    window: OverWindow
+    alias: Ident | None = None
+
+
+@dataclass(frozen=True)
+class OverQuery(Node):
+    """``SELECT ..., agg(x) OVER (...) ... FROM t [WHERE ...] [LATE DATA TO name]``: an
+    OVER aggregation (Flink SQL's over aggregate): every row, with its aggregates."""
+
+    select: tuple[SelectItem | Star | OverItem, ...]
+    source: TableRef
+    where: Expr | None = None
+    late_data: LateDataTo | None = None
+
+
+AnyQuery = Query | RankQuery | JoinQuery | OverQuery
 
 
 @dataclass(frozen=True)
@@ -873,7 +932,7 @@ class CreateView(Node):
     query: AnyQuery
 
 
-Statement = CreateSource | CreateView | Query | RankQuery | JoinQuery
+Statement = CreateSource | CreateView | Query | RankQuery | JoinQuery | OverQuery
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,8 @@ def _any_query_lines(
         return _rank_lines(query, anchor_first=anchor_first)
     if isinstance(query, ast.JoinQuery):
         return _join_lines(query, anchor_first=anchor_first)
+    if isinstance(query, ast.OverQuery):
+        return _over_lines(query, anchor_first=anchor_first)
     return _query_lines(query, anchor_first=anchor_first, form=form)
 
 
@@ -213,7 +215,7 @@ def _source_lines(source: ast.CreateSource) -> list[_Line]:
 
 
 def _select_lines(
-    items: tuple[ast.SelectItem | ast.Star | ast.RankColumn, ...],
+    items: tuple[ast.SelectItem | ast.Star | ast.RankColumn | ast.OverItem, ...],
     anchor: int | None,
     depth: int = 1,
     rank: str = "",
@@ -231,7 +233,10 @@ def _select_lines(
     return lines
 
 
-def _select_entry(item: ast.SelectItem | ast.Star) -> str:
+def _select_entry(item: ast.SelectItem | ast.Star | ast.OverItem) -> str:
+    if isinstance(item, ast.OverItem):
+        text = f"{item.call.canonical} OVER ({format_over(item.window)})"
+        return text + (f" AS {format_ident(item.alias)}" if item.alias is not None else "")
     if isinstance(item, ast.Star):
         return f"{format_ident(item.table)}.*" if item.table is not None else "*"
     text = item.expr.canonical
@@ -262,6 +267,42 @@ def format_rank(rank: ast.RowNumber) -> str:
     order = ", ".join(o.expr.canonical + (" DESC" if o.descending else "") for o in rank.order_by)
     partition = ", ".join(format_ident(i) for i in rank.partition_by)
     return f"{rank.function.value}() OVER (PARTITION BY {partition} ORDER BY {order})"
+
+
+def format_frame_bound(bound: ast.FrameBound) -> str:
+    """``UNBOUNDED PRECEDING``, ``CURRENT ROW``, ``INTERVAL '10' SECOND PRECEDING``, ..."""
+    if bound.kind is ast.BoundKind.CURRENT_ROW:
+        return "CURRENT ROW"
+    direction = "FOLLOWING" if bound.following else "PRECEDING"
+    if bound.kind is ast.BoundKind.UNBOUNDED:
+        return f"UNBOUNDED {direction}"
+    offset = bound.offset
+    text = format_interval(offset) if isinstance(offset, ast.Interval) else str(offset.value)  # type: ignore[union-attr]
+    return f"{text} {direction}"
+
+
+def format_over(window: ast.OverWindow) -> str:
+    """What ``OVER ( )`` holds: ``PARTITION BY ... ORDER BY ... [frame]``."""
+    parts = []
+    if window.partition_by:
+        parts.append("PARTITION BY " + ", ".join(format_ident(i) for i in window.partition_by))
+    order = window.order_by
+    parts.append("ORDER BY " + order.expr.canonical + (" DESC" if order.descending else ""))
+    if window.unit is not None and window.lower is not None and window.upper is not None:
+        lower, upper = format_frame_bound(window.lower), format_frame_bound(window.upper)
+        parts.append(f"{window.unit.value} BETWEEN {lower} AND {upper}")
+    return " ".join(parts)
+
+
+def _over_lines(query: ast.OverQuery, *, anchor_first: bool) -> list[_Line]:
+    lines = _select_lines(query.select, _anchor(query) if anchor_first else None)  # type: ignore[arg-type]
+    lines.append(_Line(f"FROM {_table(query.source)}", _anchor(query.source)))
+    if query.where is not None:
+        lines.append(_Line(f"WHERE {query.where.canonical}", _anchor(query.where)))
+    if query.late_data is not None:
+        text = f"LATE DATA TO {format_ident(query.late_data.name)}"
+        lines.append(_Line(text, _anchor(query.late_data)))
+    return lines
 
 
 def _rank_lines(query: ast.RankQuery, *, anchor_first: bool) -> list[_Line]:

@@ -58,6 +58,7 @@ _PATTERN_NAMES = {
     "LATE_DATA_TO": "LATE DATA TO",
     # lexed only right before `() OVER`, where ROW_NUMBER is expected too: one name
     "RANK_FUNCTION": "ROW_NUMBER",
+    "OVER_WINDOW": "OVER",
     "_SEMI": "';'",
     "$END": "end of input",
 }
@@ -707,6 +708,7 @@ _SAMPLE_VALUES = {
     "LATE_DATA_TO": "LATE DATA TO",
     # lexed only right before `() OVER`, where ROW_NUMBER is expected too: one name
     "RANK_FUNCTION": "ROW_NUMBER",
+    "OVER_WINDOW": "OVER",
 }
 
 

@@ -148,6 +148,16 @@ class _RankItem:
 
 
 @dataclass(frozen=True, slots=True)
+class _Frame:
+    """``RANGE | ROWS BETWEEN lower AND upper`` of an OVER window."""
+
+    unit: ast.FrameUnit
+    lower: ast.FrameBound
+    upper: ast.FrameBound
+    span: Span | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Subquery:
     """``(SELECT ... FROM relation [WHERE ...])``: a Top-N's ranking, or a join's input."""
 
@@ -611,6 +621,72 @@ class WqlTransformer(Transformer[Token, ast.Script]):
         elif items is not None:
             raise _no_window(items)
         return ast.Query(select=select, span=span, **parts)
+
+    # --------------------------------------------------- OVER aggregation
+
+    def over_query(self, span: Span | None, children: list[Any]) -> ast.OverQuery:
+        select = tuple(
+            c
+            for c in children
+            if isinstance(c, (ast.SelectItem, ast.Star, ast.OverItem, _RankItem))
+        )
+        for e in select:
+            if isinstance(e, _RankItem):
+                raise WqlSyntaxError(
+                    "ROW_NUMBER() OVER (...) ranks a windowed relation (a window Top-N); "
+                    "an OVER aggregation's items are aggregates",
+                    e.span,
+                    hint="SUM(x) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING "
+                    "AND CURRENT ROW)",
+                    code=ErrorCode.SYNTAX,
+                )
+        source = next(c for c in children if isinstance(c, ast.TableRef))
+        where = next((c.value[1] for c in children if isinstance(c, _Part)), None)
+        late = next((c for c in children if isinstance(c, ast.LateDataTo)), None)
+        return ast.OverQuery(select, source, where, late, span=span)  # type: ignore[arg-type]
+
+    def over_source(self, span: Span | None, children: list[Any]) -> ast.TableRef:
+        return self.table_ref(span, children)
+
+    def over_item(self, span: Span | None, children: list[Any]) -> ast.OverItem:
+        call, window = children[0]
+        alias = children[1] if len(children) > 1 else None
+        return ast.OverItem(call, window, alias, span=span)
+
+    def over_call(self, span: Span | None, children: list[Any]) -> tuple[ast.Expr, ast.OverWindow]:
+        tree = children[0]
+        assert isinstance(tree, SqlTree) and tree.span is not None
+        call = ast.Expr(
+            self.source[tree.span.start : tree.span.end], render_sql(tree), span=tree.span
+        )
+        partition = next((c.value for c in children if isinstance(c, _Part)), ())
+        order = next(c for c in children if isinstance(c, ast.OrderItem))
+        frame = next((c for c in children if isinstance(c, _Frame)), None)
+        if frame is None:
+            return call, ast.OverWindow(partition, order, span=span)
+        window = ast.OverWindow(partition, order, frame.unit, frame.lower, frame.upper, span=span)
+        return call, window
+
+    def range_frame(self, span: Span | None, children: list[Any]) -> _Frame:
+        return _Frame(ast.FrameUnit.RANGE, children[0], children[1], span)
+
+    def rows_frame(self, span: Span | None, children: list[Any]) -> _Frame:
+        return _Frame(ast.FrameUnit.ROWS, children[0], children[1], span)
+
+    def unbounded_bound(self, span: Span | None, children: list[Any]) -> ast.FrameBound:
+        return ast.FrameBound(ast.BoundKind.UNBOUNDED, children[0].value, span=span)
+
+    def current_row_bound(self, span: Span | None, children: list[Any]) -> ast.FrameBound:
+        return ast.FrameBound(ast.BoundKind.CURRENT_ROW, span=span)
+
+    def offset_bound(self, span: Span | None, children: list[Any]) -> ast.FrameBound:
+        return ast.FrameBound(ast.BoundKind.OFFSET, children[1].value, children[0], span=span)
+
+    def preceding(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(False, span)
+
+    def following(self, span: Span | None, children: list[Any]) -> _Part:
+        return _Part(True, span)
 
     # --------------------------------------------------- window Top-N, joins
 

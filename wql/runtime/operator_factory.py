@@ -22,6 +22,7 @@ from typing import Any
 from wql.runtime.columnar import ColumnarWindows
 from wql.runtime.fastpath import CountSessionPath, RowPath, SessionPath, WindowPath
 from wql.runtime.join import JoinConfig, WindowJoinOperator
+from wql.runtime.over import OverAggregateOperator, OverConfig
 from wql.runtime.rank import RankConfig, WindowRankOperator
 from wql.runtime.vectorized import try_process_batch
 from wql.runtime.window_operator import FastPaths, WindowOperator, install_fast_paths
@@ -35,6 +36,8 @@ def make_operator(config: Any) -> Any:
         return WindowRankOperator(config)
     if isinstance(config, JoinConfig):
         return WindowJoinOperator(config)
+    if isinstance(config, OverConfig):
+        return OverAggregateOperator(config)
     return WindowOperator(config)
 
 

@@ -444,8 +444,24 @@ def _project_rank(
     return ranked.select(*_projection(rank.output), *keep)
 
 
+def _project_over(
+    over: P.OverAggregate, op: OperatorPlan, rows: DataFrame, keep: tuple[str, ...]
+) -> DataFrame:
+    """An OVER aggregation's rows -> the over relation (the input row, then its aggregates
+    ``__agg_<i>``) -> SELECT."""
+    # results: the aggregates (__wql_a<i>), then the operator's values (__wql_a<n + index>)
+    n = len(over.aggregates)
+    rel = [F.col(_aggregate_column(n + i)).alias(name) for name, i in op.payload]
+    rel += [F.col(_aggregate_column(i)).alias(a.name) for i, a in enumerate(over.aggregates)]
+    return rows.select(*keep, *rel).select(*_projection(over.output), *keep)
+
+
 #: The projection of each kind of operator stage's rows.
-_PROJECTIONS: dict[type, Any] = {P.Query: _project_aggregate, P.WindowRank: _project_rank}
+_PROJECTIONS: dict[type, Any] = {
+    P.Query: _project_aggregate,
+    P.WindowRank: _project_rank,
+    P.OverAggregate: _project_over,
+}
 
 
 def keeps_every_row(query: P.OperatorStage) -> bool:
@@ -453,6 +469,8 @@ def keeps_every_row(query: P.OperatorStage) -> bool:
     (no HAVING; for a window rank, no outer WHERE or QUALIFY)."""
     if isinstance(query, P.WindowRank):
         return query.condition is None
+    if isinstance(query, P.OverAggregate):
+        return True
     return query.having is None
 
 

@@ -11,6 +11,7 @@ with one method per way it runs::
     WindowRank      over its input           run_view_stage (placed)      (q.engine.stream)
     WindowJoin    build_native_join        run_window_join              run_stream_join
                     of its sides' inputs     of its sides' results        (q.engine.stream)
+    OverAggregate build_native             run_operator                 run_stream_chain
 
 Each returns the stage's *run*, one class per kind of what ran:
 :class:`NativeRun`, :class:`~wql.spark.batch.OperatorRun`,
@@ -174,6 +175,12 @@ class _RankHost(_AggregateHost):
     no_timeline = "a window Top-N"
 
 
+class _OverHost(_AggregateHost):
+    """An OVER aggregation over its source: runs as an aggregate stage does."""
+
+    no_timeline = "an OVER aggregation"
+
+
 class _JoinHost:
     """A window join of two sides (each a window table or a view)."""
 
@@ -216,6 +223,7 @@ HOSTS: dict[type, type[_AggregateHost] | type[_JoinHost]] = {
     P.Query: _AggregateHost,
     P.WindowRank: _RankHost,
     P.WindowJoin: _JoinHost,
+    P.OverAggregate: _OverHost,
 }
 
 

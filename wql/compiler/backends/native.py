@@ -1113,6 +1113,111 @@ def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, in
 
 
 # ---------------------------------------------------------------------------
+# OVER aggregation
+
+
+def _check_over(stage: P.OverAggregate, caps: Capabilities) -> None:
+    from wql.compiler.planner import over_blockers
+
+    reasons = over_blockers(stage, caps)
+    if reasons:
+        first = reasons[0]
+        raise WqlUnsupportedError(
+            f"query {stage.name!r} cannot run on the native engine: {first.text}",
+            first.span,
+            code=ErrorCode.NOT_NATIVE,
+        )
+
+
+def over_sql(stage: P.OverAggregate) -> str:
+    """What follows an aggregate call natively: ``OVER (PARTITION BY ... ORDER BY ...
+    frame)`` over the replay order's columns (event time ms, then input order for ROWS)."""
+    parts = []
+    if stage.keys:
+        parts.append("PARTITION BY " + ", ".join(k.expr.sql for k in stage.keys))
+    lower = "UNBOUNDED" if stage.preceding is None else str(stage.preceding)
+    if stage.frame is P.OverFrame.RANGE:
+        parts.append(f"ORDER BY {TS} RANGE BETWEEN {lower} PRECEDING AND CURRENT ROW")
+    else:
+        parts.append(
+            f"ORDER BY {TS}, {FILE}, {ROW_ID} ROWS BETWEEN {lower} PRECEDING AND CURRENT ROW"
+        )
+    return f"OVER ({' '.join(parts)})"
+
+
+def lower_over(
+    stage: P.OverAggregate, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
+) -> NativeProgram:
+    """The native steps of an OVER aggregation: Spark's window functions over the rows in
+    replay order. Exact where no row is late (``over_blockers``): every row then comes
+    out with its frame's aggregate, as the operator emits it."""
+    _check_over(stage, caps)
+    et = stage.source.event_time
+    assert et is not None  # the binder
+    steps: list[Step] = [
+        Project(
+            (
+                Item(event_time_sql(et.column, event_time_type), TS),
+                Item("INPUT_FILE_NAME()", FILE),
+                Item("MONOTONICALLY_INCREASING_ID()", ROW_ID),
+            )
+        )
+    ]
+    if stage.filter is not None:
+        steps.append(Filter(f"({stage.filter.sql})"))
+    steps.append(
+        Filter(f"{TS} IS NOT NULL" + (f" AND {TS} > 0" if stage.preceding is not None else ""))
+    )
+    over = over_sql(stage)
+    steps.append(Project(tuple(Item(f"{a.call_sql} {over}", a.name) for a in stage.aggregates)))
+    out = tuple(Item(_cast(c.expr.sql, c.type), c.name) for c in stage.output)
+    steps.append(Project(out, keep=False))
+    return NativeProgram(stage.name, stage.source.name, tuple(steps), stage.output_schema)
+
+
+def _over_drop_conditions(
+    stage: P.OverAggregate, event_time_type: WqlType | None, caps: Capabilities
+) -> tuple[tuple[str, str], ...]:
+    """Rows without event time; with a bounded frame, rows at or before the epoch: Flink's
+    bounded over functions start a key's last triggering time at 0 and call every row at
+    or below it late (docs/language.md, "OVER aggregations")."""
+    from wql.runtime.assigners import DROP_LATE
+
+    et = stage.source.event_time
+    assert et is not None
+    ts = event_time_sql(et.column, event_time_type)
+    out = [(REASON_NULL_EVENT_TIME, f"{ts} IS NULL")]
+    if stage.preceding is not None:
+        cond = f"{ts} <= 0"
+        if stage.filter is not None:
+            cond += f" AND ({stage.filter.sql})"
+        out.append((DROP_LATE, cond))
+    return tuple(out)
+
+
+def _over_counters(stage: P.OverAggregate, df) -> dict:
+    """Every row with event time that passes WHERE comes out once, but for the dropped."""
+    from pyspark.sql import functions as F
+
+    rows_in = df.count()
+    dropped = drop_counts(stage, df)  # type: ignore[arg-type]
+    filtered = 0
+    if stage.filter is not None:
+        et = stage.source.event_time
+        assert et is not None
+        ts = event_time_sql(et.column, _column_type(df, stage))
+        cond = f"{ts} IS NOT NULL AND NOT coalesce(({stage.filter.sql}), false)"
+        filtered = int(df.where(F.expr(cond)).count())
+    return {
+        "rows_in": rows_in,
+        "late_rows": 0,
+        "rows_filtered": filtered,
+        "rows_fired": rows_in - filtered - sum(dropped.values()),
+        "dropped": dropped,
+    }
+
+
+# ---------------------------------------------------------------------------
 # Target 2: one Spark SQL statement
 
 
@@ -1268,4 +1373,7 @@ STAGE_KINDS: dict[type, StageKind] = {
         lower_rank, _rank_drop_conditions, _window_dropped_rows, _rank_counters, _window_to_sql
     ),
     P.WindowJoin: StageKind(None, None, _join_dropped_rows, _join_counters, _join_to_sql),
+    P.OverAggregate: StageKind(
+        lower_over, _over_drop_conditions, _window_dropped_rows, _over_counters, _window_to_sql
+    ),
 }

@@ -50,12 +50,14 @@ from wql.runtime import evictors as E
 from wql.runtime import triggers as TR
 from wql.runtime.aggregates import AggregateSpec
 from wql.runtime.config import OperatorConfig
+from wql.runtime.over import OverConfig
 from wql.runtime.rank import RankConfig
 
 __all__ = [
     "OperatorPlan",
     "ValueColumn",
     "build_operator",
+    "build_over",
     "build_rank",
     "build_stage",
     "tagging_firings",
@@ -93,7 +95,7 @@ class OperatorPlan:
     """
 
     query: P.OperatorStage
-    config: OperatorConfig | RankConfig
+    config: OperatorConfig | RankConfig | OverConfig
     keys: tuple[P.KeyColumn, ...]
     values: tuple[ValueColumn, ...]
     late_columns: tuple[tuple[str, int], ...]
@@ -101,7 +103,8 @@ class OperatorPlan:
     #: the types of the results an emitted row carries after ``EMITTED_FIELDS``:
     #: a query's aggregates; a window rank's rank, then every value
     results: tuple[WqlType, ...] = ()
-    #: a window rank: ``(input column, values index)`` of the row it passes through
+    #: a window rank or OVER aggregation: ``(input column, values index)`` of the row it
+    #: passes through
     payload: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -251,6 +254,37 @@ def build_rank(stage: P.WindowRank, *, tag_firings: bool = False) -> OperatorPla
     )
 
 
+def build_over(stage: P.OverAggregate, *, tag_firings: bool = False) -> OperatorPlan:
+    """The runtime configuration and host inputs of an OVER aggregation.
+
+    The operator gets the source row as values (every column: SELECT reads
+    them after it) and the aggregates' arguments; it emits each row with its
+    aggregates, then its values (``payload`` names them).
+    """
+    values = _Values()
+    payload = tuple((c.name, values.add_column(c.name, c.type)) for c in stage.source.columns)
+    aggregates = tuple(_aggregate(a, values) for a in stage.aggregates)
+    late_columns = payload if stage.late_output is not None else ()
+    config = OverConfig(
+        stage.frame.value,
+        stage.preceding,
+        aggregates,
+        late_output=stage.late_output is not None,
+        late_columns=tuple(i for _, i in late_columns) if late_columns else None,
+        tag_firings=tag_firings,
+    )
+    return OperatorPlan(
+        query=stage,
+        config=config,
+        keys=stage.keys,
+        values=tuple(values.items),
+        late_columns=late_columns,
+        domains=frozenset({P.TimeDomain.EVENT}),
+        results=(*(a.type for a in stage.aggregates), *(v.type for v in values.items)),
+        payload=payload,
+    )
+
+
 def post_aggregation_relation(
     query: P.Query, op: OperatorPlan
 ) -> tuple[tuple[str, P.FieldSource, WqlType], ...]:
@@ -313,7 +347,7 @@ def tagging_firings(plan: OperatorPlan) -> OperatorPlan:
 
 
 #: The operator plan of each kind of operator stage.
-_BUILDERS = {P.Query: build_operator, P.WindowRank: build_rank}
+_BUILDERS = {P.Query: build_operator, P.WindowRank: build_rank, P.OverAggregate: build_over}
 
 
 # --------------------------------------------------------------------------- windows

@@ -354,11 +354,13 @@ _BODIES: dict[type, Callable[[Any, dict[str, str]], list[str]]] = {
     P.Query: _window_lines,
     P.WindowRank: _window_lines,
     P.WindowJoin: _join_lines,
+    P.OverAggregate: _window_lines,
 }
 _DROPS: dict[type, Callable[[Any], list[tuple[str, str, str]] | None]] = {
     P.Query: _window_drops,
     P.WindowRank: _window_drops,
     P.WindowJoin: _join_drops,
+    P.OverAggregate: _window_drops,
 }
 
 

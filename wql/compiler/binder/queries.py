@@ -13,6 +13,7 @@ from wql.compiler.binder.context import BindContext, Echo
 from wql.compiler.binder.emit import bind_emit, check_changelog
 from wql.compiler.binder.joins import bind_join
 from wql.compiler.binder.lateness import bind_late_data, bind_lateness
+from wql.compiler.binder.over import bind_over
 from wql.compiler.binder.ranks import bind_rank
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
 from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
@@ -61,7 +62,7 @@ def bind_script(ctx: BindContext, script: ast.Script) -> P.Program | None:
                 ctx.views[name.lower()] = bound
         if bound is not None:
             if bound.late_output is not None:
-                assert isinstance(q, ast.Query) and q.late_data is not None
+                assert isinstance(q, ast.Query | ast.OverQuery) and q.late_data is not None
                 _claim_name(ctx, names, bound.late_output, q.late_data.name.span, "late output")
             queries.append(bound)
     if not queries and not ctx.errors:
@@ -83,6 +84,8 @@ def _bind_any(ctx: BindContext, q: ast.AnyQuery, name: str) -> P.Stage | None:
         return bind_rank(ctx, q, name)
     if isinstance(q, ast.JoinQuery):
         return bind_join(ctx, q, name)
+    if isinstance(q, ast.OverQuery):
+        return bind_over(ctx, q, name)
     return bind_query(ctx, q, name)
 
 

@@ -90,6 +90,14 @@ def bind_view_source(ctx: BindContext, ref: ast.TableRef, reader: str) -> P.Sour
             hint="a window join ends a pipeline: join views, rank them, then join",
             code=ErrorCode.PIPELINE,
         )
+    if isinstance(view, P.OverAggregate):
+        raise ctx.error(
+            f"view {view.name!r} is an OVER aggregation, whose rows another query cannot read "
+            "(they carry no window and no rowtime WQL forwards)",
+            ref.name.span,
+            hint="an OVER aggregation ends a pipeline: read its source instead",
+            code=ErrorCode.OVER,
+        )
     if isinstance(view, P.Query) and view.changelog is not None:
         raise ctx.error(
             f"view {view.name!r} emits a changelog (EMIT CHANGELOG), whose retractions a query "
