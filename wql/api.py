@@ -229,27 +229,31 @@ class Compiled:
         runner: StageRunner | None = None
         try:
             for q in self._selected(program):
-                root = program.root_source(q)
-                key = root.name.lower()
-                if key not in sources:
+                # every source the pipeline starts from (two for a join of two sources)
+                for root in program.root_sources(q):
+                    key = root.name.lower()
+                    if key in sources:
+                        continue
                     # the stage that reads the source (maybe in a file given before)
                     first = next(
                         st
                         for st in program.pipeline(q)
-                        if any(s.view is None for s in P.inputs_of(st))
+                        if any(s.view is None and s.name.lower() == key for s in P.inputs_of(st))
                     )
                     owner, owned = self._owner(first.name, program)
                     sources[key] = owner._source_df(spark, owned, root.name, dataframes, read)
             malformed = self._malformed(spark, program, sources, dataframes, read)
             # the engine of each query is chosen for the kind of DataFrame it reads
             program = self._planned(program, {k for k, df in sources.items() if df.isStreaming})
-            runner = StageRunner(program)
+            runner = StageRunner(program, sources)
             for q in self._selected(program):
                 df = sources[program.root_source(q).name.lower()]
                 started = time.perf_counter()
                 results[q.name] = _run(q, df, runner, self.text, self.filename)
                 results[q.name].seconds = time.perf_counter() - started
-                results[q.name]._malformed = malformed.get(program.root_source(q).name.lower())
+                results[q.name]._malformed = _summed(
+                    [malformed.get(r.name.lower()) for r in program.root_sources(q)]
+                )
         except WqlError as e:
             for r in results.values():
                 r.release()
@@ -386,7 +390,8 @@ class Compiled:
 
         if all(
             q.engine is not None
-            and q.engine.streaming == (program.root_source(q).name.lower() in streams)
+            and q.engine.streaming
+            == any(r.name.lower() in streams for r in program.root_sources(q))
             for q in self._selected(program)
         ):
             return program
@@ -488,6 +493,14 @@ _STREAMING_COUNTERS: dict[str, Any] = {
     "dropped": {},
     "streaming": True,
 }
+
+
+def _summed(counts: list[Callable[[], int] | None]) -> Callable[[], int] | None:
+    """The malformed rows of every source a query reads (two for a join of two sources)."""
+    known = [c for c in counts if c is not None]
+    if len(known) <= 1:
+        return known[0] if known else None
+    return lambda: sum(c() for c in known)
 
 
 def _run(q: P.Stage, df: Any, runner: StageRunner, text: str, filename: str | None) -> QueryResult:

@@ -216,7 +216,8 @@ class ErrorCode(enum.Enum):
     WINDOW_JOIN = (
         "WQL223",
         "a window join of another shape than Flink SQL's: ON without both window bounds, "
-        "sides of different windows or of two sources, SESSION windows",
+        "sides of different windows, SESSION windows; a join of two sources without one "
+        "replay order (arrival_order on one source only, or of two kinds) or with an idle rule",
     )
     OVER = (
         "WQL224",

@@ -115,7 +115,32 @@ HAND_WRITTEN: dict[str, Callable[[DataFrame], dict[str, DataFrame]]] = {
     "nexmark_q5": q5,
     "nexmark_q7": q7,
     "nexmark_q8": q8,
+    # the same people and auctions, read from two sources (the split is checked below)
+    "nexmark_q8_two_sources": q8,
 }
+
+
+def test_the_two_sources_are_the_events_split_by_type(spark):
+    # nexmark_q8_two_sources.wql reads persons and auctions from files of their own:
+    # exactly the event file's rows of type 0 and 1, with their columns
+    events = _events(spark)
+    for name, kind, schema in (
+        (
+            "nexmark_persons.csv",
+            0,
+            "person_id BIGINT, name STRING, city STRING, state STRING, date_time TIMESTAMP, "
+            "seq BIGINT",
+        ),
+        (
+            "nexmark_auctions.csv",
+            1,
+            "auction_id BIGINT, item_name STRING, initial_bid BIGINT, reserve BIGINT, "
+            "seller BIGINT, category BIGINT, date_time TIMESTAMP, seq BIGINT",
+        ),
+    ):
+        split = spark.read.csv(str(EXAMPLES / "data" / name), header=True, schema=schema)
+        want = events.where(F.col("event_type") == kind).select(*split.columns)
+        assert sorted(split.collect()) == sorted(want.collect()), name
 
 
 @pytest.mark.parametrize("name", sorted(HAND_WRITTEN))

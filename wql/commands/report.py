@@ -6,11 +6,12 @@ line (:class:`Status`, fed by :class:`StageProgress` in batch and by
 A summary line reads, for both::
 
     FILE: QUERY [ENGINE(, stream(, drained))] | rows in N | out N | late N
-          (| fired N) (| filtered N) | dropped N (reason), ... | S s
+          (| fired N) (| filtered N) | dropped N (reason), ...
+          (| by side: NAME N (reason); ...) | S s
 
 from the query's counters under the names :attr:`wql.api.QueryResult.counters`
 gives them (``rows_in``, ``rows_out``, ``late_rows``, ``rows_fired``,
-``rows_filtered``, ``dropped``).
+``rows_filtered``, ``dropped``; a window join's ``sides``: its drops per side).
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def summary_line(
         )
     else:
         parts.append("dropped 0")
+    sides = {n: s["dropped"] for n, s in c.get("sides", {}).items() if s.get("dropped")}
+    if sides:
+        # a window join's drops per input, as Flink counts its late rows per side
+        parts.append(
+            "by side: "
+            + "; ".join(
+                f"{n} " + ", ".join(f"{k} ({reason})" for reason, k in sorted(d.items()))
+                for n, d in sides.items()
+            )
+        )
     if c.get("malformed"):
         # kept with the value NULL (Spark's PERMISSIVE mode), in rows in
         parts.append(f"malformed {c['malformed']}")

@@ -203,10 +203,12 @@ def _apply(spark: Any, c: Any) -> Any:
     """``c`` applied to a stream of each declared source its queries read."""
     from wql.spark.stream_sinks import read_stream_source
 
+    # every source a query reads (both of a window join of two sources)
+    read = {r.name.lower() for q in c.program.queries for r in c.program.root_sources(q)}
     sources = {
         s.name: read_stream_source(spark, s, c.base_dir)
         for s in c.program.sources
-        if s.declared and any(q.source.name.lower() == s.name.lower() for q in c.program.queries)
+        if s.declared and s.name.lower() in read
     }
     return c.apply(spark, **sources)
 

@@ -202,8 +202,21 @@ def explain_join(q: P.WindowJoin, program: P.Program | None = None) -> str:
             add(f"  {side.qualifier}: view {side.source.name} ({cols})")
             add(f"    windows: {window_text(side.windows)} ({side.bounds[0]}, {side.bounds[1]})")
         if program is not None and side.source.view is not None:
-            chain = P.chain_text(program.pipeline(program.view(side.source.view)))
-            add(f"    pipeline: source {program.root_source(q).name} -> {chain}")
+            view = program.view(side.source.view)
+            chain = P.chain_text(program.pipeline(view))
+            add(f"    pipeline: source {program.root_source(view).name} -> {chain}")
+    roots = [program.side_root(s.source) for s in q.sides] if program is not None else []
+    if len(roots) == 2 and roots[0].name.lower() != roots[1].name.lower():
+        order = (
+            f"their shared arrival order ({roots[0].arrival_order}, {roots[1].arrival_order}; "
+            f"ties: {roots[0].name} first)"
+            if roots[0].arrival_order is not None
+            else "event time (no row is behind its own source's watermark)"
+        )
+        add(
+            f"  sources: {roots[0].name} and {roots[1].name}, each with its own watermark; "
+            f"the join's is their minimum; batch replay interleaves their rows by {order}"
+        )
     add("  joined:")
     for side in q.sides:
         for n, c in zip(side.internal, side.columns, strict=True):

@@ -1827,6 +1827,10 @@ class Program:
         ups = [s.view for s in inputs_of(q) if s.view is not None]
         return _roots([self._upward(v, self._roots, _roots) for v in ups], q)
 
+    def side_root(self, ref: SourceRef) -> SourceRef:
+        """The source at the start of the input ``ref`` (itself, or its view's root)."""
+        return ref if ref.view is None else self.root_source(self.view(ref.view))
+
     def root_source(self, q: Stage) -> SourceRef:
         """The source ``q``'s pipeline starts from (the binder allows one per pipeline)."""
         return self.root_sources(q)[0]

@@ -63,7 +63,8 @@ def choose_engines(
     memo = StreamMemo()
     for q in program.queries:
         try:
-            stream = is_stream(program.root_source(q), streaming)
+            # a join of two sources is on a stream when either is (the stream plan refuses it)
+            stream = any(is_stream(r, streaming) for r in program.root_sources(q))
             views = [s for s in P.inputs_of(q) if s.view is not None]
             # how it runs on a stream, once: a positioned refusal of what one stream
             # processor cannot run, else the plan the stream host runs
@@ -72,6 +73,8 @@ def choose_engines(
             choice = choose_engine(q, engine, streaming=stream, upstream=upstream)
             if how is not None and choice.engine == "operator":
                 choice = _on_stream(choice, q, how)
+                if isinstance(q, P.WindowJoin):
+                    choice = _of_two_sources(choice, q, program)
             planned[q.name.lower()] = q = dataclasses.replace(q, engine=choice)
             queries.append(q)
         except WqlError as e:
@@ -188,6 +191,20 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
             f"{plan.serial}); {order}"
         )
     how = P.Reason(text, q.span)
+    return dataclasses.replace(choice, reasons=(*choice.reasons, how))
+
+
+def _of_two_sources(choice: P.EngineChoice, q: P.WindowJoin, program: P.Program) -> P.EngineChoice:
+    """``choice`` saying how a window join of two sources gets its watermark on a stream."""
+    roots = [program.side_root(s.source) for s in q.sides]
+    if roots[0].name.lower() == roots[1].name.lower():
+        return choice
+    how = P.Reason(
+        f"a window join of two sources ({roots[0].name} and {roots[1].name}): each source "
+        "streams with its own watermark and Spark's, the minimum of the two (its "
+        "multipleWatermarkPolicy min), is the join's, as Flink's two-input operator keeps it",
+        q.span,
+    )
     return dataclasses.replace(choice, reasons=(*choice.reasons, how))
 
 

@@ -69,8 +69,12 @@ class StageRunner:
     :meth:`release` unless a result takes it: :meth:`claim`).
     """
 
-    def __init__(self, program: P.Program) -> None:
+    def __init__(self, program: P.Program, sources: dict[str, DataFrame] | None = None) -> None:
         self.program = program
+        #: every root source's DataFrame by lower-cased name: what a stage reads when its
+        #: pipeline starts at another source than the one it is run over (a window join
+        #: of two sources: each side's own)
+        self.sources = dict(sources or {})
         self.native: dict[str, DataFrame] = {}
         self.placed: dict[str, Any] = {}
         self.hidden: list[Any] = []
@@ -78,6 +82,7 @@ class StageRunner:
     def run(self, q: P.Stage, source: DataFrame) -> Any:
         """``q`` over the DataFrame ``source`` of its pipeline's root source, on its engine."""
         host = HOSTS[type(q)]
+        source = self._own(q, source)
         if P.engine_of(q) == "native":
             return NativeRun(self.native_df(q, source), host.native_input(self, q, source))
         if source.isStreaming:
@@ -88,7 +93,7 @@ class StageRunner:
         """The native result of ``q`` (made once per walk)."""
         key = q.name.lower()
         if key not in self.native:
-            self.native[key] = HOSTS[type(q)].native(self, q, source)
+            self.native[key] = HOSTS[type(q)].native(self, q, self._own(q, source))
         return self.native[key]
 
     def operator_run(self, q: P.Stage, source: DataFrame, *, hidden: bool = False) -> Any:
@@ -98,16 +103,26 @@ class StageRunner:
         if key in self.placed:
             return self.placed[key]
         tag = hidden or bool(self.program.readers(q))
-        run = HOSTS[type(q)].batch(self, q, source, tag)
+        run = HOSTS[type(q)].batch(self, q, self._own(q, source), tag)
         if tag:
             self.placed[key] = run
             if hidden:
                 self.hidden.append(run)
         return run
 
+    def _own(self, q: P.Stage, source: DataFrame) -> DataFrame:
+        """The DataFrame of ``q``'s (first) root source, else ``source``."""
+        return self.sources.get(self.program.root_source(q).name.lower(), source)
+
+    def root_df(self, ref: P.SourceRef, source: DataFrame) -> DataFrame:
+        """The DataFrame of ``ref``'s root source: the one given (``sources``), else
+        ``source``."""
+        return self.sources.get(self.program.side_root(ref).name.lower(), source)
+
     def view_input(self, ref: P.SourceRef, source: DataFrame) -> DataFrame:
         """What a stage reading ``ref`` reads natively: the root source, or its view's
         result (either engine: a view's rows are final)."""
+        source = self.root_df(ref, source)
         if ref.view is None:
             return source
         view = self.program.view(ref.view)
@@ -204,9 +219,14 @@ class _JoinHost:
     def batch(runner: StageRunner, q: Any, source: DataFrame, tag: bool) -> Any:
         from wql.spark.joins import run_window_join
 
+        join: P.WindowJoin = q
         # a view's rows are final, never late for the join: its result, either engine
         left, right = _JoinHost.native_input(runner, q, source)
-        return run_window_join(q, left, right)
+        roots = tuple(
+            (runner.program.side_root(s.source), runner.root_df(s.source, source))
+            for s in join.sides
+        )
+        return run_window_join(q, left, right, roots=roots)
 
     @staticmethod
     def stream(runner: StageRunner, q: Any, source: DataFrame) -> Any:
@@ -215,6 +235,11 @@ class _JoinHost:
         join: P.WindowJoin = q
         # the join and both sides' pipelines in one processor (the planner checked it)
         plan = _stream_plan(join, P.StreamJoin)
+        roots = [runner.program.side_root(s.source) for s in join.sides]
+        if roots[0].name.lower() != roots[1].name.lower():
+            # two sources: each side's own stream (docs/streaming.md, "Window joins")
+            left, right = (runner.root_df(s.source, source) for s in join.sides)
+            return run_stream_join(join, plan, roots[0], left, other=(roots[1], right))
         return run_stream_join(join, plan, runner.program.root_sources(join)[0], source)
 
 

@@ -48,6 +48,12 @@ its rows as the one group would, on every core, and a call restores and
 saves its group's state only (docs/streaming.md, "Partitioned window
 joins"). Any other join runs in one group: parallelism 1, and the whole
 state restored and saved every call, as for a pipeline in one task.
+
+A join of two sources (:func:`_two_sources`) streams each source with its
+own ``withWatermark`` and stages its rows for its own side only (tagged
+``__wql_side``): Spark's global watermark, the minimum of the two, is the
+join's, as Flink's two-input operator keeps it (docs/streaming.md, "Window
+joins of two sources").
 """
 
 from __future__ import annotations
@@ -118,12 +124,16 @@ class StreamJoinRun(StreamRun):
     join: P.WindowJoin
     plan: P.StreamJoin
     root: P.SourceRef
+    #: the right side's root source and stream, when the join reads two sources
+    other: tuple[P.SourceRef, DataFrame] | None = None
 
     def read(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame | None]:
         return L.join_results(self.join, self.plan.residual, tagged), None
 
     def with_end(self, end: DataFrame) -> StreamRun:
-        return run_stream_join(self.join, self.plan, self.root, self.source, end=end)
+        return run_stream_join(
+            self.join, self.plan, self.root, self.source, end=end, other=self.other
+        )
 
 
 def run_stream_join(
@@ -133,10 +143,15 @@ def run_stream_join(
     source: DataFrame,
     *,
     end: DataFrame | None = None,
+    other: tuple[P.SourceRef, DataFrame] | None = None,
 ) -> StreamJoinRun:
     """The window join ``join`` (run as ``plan`` says) over the streaming ``source`` of its
     root source ``root``, as one stateful processor (see the module doc); ``end`` as for
-    :func:`wql.spark.streaming.run_streaming`."""
+    :func:`wql.spark.streaming.run_streaming`. ``other``: the right side's root source
+    and stream when the join reads two sources (``root`` and ``source`` are the left's;
+    :func:`_two_sources`)."""
+    if other is not None:
+        return _two_sources(join, plan, ((root, source), other), end)
     et = root.event_time
     if et is None:  # the binder gives a window join's source event time
         raise WqlUnsupportedError(
@@ -230,6 +245,126 @@ def run_stream_join(
         drainable=end is not None,
         idle_ms=idle_ms,
         heartbeats=heartbeats,
+    )
+
+
+def _two_sources(
+    join: P.WindowJoin,
+    plan: P.StreamJoin,
+    roots: tuple[tuple[P.SourceRef, DataFrame], tuple[P.SourceRef, DataFrame]],
+    end: DataFrame | None,
+) -> StreamJoinRun:
+    """A window join of two sources on a stream (docs/streaming.md, "Window joins of two
+    sources"): each source with its own ``withWatermark``, so that Spark's global
+    watermark, the minimum of the two (``spark.sql.streaming.multipleWatermarkPolicy``
+    ``min``, the default), is the join's as Flink's two-input operator keeps it; each
+    source's rows staged for its own side only (tagged ``__wql_side``, the other side's
+    columns NULL), the two unioned into the one processor the join of one source runs."""
+    if not all(df.isStreaming for _, df in roots):
+        raise WqlUnsupportedError(
+            f"query {join.name!r} joins two sources of which one is a stream and one is "
+            "not: both must be streams, or neither",
+            join.span,
+            code=ErrorCode.UNSUPPORTED,
+        )
+    policy = roots[0][1].sparkSession.conf.get("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    if str(policy).lower() != "min":
+        raise WqlUnsupportedError(
+            f"query {join.name!r} joins two sources on a stream, whose watermark is the "
+            "minimum of both; the session's spark.sql.streaming.multipleWatermarkPolicy is "
+            f"{policy!r}",
+            join.span,
+            hint="set spark.sql.streaming.multipleWatermarkPolicy to min (Spark's default)",
+            code=ErrorCode.UNSUPPORTED,
+        )
+    bodies: list[ChainBody] = []
+    configs: list[Any] = []
+    runtime_sides: list[RuntimeSide] = []
+    side_columns: list[list[tuple[str, Column]]] = []
+    frames: list[DataFrame] = []
+    for s, (side, how) in enumerate(zip(join.sides, plan.sides, strict=True)):
+        ref, source = roots[s]
+        et = ref.event_time
+        assert et is not None  # the binder gives a window join's sources event time
+        df, _, _ = watermarked(ref, source, end, watermark_lag(et.delay_ms))
+        ops, body = chain_body(how.chain, how.links, how.ops)
+        bodies.append(body)
+        configs += [op.config for op in ops]
+        ts = F.unix_millis(F.col(sql_identifier(et.column)).cast("timestamp"))
+        side_columns.append([(_TS, ts), *_staged(s, how, ops)])
+        frames.append(df)
+        assigner = window_assigner(side.window) if side.window is not None else None
+        runtime_sides.append(RuntimeSide(len(side.columns), assigner, how.window_columns))
+    config = JoinConfig(
+        join.kind.value,
+        plan.equi,
+        (runtime_sides[0], runtime_sides[1]),
+        missing_time_reason=REASON_NULL_EVENT_TIME,
+    )
+    out_schema, layout = L.join_layout(join)
+    types = [frames[s].select(*(c.alias(n) for n, c in side_columns[s])).schema for s in (0, 1)]
+    # one layout for both: the event time, then each side's columns (NULL in the other
+    # source's rows, which the processor never gives that side)
+    names = [_TS, *(n for n, _ in side_columns[0][1:]), *(n for n, _ in side_columns[1][1:])]
+    fields = {f.name: f.dataType for t in types for f in t.fields}
+    floats = tuple(
+        i for i, n in enumerate(names) if isinstance(fields[n], ST.FloatType | ST.DoubleType)
+    )
+    groups = [_group(k) for k in range(len(plan.partition_text))]
+    # which staged FLOAT/DOUBLE values are NaN, not NULL (pandas reads both as NaN)
+    nans = nan_columns([F.col(n) for n in names], floats)
+    parts = []
+    for s in (0, 1):
+        mine = dict(side_columns[s])
+        columns = [
+            (mine[n] if n in mine else F.lit(None).cast(fields[n])).alias(n, metadata={})
+            for n in names
+        ]
+        kinds = {f.name: f.dataType.simpleString() for f in types[s].fields}
+        grouping = [
+            group_value(F.col(_column(s, what, i)), kinds[_column(s, what, i)]).alias(g)
+            for g, (what, i) in zip(groups, plan.partition[s], strict=True)
+        ]
+        staged = frames[s].select(*columns)
+        parts.append(
+            staged.select(
+                *names,
+                *nans,
+                F.lit(s).alias(_SIDE),
+                *(grouping or [F.lit(0).alias(_GROUP)]),
+            )
+        )
+    rows = parts[0].unionByName(parts[1])
+    names_in = (*names, *nan_names(len(nans)), _SIDE, *groups)
+    grouped = rows.groupBy(*groups) if groups else rows.groupBy(_GROUP)
+    delays = [ref.event_time.delay_ms for ref, _ in roots if ref.event_time is not None]
+    # the join's final watermark: the minimum of both sources' (the larger delay); the
+    # final rise comes after every row, so its value changes no joined row
+    end_watermark = min(bounded_watermark(END_MS, d) for d in delays) if end is not None else None
+    joined = JoinBody(plan, (bodies[0], bodies[1]), names_in)
+    processor = AllKeysProcessor(
+        layout, end_watermark, (*configs, config), joined, max(delays), True, (floats, len(names))
+    )
+    tagged = grouped.transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+    return StreamJoinRun(
+        join=join,
+        plan=plan,
+        root=roots[0][0],
+        other=roots[1],
+        tagged=tagged,
+        result=L.join_results(join, plan.residual, tagged),
+        late=None,
+        counters=L.counters_of(tagged),
+        time_mode="EventTime",
+        source=roots[0][1],
+        drainable=end is not None,
+        idle_ms=None,
+        heartbeats=False,
     )
 
 

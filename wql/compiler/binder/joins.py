@@ -10,9 +10,13 @@
 As in Flink, both sides are windowed relations (:mod:`.relations`: window
 table functions, or views of final window aggregates) of the *same*
 windows, and ON equates their window bounds; the other conjuncts (the keys,
-any condition) join rows of one window. WQL joins two relations of one
-source (one watermark, so the combined watermark is trivially the minimum
-of both); a join of two sources is a positioned error saying so.
+any condition) join rows of one window. The sides read one source or two;
+the join's watermark is the minimum of its two inputs' (Flink's two-input
+operator), and two sources' rows interleave by a shared ``arrival_order``
+or by event time (docs/language.md, "Window joins of two sources"): one
+source with an arrival order and one without, arrival orders of different
+kinds, and an idle rule (``IDLE AFTER`` with a ``processing_time`` column)
+are positioned errors.
 
 Columns are read qualified (``l.price``) or, when only one side has them,
 unqualified; each is bound to its internal name in the joined relation
@@ -52,7 +56,7 @@ def bind_join(ctx: BindContext, q: ast.JoinQuery, name: str) -> P.WindowJoin | N
     sides = ctx.attempt(_sides, ctx, q, left, right)
     if sides is None:
         return None
-    if ctx.attempt(_one_source_and_windows, ctx, q, sides) is None:
+    if ctx.attempt(_sources_and_windows, ctx, q, sides) is None:
         return None
     joined = Relation("the joined rows", _joined(sides))
     on = ctx.attempt(_condition, ctx, q.on, sides, joined, "ON")
@@ -119,7 +123,7 @@ def _table_name(rel: ast.Relation) -> str:
     return rel.name.name if isinstance(rel, ast.TableRef) else rel.table.name.name
 
 
-def _one_source_and_windows(ctx: BindContext, q: ast.JoinQuery, sides: tuple) -> bool:
+def _sources_and_windows(ctx: BindContext, q: ast.JoinQuery, sides: tuple) -> bool:
     left, right = sides
     for side in sides:
         if not isinstance(side.windows, JOINABLE):
@@ -139,28 +143,89 @@ def _one_source_and_windows(ctx: BindContext, q: ast.JoinQuery, sides: tuple) ->
             code=ErrorCode.WINDOW_JOIN,
         )
     roots = [_root(ctx, side.source) for side in sides]
-    if roots[0].lower() != roots[1].lower():
-        raise ctx.error(
-            f"a window join joins two relations of one source; {left.qualifier!r} reads "
-            f"{roots[0]!r} and {right.qualifier!r} reads {roots[1]!r}: two sources have two "
-            "watermarks, whose combined sequence batch replay does not build",
-            q.right.span,
-            hint="read both sides from one source (e.g. one stream of events, filtered by "
-            "type in each side's view, as Nexmark's datagen)",
-            code=ErrorCode.WINDOW_JOIN,
-        )
+    if roots[0].name.lower() != roots[1].name.lower():
+        _two_sources(ctx, q, sides, roots)
     return True
 
 
-def _root(ctx: BindContext, source: P.SourceRef) -> str:
+def _two_sources(
+    ctx: BindContext, q: ast.JoinQuery, sides: tuple, roots: list[P.SourceRef]
+) -> None:
+    """A join of two sources: their rows interleave by a shared arrival order or by event
+    time, and the join's watermark is the minimum of the two (docs/language.md, "Window
+    joins of two sources"); what that replay cannot give is refused here."""
+    left, right = sides
+    names = f"{left.qualifier!r} reads {roots[0].name!r} and {right.qualifier!r} reads " + repr(
+        roots[1].name
+    )
+    for root in roots:
+        et = root.event_time
+        if et is None:  # pragma: no cover - a windowed relation has event time
+            raise ctx.error(
+                f"a window join of two sources needs event time on both; {root.name!r} has none",
+                q.right.span,
+                code=ErrorCode.WINDOW_JOIN,
+            )
+        if et.idle_ms is not None and root.processing_time is not None:
+            raise ctx.error(
+                f"a window join of two sources: {root.name!r} declares IDLE AFTER with a "
+                "processing_time column, whose idle rule this join does not model (Flink "
+                "leaves an idle input out of the minimum of the two watermarks)",
+                et.idle_span or q.right.span,
+                hint="drop IDLE AFTER (or the processing_time column) for this join",
+                code=ErrorCode.WINDOW_JOIN,
+            )
+    orders = [r.arrival_order for r in roots]
+    if (orders[0] is None) != (orders[1] is None):
+        has, lacks = (roots[0], roots[1]) if orders[0] is not None else (roots[1], roots[0])
+        raise ctx.error(
+            f"a window join of two sources interleaves their rows by one arrival order, or "
+            f"by event time: {names}, and {has.name!r} declares arrival_order = "
+            f"{has.arrival_order!r} while {lacks.name!r} declares none",
+            q.right.span,
+            hint=f"declare arrival_order on {lacks.name!r} too (a column of the same kind), "
+            "or on neither source",
+            code=ErrorCode.WINDOW_JOIN,
+        )
+    if orders[0] is not None and orders[1] is not None:
+        kinds = [_arrival_kind(r) for r in roots]
+        if None in kinds or kinds[0] != kinds[1]:
+            types = [str(_column_type(r, str(o))) for r, o in zip(roots, orders, strict=True)]
+            raise ctx.error(
+                f"a window join of two sources interleaves their rows by their arrival_order "
+                f"columns, which must both be integers or both timestamps: {roots[0].name!r}"
+                f".{orders[0]} is {types[0]}, {roots[1].name!r}.{orders[1]} is {types[1]}",
+                q.right.span,
+                hint="declare arrival_order columns of one kind (BIGINT or TIMESTAMP)",
+                code=ErrorCode.WINDOW_JOIN,
+            )
+
+
+def _column_type(root: P.SourceRef, name: str) -> object:
+    col = root.column(name)
+    return col.type if col is not None else "unknown"
+
+
+def _arrival_kind(root: P.SourceRef) -> str | None:
+    """``integer`` or ``timestamp``: the arrival orders of two sources compare alike."""
+    assert root.arrival_order is not None
+    col = root.column(root.arrival_order)
+    if col is None:
+        return None
+    if col.type.is_integral:
+        return "integer"
+    return "timestamp" if col.type.is_temporal else None
+
+
+def _root(ctx: BindContext, source: P.SourceRef) -> P.SourceRef:
     """The source at the start of ``source``'s pipeline."""
     while source.view is not None:
         view = ctx.views.get(source.view.lower())
         if view is None:
             external = ctx.external[source.view.lower()]
-            return external.program.root_source(external.query).name
+            return external.program.root_source(external.query)
         source = P.inputs_of(view)[0]
-    return source.name
+    return source
 
 
 def _spec(w: P.Window) -> tuple:
