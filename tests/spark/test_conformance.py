@@ -24,8 +24,9 @@ pytestmark = pytest.mark.spark
 EPOCH = dt.datetime(2024, 5, 1)
 
 
-def both_engines(spark, make, **dataframes):
-    """``{engine: (schema, sorted rows as text)}`` for the only query ``make(engine)`` compiles."""
+def both_engines(spark, make, counters: bool = False, **dataframes):
+    """``{engine: (schema, sorted rows as text[, counters])}`` for the only query
+    ``make(engine)`` compiles."""
     out = {}
     for engine in ("native", "operator"):
         results = make(engine).apply(spark, **dataframes)
@@ -33,9 +34,23 @@ def both_engines(spark, make, **dataframes):
             r = results.queries[0]
             assert r.engine == engine
             out[engine] = (r.df.schema.simpleString(), rows_as_text(r.df)[1])
+            if counters:
+                c = r.counters
+                out[engine] += ({k: c[k] for k in COUNTERS},)
         finally:
             results.release()
     return out
+
+
+#: The counters both engines keep alike (the operator adds its own stages' counts).
+COUNTERS = ("rows_in", "late_rows", "rows_filtered", "rows_fired", "dropped")
+
+#: Settings of the random-data tests below: a dozen inputs each, Spark is slow per example.
+RANDOM_DATA = settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def native_queries():
@@ -185,25 +200,19 @@ ARRIVAL_AGGREGATES = [
 ]
 
 
-def _counters(result) -> dict:
-    c = result.counters
-    return {k: c[k] for k in ("rows_in", "late_rows", "rows_filtered", "rows_fired", "dropped")}
+#: Columns of the random rows: a key, a nullable value, nullable times in ms from
+#: EPOCH, nullable arrivals with ties, doubles whose sum depends on the order.
+KEYS = st.sampled_from(["a", "b"])
+VALUES = st.one_of(st.none(), st.integers(-3, 9))
+TIMES = st.one_of(st.none(), st.integers(-2_000, 9_000))
+ARRIVALS = st.one_of(st.none(), st.integers(0, 6))
+DOUBLES = st.sampled_from([0.1, 0.2, 1e16, -1e16, None])
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@RANDOM_DATA
 @given(
     rows=st.lists(
-        st.tuples(
-            st.sampled_from(["a", "b"]),
-            st.one_of(st.none(), st.integers(-3, 9)),
-            st.one_of(st.none(), st.integers(-2_000, 9_000)),
-            st.one_of(st.none(), st.integers(0, 6)),  # arrival: ties and NULLs
-            st.sampled_from([0.1, 0.2, 1e16, -1e16, None]),
-        ),
+        st.tuples(KEYS, VALUES, TIMES, ARRIVALS, DOUBLES),
         min_size=1,
         max_size=16,
     ),
@@ -244,15 +253,7 @@ def test_arrival_order_gives_the_same_rows_and_counters(
     )
     auto = wql.compile(text)
     assert auto.engine == {"query_1": "native"}
-    got = {}
-    for engine in ("native", "operator"):
-        results = wql.compile(text, engine).apply(spark, s=df)
-        try:
-            r = results.queries[0]
-            assert r.engine == engine
-            got[engine] = (r.df.schema.simpleString(), rows_as_text(r.df)[1], _counters(r))
-        finally:
-            results.release()
+    got = both_engines(spark, lambda engine: wql.compile(text, engine), counters=True, s=df)
     assert got["native"] == got["operator"]
 
 
@@ -264,21 +265,11 @@ PROCESSING_WINDOWS = [
 ]
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@RANDOM_DATA
 @given(
     rows=st.lists(
-        st.tuples(
-            st.sampled_from(["a", "b"]),
-            st.one_of(st.none(), st.integers(-3, 9)),
-            st.one_of(st.none(), st.integers(-2_000, 9_000)),  # processing time
-            st.one_of(st.none(), st.integers(0, 6)),  # arrival: ties and NULLs
-            st.one_of(st.none(), st.integers(0, 9_000)),  # event time
-            st.sampled_from([0.1, 0.2, 1e16, -1e16, None]),
-        ),
+        # processing time, arrival, event time
+        st.tuples(KEYS, VALUES, TIMES, ARRIVALS, TIMES, DOUBLES),
         min_size=1,
         max_size=16,
     ),
@@ -319,13 +310,5 @@ def test_processing_time_column_gives_the_same_rows_and_counters(
         f"GROUP BY {keys}{window}"
     )
     assert wql.compile(text).engine == {"query_1": "native"}
-    got = {}
-    for engine in ("native", "operator"):
-        results = wql.compile(text, engine).apply(spark, s=df)
-        try:
-            r = results.queries[0]
-            assert r.engine == engine
-            got[engine] = (r.df.schema.simpleString(), rows_as_text(r.df)[1], _counters(r))
-        finally:
-            results.release()
+    got = both_engines(spark, lambda engine: wql.compile(text, engine), counters=True, s=df)
     assert got["native"] == got["operator"]

@@ -691,7 +691,11 @@ def _side_type(df, side: P.JoinSide) -> WqlType | None:
 def _check_rank(stage: P.WindowRank, caps: Capabilities) -> None:
     from wql.compiler.planner import rank_blockers
 
-    reasons = rank_blockers(stage, caps)  # the view's own engine: the planner's business
+    _refuse(stage, rank_blockers(stage, caps))  # the view's own engine: the planner's business
+
+
+def _refuse(stage: P.Stage, reasons: Sequence[P.Reason]) -> None:
+    """Raise the first of ``reasons`` ``stage`` cannot run natively for, if any."""
     if reasons:
         first = reasons[0]
         raise WqlUnsupportedError(
@@ -1119,14 +1123,7 @@ def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, in
 def _check_over(stage: P.OverAggregate, caps: Capabilities) -> None:
     from wql.compiler.planner import over_blockers
 
-    reasons = over_blockers(stage, caps)
-    if reasons:
-        first = reasons[0]
-        raise WqlUnsupportedError(
-            f"query {stage.name!r} cannot run on the native engine: {first.text}",
-            first.span,
-            code=ErrorCode.NOT_NATIVE,
-        )
+    _refuse(stage, over_blockers(stage, caps))
 
 
 def over_sql(stage: P.OverAggregate) -> str:
