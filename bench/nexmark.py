@@ -1,9 +1,10 @@
-"""Nexmark benchmark: the window parts of Nexmark q5, q7, q11, q12 on WQL's operator engine.
+"""Nexmark benchmark: the window parts of Nexmark q5, q7, q11, q12 on WQL.
 
 One command (from the repository root)::
 
     .venv/bin/python bench/nexmark.py [--events N] [--rate R] [--repeat R] [--warmup W]
                                       [--only SCENARIO,...] [--keep DIR]
+                                      [--engine auto|operator]
 
 **Data.** A deterministic, seeded NumPy port of the Nexmark generator (the
 Beam/Flink ``GeneratorConfig`` defaults): event ``n`` is a Person, an Auction
@@ -25,11 +26,13 @@ delays and serves as processing time for q12 (``processing_time = 'p_time'``).
 The three tables are written to Parquet (4 files each); the queries read
 ``bid``.
 
-**Scenarios.** Every WQL scenario runs on the operator engine (forced); the
+**Scenarios.** Every WQL scenario runs on the engine WQL chooses for it
+(``--engine auto``, the default: what ``wql run`` runs; the table says which)
+or on the operator engine (``--engine operator``, forced); the
 baseline is the same query hand-written in PySpark on the same DataFrame in
-the same run, or, where Spark has no equivalent, the operator engine's own
-TUMBLE run on the same data (``tumble_auction`` / ``tumble_bidder``, said in
-the table):
+the same run, or, where Spark has no equivalent, WQL's own TUMBLE run (on the
+same ``--engine``) on the same data (``tumble_auction`` / ``tumble_bidder``,
+said in the table):
 
 - ``q5``: HOP 2 s / 10 s, COUNT per auction; baseline ``F.window(10 s, 2 s)``.
 - ``q7``: TUMBLE 10 s, MAX(price), no key; baseline ``F.window(10 s)``.
@@ -38,23 +41,23 @@ the table):
   baseline ``F.window`` on ``p_time``.
 - ``q11_early_late``: q11 + ``ALLOWED LATENESS 5 s`` + ``TRIGGER WATERMARK WITH
   EARLY COUNT(10) LATE COUNT(1)`` + ``LATE DATA TO`` with pane columns;
-  baseline ``tumble_bidder`` (operator TUMBLE 10 s per bidder).
+  baseline ``tumble_bidder`` (WQL TUMBLE 10 s per bidder).
 - ``q11_dynamic_gap``: q11 with ``GAP`` 10 s when price > 10 000, else 5 s;
   baseline ``F.session_window`` with the same gap column.
 - ``q5_cumulate``: CUMULATE 2 s / 10 s, COUNT per auction; baseline
-  ``tumble_auction`` (operator TUMBLE 10 s per auction).
+  ``tumble_auction`` (WQL TUMBLE 10 s per auction).
 - ``hop60``: HOP 1 s / 60 s (60 windows per row), COUNT per auction; baseline
-  ``tumble60`` (operator TUMBLE 60 s per auction).
+  ``tumble60`` (WQL TUMBLE 60 s per auction).
 
 The hand-written baselines see every row (Spark's batch windows have no
-watermark), the operator drops or diverts the late ones, and q12's last
+watermark), WQL drops or diverts the late ones, and q12's last
 processing-time window per bidder does not fire at end of input (docs/runtime.md,
 decision 8), so row counts may differ by those rows; both are printed. For
 ``CHECKED`` scenarios the WQL rows must equal the hand-written ones (q12: but
 for the windows still open at end of input), checked outside the clock.
 
 **Measurement.** Each timed run starts from the ``bid`` DataFrame, includes
-``apply()`` (the replay and operator jobs) and is forced with the ``noop``
+``apply()`` (the replay and operator jobs, or the native query) and is forced with the ``noop``
 sink; the operator cache is released outside the clock. ``--warmup`` runs
 (default 0; one small query warms the session first) and ``--repeat`` timed
 runs (default 1) per scenario, median reported. While a run is timed a
@@ -329,7 +332,7 @@ GROUP BY bidder, SESSION(dateTime,
 GROUP BY auction, CUMULATE(dateTime, INTERVAL '2' SECOND, INTERVAL '10' SECOND);""",
     "hop60": """SELECT auction, window_start, window_end, COUNT(*) AS num FROM bid
 GROUP BY auction, HOP(dateTime, INTERVAL '1' SECOND, INTERVAL '60' SECOND);""",
-    # operator baselines for the scenarios Spark cannot express
+    # WQL baselines for the scenarios Spark cannot express
     "tumble_auction": """SELECT auction, window_start, window_end, COUNT(*) AS num FROM bid
 GROUP BY auction, TUMBLE(dateTime, INTERVAL '10' SECOND);""",
     "tumble_bidder": """SELECT bidder, window_start, window_end, COUNT(*) AS bid_count FROM bid
@@ -405,7 +408,7 @@ def check(name: str, wql_rows: list[tuple], hand: Any, bid: Any) -> str:
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    baseline: str  # "spark" or the name of an operator scenario
+    baseline: str  # "spark" or the name of a WQL scenario
 
 
 SCENARIOS = (
@@ -604,6 +607,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--only", default=None, help="comma-separated scenario names")
     ap.add_argument("--keep", type=Path, default=None, help="write the data here and keep it")
+    ap.add_argument(
+        "--engine",
+        choices=("auto", "operator"),
+        default="auto",
+        help="the engine of the WQL scenarios: WQL's choice (default) or the operator, forced",
+    )
     args = ap.parse_args(argv)
     if min(args.events, args.rate, args.repeat) < 1 or args.warmup < 0:
         ap.error("--events, --rate, --repeat must be >= 1, --warmup >= 0")
@@ -632,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         bid = spark.read.parquet(str(folder / "bid"))
         assert bid.count() == gen.bids
         compiled = {
-            name: wql.compile(SOURCE + text, engine="operator") for name, text in WQL.items()
+            name: wql.compile(SOURCE + text, engine=args.engine) for name, text in WQL.items()
         }
         # warm the session (JVM, Python workers) outside every clock
         noop(by_hand("q7", bid))
@@ -640,15 +649,16 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"timing ({args.warmup} warm-up + {args.repeat} runs each)...", file=sys.stderr)
         timings: dict[str, Timing] = {}
+        engines: dict[str, str] = {}
         hand: dict[str, Timing] = {}
         checks: list[str] = []
         for s in chosen:
             for name in (s.name,) if s.baseline == "spark" else (s.baseline, s.name):
                 if name in timings:
                     continue
-                assert compiled[name].engine == {"query_1": "operator"}, compiled[name].engine
+                engines[name] = compiled[name].engine["query_1"]
                 timings[name] = measure(
-                    f"{name} (WQL operator)",
+                    f"{name} (WQL {engines[name]})",
                     wql_run(compiled[name], bid, spark),
                     args.warmup,
                     args.repeat,
@@ -701,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     for name, t in timings.items():
-        line(name, "WQL operator", t)
+        line(name, f"WQL {engines[name]}", t)
         if name in hand:
             line(name, "PySpark by hand", hand[name])
     print()
@@ -713,7 +723,8 @@ def main(argv: list[str] | None = None) -> int:
         if s.baseline == "spark":
             base_s, what = hand[s.name].median, "PySpark by hand"
         else:
-            base_s, what = timings[s.baseline].median, f"WQL operator {s.baseline} (no Spark form)"
+            base_s = timings[s.baseline].median
+            what = f"WQL {engines[s.baseline]} {s.baseline} (no Spark form)"
         ratios.append((s.name, wql_s, base_s))
         print(f"{s.name}: baseline {what}")
     for name, wql_s, base_s in ratios:

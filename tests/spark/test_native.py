@@ -183,7 +183,7 @@ def test_operator_only_constructs_are_refused_with_their_clause():
     cases = [
         (query(P.Tumble(EV, "ts", 1000), trigger=P.CountTrigger(3)), "TRIGGER"),
         (query(P.Tumble(EV, "ts", 1000), lateness=10), "ALLOWED LATENESS"),
-        (query(P.Tumble(EV, "ts", 1000), arrival_order="v"), "arrival_order"),
+        (query(P.Session(EV, "ts", 1000), arrival_order="v"), "arrival_order"),
         (query(P.Tumble(EV, "ts", 1000), aggs=((P.AggKind.FIRST_VALUE, "v"),)), "FIRST_VALUE"),
         (query(P.Tumble(EV, "ts", 1000), aggs=((P.AggKind.COLLECT_LIST, "v"),)), "COLLECT_LIST"),
         (query(P.Session(EV, "ts", 1000), delay_ms=0), "zero watermark delay"),

@@ -40,7 +40,9 @@ class Capabilities:
     pane_columns: frozenset[str]
     """Pane columns it can produce (constant per window when only final output exists)."""
     arrival_order: bool
-    """Whether a replay order other than event-time order can run."""
+    """Whether a replay order other than event-time order (``arrival_order``) can run:
+    each row's watermark from the rows before it in that order, and rows late for a
+    window left out of it and counted (TUMBLE, HOP and CUMULATE; docs/native.md)."""
     zero_delay_keyed_sessions: bool = True
     """Whether keyed SESSION windows with a watermark delay of 0 run exactly."""
     reserved_prefix: str = ""
@@ -73,7 +75,8 @@ class Capabilities:
 NATIVE = Capabilities(
     name="native",
     windows=frozenset({"TUMBLE", "HOP", "SESSION", "CUMULATE"}),
-    processing_time=False,
+    # from a declared processing_time column, replayed (docs/native.md, "Processing time")
+    processing_time=True,
     # exact: rows whose gap is <= 0 or NULL are filtered explicitly and counted
     # (docs/native.md, difference 2), never dropped silently by session_window
     dynamic_session_gap=True,
@@ -95,13 +98,20 @@ NATIVE = Capabilities(
     # each window fires once, ON_TIME, by the timer that also cleans it up
     # (lateness 0): pane_index 0, 'ON_TIME', is_first and is_last TRUE
     pane_columns=frozenset({"pane_index", "pane_timing", "is_first", "is_last"}),
-    arrival_order=False,
+    arrival_order=True,
     zero_delay_keyed_sessions=False,
     reserved_prefix="__wql_",
     why_not=(
         (
             "processing_time",
-            "Spark's native windows group by a column value, not by the wall clock of arrival",
+            "Spark's native windows group by a column value, not by the wall clock of arrival "
+            "(a declared processing_time column of TIMESTAMPs or integer ms is a clock batch "
+            "replay computes natively)",
+        ),
+        (
+            "processing_sessions",
+            "processing-time sessions merge as the clock moves, and a session the clock has "
+            "passed fires before a touching one starts, which Spark's session_window merges",
         ),
         (
             "COUNT_WINDOW",
@@ -154,6 +164,12 @@ NATIVE = Capabilities(
             "arrival_order",
             "replaying rows out of event-time order makes some rows late, which Spark's "
             "batch aggregation would still count",
+        ),
+        (
+            "arrival_sessions",
+            "replayed out of event-time order, whether a row is late for a session depends "
+            "on the sessions it merges with when it arrives, which Spark's session_window "
+            "does not replay",
         ),
         (
             "join_arrival_order",
@@ -227,12 +243,19 @@ NATIVE_STREAMING = replace(
     # rows behind the watermark, and Spark's streaming aggregation does not
     # give them the operator engine's outcome (docs/native.md, "Streaming")
     late_rows=False,
+    # a stream has no declared replay order: its rows arrive as they come, on the wall clock
+    arrival_order=False,
+    processing_time=False,
     window_rank=False,
     window_join=False,
     over_aggregate=False,
     streaming=True,
     why_not=(
         *NATIVE.why_not,
+        (
+            "processing_time",
+            "Spark's native windows group by a column value, not by the wall clock of arrival",
+        ),
         (
             "CUMULATE",
             "Spark streams an aggregation in append mode only when it groups by a window of "

@@ -312,14 +312,45 @@ def _native_over(q: P.OverAggregate) -> tuple[P.Reason, ...]:
 
 
 def _native_aggregate(q: P.Query) -> tuple[P.Reason, ...]:
-    reasons = [
-        P.Reason(
-            f"{q.window.kind} on event time with the default WATERMARK trigger, no evictor, no "
-            "lateness and only incremental aggregates: Spark's native aggregation gives "
-            "identical rows",
-            q.window.span,
+    if q.window.domain is P.TimeDomain.PROCESSING:
+        reasons = [
+            P.Reason(
+                f"{q.window.kind} over processing time from column "
+                f"'{q.source.processing_time}' with the default trigger and only incremental "
+                "aggregates: each row's clock is that column's running maximum in replay "
+                "order (a Spark window over it), every window fires once, when the clock "
+                "reaches its end, and the windows it never reaches do not fire, as on the "
+                "operator engine",
+                q.window.span,
+            )
+        ]
+    else:
+        reasons = [
+            P.Reason(
+                f"{q.window.kind} on event time with the default WATERMARK trigger, no "
+                "evictor, no lateness and only incremental aggregates: Spark's native "
+                "aggregation gives identical rows",
+                q.window.span,
+            )
+        ]
+    if q.source.arrival_order is not None and q.window.domain is P.TimeDomain.EVENT:
+        reasons.append(
+            P.Reason(
+                f"arrival_order = '{q.source.arrival_order}': each row's watermark is the "
+                "largest event time before it in arrival order less the delay (a Spark window "
+                "over the replay order), and a row is left out of the windows late for it and "
+                "counted late as the operator drops it",
+                q.source.span,
+            )
         )
-    ]
+    if sliced(q):
+        reasons.append(
+            P.Reason(
+                f"{q.window.kind} in two phases: each slide's rows aggregated once per key, "
+                "the partials merged per window (Flink SQL's slicing window aggregation)",
+                q.window.span,
+            )
+        )
     if q.accumulation is not None:
         # each window fires once and is cleaned up: what a pane keeps changes nothing
         reasons.append(
@@ -363,11 +394,21 @@ def native_blockers(
     if upstream is not None and (upstream.engine is None or upstream.engine.engine != "native"):
         need(f"FROM {upstream.name}", q.source.span, "operator_view")
     if q.source.arrival_order is not None:
-        need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
+        if not caps.arrival_order:
+            need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
+        elif w.merging:
+            need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_sessions")
+        elif not _orderable_arrival(q.source):
+            # the replay refuses it when it runs, with the column's type
+            need(f"arrival_order = '{q.source.arrival_order}'", q.source.span, "arrival_order")
     if w.kind not in caps.windows:
         need(f"{w.kind} window", w.span, w.kind)
-    elif w.domain is P.TimeDomain.PROCESSING and not caps.processing_time:
+    elif w.domain is P.TimeDomain.PROCESSING and not (
+        caps.processing_time and _replayable_clock(q.source)
+    ):
         need(f"{w.kind}(PROCTIME(), ...)", w.span, "processing_time")
+    elif w.domain is P.TimeDomain.PROCESSING and w.merging:
+        need(f"{w.kind}(PROCTIME(), ...)", w.span, "processing_sessions")
     elif isinstance(w, P.DynamicSession) and not caps.dynamic_session_gap:
         need("SESSION with GAP <expr>", w.span, "dynamic_session_gap")
     elif w.merging and not q.keys and not caps.keyless_sessions:
@@ -426,6 +467,56 @@ def native_blockers(
         # last: the one reason that holds for every event-time query on a stream
         need(f"WATERMARK FOR {et.column}", et.span or q.source.span, "late_rows")
     return out
+
+
+#: Aggregates whose partial results per slice merge into the window's exactly, in any
+#: order: counts, integer sums, and MIN/MAX of non-floating values (-0.0 and 0.0 compare
+#: equal, so which one a floating MIN/MAX keeps depends on the order).
+_MERGEABLE = {
+    P.AggKind.COUNT_STAR: lambda t: True,
+    P.AggKind.COUNT: lambda t: True,
+    P.AggKind.SUM: lambda t: t.is_integral,
+    P.AggKind.MIN: lambda t: t.kind not in ("FLOAT", "DOUBLE"),
+    P.AggKind.MAX: lambda t: t.kind not in ("FLOAT", "DOUBLE"),
+}
+
+
+def sliced(q: P.Query, caps: Capabilities = NATIVE) -> bool:
+    """Whether the native engine aggregates ``q`` in two phases over slices, as Flink
+    SQL's slicing window aggregation does (docs/native.md, "Slices").
+
+    A HOP whose size is a multiple of its slide, or a CUMULATE: every row of one
+    slide (step) is in the same windows, so each slice's rows are aggregated once
+    (per key, and per count of the windows late for them) and the partials are
+    merged per window, instead of one copy of every row per window. Batch only,
+    and only for aggregates whose partials merge exactly (:data:`_MERGEABLE`).
+    """
+    w = q.window
+    if caps.streaming:
+        return False
+    if not (isinstance(w, P.Cumulate) or (isinstance(w, P.Hop) and w.size_ms % w.slide_ms == 0)):
+        return False
+    return all(
+        a.kind in _MERGEABLE and (a.arg is None or _MERGEABLE[a.kind](a.arg.type))
+        for a in q.aggregates
+    )
+
+
+def _replayable_clock(source: P.SourceRef) -> bool:
+    """Whether the source declares a processing-time column batch replay reads as a clock
+    the native engine computes alike (a TIMESTAMP, a DATE or an integer of ms), and
+    orders its rows by values it computes alike (an arrival key, if any)."""
+    column = source.column(source.processing_time) if source.processing_time else None
+    if column is None or not (column.type.is_integral or column.type.is_temporal):
+        return False
+    return source.arrival_order is None or _orderable_arrival(source)
+
+
+def _orderable_arrival(source: P.SourceRef) -> bool:
+    """Whether the source's arrival_order column is one batch replay orders by (a number,
+    a TIMESTAMP or a DATE)."""
+    column = source.column(source.arrival_order) if source.arrival_order else None
+    return column is not None and (column.type.is_numeric or column.type.is_temporal)
 
 
 def rank_blockers(

@@ -73,11 +73,12 @@ from sqlglot.errors import SqlglotError
 from wql.compiler import plan as P
 from wql.compiler import types as T
 from wql.compiler.capabilities import NATIVE, Capabilities, native_capabilities
-from wql.compiler.planner import float_sum
+from wql.compiler.planner import float_sum, sliced
 from wql.compiler.planner import native_blockers as declared_blockers
 from wql.compiler.types import WqlType
 from wql.errors import ErrorCode, WqlUnsupportedError
 from wql.limits import recursion_headroom
+from wql.runtime.assigners import DROP_IN_NO_FIRING, DROP_LATE
 
 DIALECT = "spark"
 _DIALECT = sqlglot.Dialect.get_or_raise(DIALECT)
@@ -92,10 +93,21 @@ WIN = "__wql_w"  # the window struct (start, end)
 FILE = "__wql_file"  # input order, part 1: the file a row was read from
 ROWS = "__wql_rows"  # COUNT(*) of a query without aggregates (Spark's agg needs one)
 ROW_ID = "__wql_id"  # input order, part 2: its position (as batch replay numbers rows)
+ARRIVAL = "__wql_arr"  # arrival_order: the replay order's primary key (as batch replay's)
+BEFORE = "__wql_before"  # arrival_order: largest event time of the rows before, in that order
+SLICE = "__wql_slice"  # two-phase HOP/CUMULATE: the start of a row's slide (step), BIGINT ms
+LATE = "__wql_late"  # two-phase under arrival_order: how many of the row's windows are late
+WINDOW_INDEX = "__wql_j"  # two-phase: a slice's window, by end ascending from 0
+PARTIAL = "__wql_p"  # two-phase: an aggregate's partial result per slice (+ its index)
+PT = "__wql_pt"  # processing time: the declared column, BIGINT ms
+EVENT_TS = "__wql_evt"  # processing time: the event time (replay order, drops), BIGINT ms
+FINAL = "__wql_final"  # processing time: the clock after the last replayed row
 RESERVED_PREFIX = "__wql_"
 
 REASON_NULL_EVENT_TIME = "null event time"  # same text as wql.spark.replay
 REASON_INVALID_GAP = "invalid session gap"  # same text as plan.DynamicSession
+REASON_NULL_ARRIVAL_ORDER = "null arrival order"  # same text as wql.spark.replay
+REASON_NULL_PROCESSING_TIME = "null processing time"  # same text as wql.spark.replay
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +234,140 @@ def event_time_sql(column: str, column_type: WqlType | None) -> str:
     )
 
 
+def arrival_sql(source: P.SourceRef) -> str:
+    """Spark SQL giving a row's arrival key, as batch replay orders by it.
+
+    Mirrors ``wql.spark.replay``'s arrival key: a number as it is, a TIMESTAMP
+    or DATE as BIGINT ms, floored (rows of one millisecond tie, then go in
+    input order).
+    """
+    assert source.arrival_order is not None
+    column = source.column(source.arrival_order)
+    assert column is not None  # SourceRef checks that it names a column
+    if column.type.is_temporal:
+        return event_time_sql(column.name, column.type)
+    if column.type.is_numeric:
+        return _q(column.name)
+    raise WqlUnsupportedError(
+        f"arrival_order column {column.name!r} has type {column.type.ddl}; "
+        "it must be numeric or a TIMESTAMP",
+        column.span or source.span,
+        code=ErrorCode.WRONG_TYPE,
+    )
+
+
+def before_sql() -> str:
+    """The largest event time of the replayed rows before this one in replay order.
+
+    Spark's window over the whole input in replay order (arrival, then input
+    order: ``INPUT_FILE_NAME()``, ``MONOTONICALLY_INCREASING_ID()``); a row
+    without event time or arrival is not replayed, so it adds nothing.
+    """
+    return (
+        f"MAX(CASE WHEN {ARRIVAL} IS NOT NULL THEN {TS} END) OVER (ORDER BY {ARRIVAL}, "
+        f"{FILE}, {ROW_ID} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    )
+
+
+def on_time_sql(delay_ms: int) -> str:
+    """True when the row's window ``__wql_w`` is not late for it (lateness 0).
+
+    Late when ``end - 1 <= watermark = before - delay - 1``, i.e. ``end <=
+    before - delay`` (no row before: never late; the watermark's clamp at
+    ``MIN_TIME`` never makes a window late).
+    """
+    return f"{BEFORE} IS NULL OR UNIX_MILLIS({WIN}.`end`) > {BEFORE} - CAST({delay_ms} AS BIGINT)"
+
+
+def _floor_div(a: str, b: int) -> str:
+    """``floor(a / b)`` for BIGINT ``a`` and positive ``b`` (Spark's DIV truncates)."""
+    return f"(({a}) - PMOD({a}, CAST({b} AS BIGINT))) DIV CAST({b} AS BIGINT)"
+
+
+def _two_phase(
+    query: P.Query, keys: tuple[Item, ...], arrival: bool, fires: str | None = None
+) -> list[Step]:
+    """The window aggregation in two phases over slices (:func:`wql.compiler.planner.sliced`).
+
+    A slice is one slide of a HOP whose size is a multiple of it (or one step of a
+    CUMULATE), ``[s, s + u)``: its rows' windows are the same, the ``j``-th by end
+    ending at ``s + (j + 1) * u`` (``j`` from 0 to ``n - 1``; a HOP's start is that
+    end less the size, a CUMULATE's the size-aligned start). Phase one aggregates
+    each slice's rows per key; phase two gives every partial its windows and merges
+    them per key and window. Under ``arrival_order`` a row is left out of the windows
+    late for it, which are the first ``late`` by end (those ending at or before its
+    watermark + 1), so phase one also groups by ``late``, and a row late for all
+    ``n`` windows is in none (dropped as late, as the operator drops it).
+    ``fires``: a processing-time query's final clock column, kept through phase
+    one; only the windows it reaches are merged.
+    """
+    w = query.window
+    et = query.source.event_time
+    step = _ms_bigint
+    if isinstance(w, P.Hop):
+        u = w.slide_ms
+        first = f"{TS} - PMOD({TS} - {step(w.offset_ms)}, {step(u)})"
+        count = step(w.size_ms // u)
+        start = f"{SLICE} + ({WINDOW_INDEX} + 1) * {step(u)} - {step(w.size_ms)}"
+    else:
+        assert isinstance(w, P.Cumulate)
+        u = w.step_ms
+
+        def aligned(t: str) -> str:  # t's offset in its size-aligned window
+            return f"PMOD({t} - {step(w.offset_ms)}, {step(w.size_ms)})"
+
+        # the slice: the step of ts in its size-aligned window
+        first = f"{TS} - PMOD({aligned(TS)}, {step(u)})"
+        # windows k = k0 .. size/step ending at s + k * step, k0 the slice's step (1-based)
+        k0 = f"{aligned(SLICE)} DIV {step(u)} + 1"
+        count = f"({step(w.size_ms // u)} - ({k0}) + 1)"
+        start = f"{SLICE} - {aligned(SLICE)}"
+    end = f"{SLICE} + ({WINDOW_INDEX} + 1) * {step(u)}"
+    steps: list[Step] = [Project((Item(first, SLICE),))]
+    group = [*keys, Item(SLICE, SLICE)]
+    lowest = step(0)
+    if fires is not None:
+        group.append(Item(fires, fires))
+    if arrival:
+        assert et is not None
+        # late windows: those ending at or before before - delay
+        ahead = f"{BEFORE} - {step(et.delay_ms)} - {SLICE}"
+        late = (
+            f"CASE WHEN {BEFORE} IS NULL THEN {step(0)} ELSE "
+            f"LEAST(GREATEST({_floor_div(ahead, u)}, {step(0)}), {count}) END"
+        )
+        steps.append(Project((Item(late, LATE),)))
+        # the late filter (fired_rows finds it by its first words)
+        steps.append(Filter(f"{BEFORE} IS NULL OR {LATE} < {count}"))
+        group.append(Item(LATE, LATE))
+        lowest = LATE
+    partials: list[Item] = []
+    merged: list[Item] = []
+    for i, a in enumerate(query.aggregates or (None,)):
+        name = f"{PARTIAL}{i}"
+        if a is None or a.kind is P.AggKind.COUNT_STAR:
+            partials.append(Item("COUNT(*)", name))
+            merge = f"SUM({name})"
+        else:
+            assert a.arg is not None
+            partials.append(Item(f"{a.kind.value}({a.arg.sql})", name))
+            merge = f"{'SUM' if a.kind is P.AggKind.COUNT else a.kind.value}({name})"
+        merged.append(Item(merge, ROWS) if a is None else Item(_cast(merge, a.type), a.name))
+    steps.append(GroupAggregate(tuple(group), tuple(partials)))
+    steps.append(Project((Item(f"EXPLODE(SEQUENCE({lowest}, {count} - 1))", WINDOW_INDEX),)))
+    struct = f"NAMED_STRUCT('start', TIMESTAMP_MILLIS({start}), 'end', TIMESTAMP_MILLIS({end}))"
+    steps.append(Project((Item(struct, WIN),)))
+    if fires is not None:
+        steps.append(Filter(fires_sql()))
+    out_keys = tuple(Item(_q(k.alias), k.alias) for k in keys if k.alias is not None)
+    steps.append(GroupAggregate((*out_keys, Item(WIN, WIN)), tuple(merged)))
+    return steps
+
+
+def _ms_bigint(value: int) -> str:
+    return f"CAST({value} AS BIGINT)"
+
+
 def lower(
     query: P.Query, event_time_type: WqlType | None = None, caps: Capabilities = NATIVE
 ) -> NativeProgram:
@@ -233,39 +379,147 @@ def lower(
     """
     check_native(query, caps)
     w = query.window
+    keys = tuple(Item(k.expr.sql, k.name) for k in query.keys)
+    if w.domain is P.TimeDomain.PROCESSING:
+        steps = _processing_clock(query, event_time_type)
+        first_key = _replay_primary(query.source)
+        if sliced(query, caps):
+            steps.extend(_two_phase(query, keys, arrival=False, fires=FINAL))
+        else:
+            steps.extend(_assign_windows(w))
+            steps.append(Filter(fires_sql()))
+            steps.append(_aggregate(query, keys, first_key))
+        return _finish(query, steps)
     assert query.source.event_time is not None  # guaranteed by the plan for event-time windows
     et = query.source.event_time
-    steps: list[Step] = []
+    steps = []
 
     first = [Item(event_time_sql(et.column, event_time_type), TS)]
     if isinstance(w, P.DynamicSession):
         first.append(Item(f"CAST({w.gap_ms.sql} AS BIGINT)", GAP))
-    if any(float_sum(a) for a in query.aggregates):
+    arrival = query.source.arrival_order is not None
+    if arrival or any(float_sum(a) for a in query.aggregates):
         # input order exactly as batch replay takes it: on the DataFrame as
         # given, before WHERE (Spark does not push filters below these
         # nondeterministic expressions)
         first += [Item("INPUT_FILE_NAME()", FILE), Item("MONOTONICALLY_INCREASING_ID()", ROW_ID)]
+    if arrival:
+        first.append(Item(arrival_sql(query.source), ARRIVAL))
     steps.append(Project(tuple(first)))
+    if arrival:
+        # each row's watermark is the largest event time before it in replay order
+        # (arrival, then input order) less delay + 1 (docs/native.md, "Arrival order"):
+        # every replayed row moves it, before WHERE; rows without event time or
+        # arrival are not replayed and move nothing
+        steps.append(Project((Item(before_sql(), BEFORE),)))
     if query.filter is not None:
         # WHERE reads the source row as written (not the floored event time),
         # exactly what the operator host evaluates before the operator
         steps.append(Filter(f"({query.filter.sql})"))
     valid = f"{TS} IS NOT NULL"
+    if arrival:
+        valid += f" AND {ARRIVAL} IS NOT NULL"
     if isinstance(w, P.DynamicSession):
         valid += f" AND {GAP} IS NOT NULL AND {GAP} > 0"
     steps.append(Filter(valid))
     steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
     steps.append(Watermark(ET, et.delay_ms))
-    steps.extend(_assign_windows(w))
+    if sliced(query, caps):
+        steps.extend(_two_phase(query, keys, arrival))
+    else:
+        steps.extend(_assign_windows(w))
+        if arrival:
+            # a window is late for a row when its end - 1 is at or below the row's
+            # watermark, before - delay - 1: the operator leaves the row out of it
+            steps.append(Filter(on_time_sql(et.delay_ms)))
+        steps.append(_aggregate(query, keys, ARRIVAL if arrival else TS))
+    return _finish(query, steps)
 
-    keys = tuple(Item(k.expr.sql, k.name) for k in query.keys)
-    aggs = tuple(Item(_cast(_aggregate_sql(a), a.type), a.name) for a in query.aggregates)
+
+def _aggregate(query: P.Query, keys: tuple[Item, ...], first_key: str) -> GroupAggregate:
+    """One GROUP BY keys and window; floating sums fold in replay order (``first_key``,
+    then input order)."""
+    aggs = tuple(
+        Item(_cast(_aggregate_sql(a, first_key), a.type), a.name) for a in query.aggregates
+    )
     if not aggs:
         # a query may select only keys and window columns; Spark's agg() needs
         # one expression, which the next projection leaves out
         aggs = (Item("COUNT(*)", ROWS),)
-    steps.append(GroupAggregate((*keys, Item(WIN, WIN)), aggs))
+    return GroupAggregate((*keys, Item(WIN, WIN)), aggs)
 
+
+def _replay_primary(source: P.SourceRef) -> str:
+    """The column a processing-time query's replay orders by first (then input order):
+    the arrival key, else the event time, else the processing time (replay.py)."""
+    if source.arrival_order is not None:
+        return ARRIVAL
+    return EVENT_TS if source.event_time is not None else PT
+
+
+def clock_sql(source: P.SourceRef) -> str:
+    """Spark SQL giving the declared processing-time column as BIGINT ms, as batch
+    replay reads it (a TIMESTAMP or DATE floored to ms, an integer as is)."""
+    assert source.processing_time is not None
+    column = source.column(source.processing_time)
+    assert column is not None  # SourceRef checks that it names a column
+    if column.type.is_temporal:
+        return event_time_sql(column.name, column.type)
+    return f"CAST({_q(column.name)} AS BIGINT)"
+
+
+def _processing_clock(query: P.Query, event_time_type: WqlType | None) -> list[Step]:
+    """A processing-time query's rows with their clock as ``__wql_ts`` (and ``__wql_et``).
+
+    Batch replay gives each row the running maximum of the declared
+    processing-time column up to and including the row, in replay order
+    (arrival, else event time, else processing time; then input order), over
+    the rows it replays: those with a processing time (and an event time
+    when the source has one, an arrival when it declares one). ``__wql_final``
+    is that clock after the last row: the windows it reaches are the ones
+    that fire (docs/native.md, "Processing time").
+    """
+    source = query.source
+    first = [
+        Item(clock_sql(source), PT),
+        Item("INPUT_FILE_NAME()", FILE),
+        Item("MONOTONICALLY_INCREASING_ID()", ROW_ID),
+    ]
+    replayed = [f"{PT} IS NOT NULL"]
+    if source.event_time is not None:
+        first.append(Item(event_time_sql(source.event_time.column, event_time_type), EVENT_TS))
+        replayed.append(f"{EVENT_TS} IS NOT NULL")
+    if source.arrival_order is not None:
+        first.append(Item(arrival_sql(source), ARRIVAL))
+        replayed.append(f"{ARRIVAL} IS NOT NULL")
+    valid = " AND ".join(replayed)
+    order = f"ORDER BY {_replay_primary(source)}, {FILE}, {ROW_ID}"
+    clock = f"MAX(CASE WHEN {valid} THEN {PT} END) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING"
+    steps: list[Step] = [
+        Project(tuple(first)),
+        Project(
+            (
+                Item(f"{clock} AND CURRENT ROW)", TS),
+                Item(f"{clock} AND UNBOUNDED FOLLOWING)", FINAL),
+            )
+        ),
+    ]
+    if query.filter is not None:
+        steps.append(Filter(f"({query.filter.sql})"))
+    steps.append(Filter(valid))
+    steps.append(Project((Item(f"TIMESTAMP_MILLIS({TS})", ET),)))
+    return steps
+
+
+def fires_sql() -> str:
+    """True when the clock reaches the end of the row's window ``__wql_w``: a processing-time
+    window fires at its end (its timer at ``end - 1`` fires 1 ms later), and never at end
+    of input."""
+    return f"UNIX_MILLIS({WIN}.`end`) <= {FINAL}"
+
+
+def _finish(query: P.Query, steps: list[Step]) -> NativeProgram:
+    """The post-aggregation relation, HAVING and the SELECT list after the aggregation."""
     post = [Item(_q(k.name), k.name) for k in query.keys]
     post += [
         Item(f"{WIN}.start", "window_start"),
@@ -437,7 +691,11 @@ def _side_type(df, side: P.JoinSide) -> WqlType | None:
 def _check_rank(stage: P.WindowRank, caps: Capabilities) -> None:
     from wql.compiler.planner import rank_blockers
 
-    reasons = rank_blockers(stage, caps)  # the view's own engine: the planner's business
+    _refuse(stage, rank_blockers(stage, caps))  # the view's own engine: the planner's business
+
+
+def _refuse(stage: P.Stage, reasons: Sequence[P.Reason]) -> None:
+    """Raise the first of ``reasons`` ``stage`` cannot run natively for, if any."""
     if reasons:
         first = reasons[0]
         raise WqlUnsupportedError(
@@ -447,20 +705,21 @@ def _check_rank(stage: P.WindowRank, caps: Capabilities) -> None:
         )
 
 
-def _aggregate_sql(a: P.Aggregate) -> str:
+def _aggregate_sql(a: P.Aggregate, first_key: str = TS) -> str:
     """The aggregate as Spark SQL over the windowed relation.
 
-    Floating-point SUM/AVG are folded in replay order (event time, then
-    input order), as the operator adds them: Spark's own SUM adds partial
-    sums in an order that depends on partitioning (docs/native.md measures
-    1.0, 4.0 and 5.0 for one input on 1, 2 and 12 partitions). The price is
-    that the window's values are collected before folding.
+    Floating-point SUM/AVG are folded in replay order (``first_key``: event
+    time, or the arrival key, then input order), as the operator adds them:
+    Spark's own SUM adds partial sums in an order that depends on
+    partitioning (docs/native.md measures 1.0, 4.0 and 5.0 for one input on
+    1, 2 and 12 partitions). The price is that the window's values are
+    collected before folding.
     """
     if not float_sum(a):
         return a.call_sql
     assert a.arg is not None
     rows = (
-        f"ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT('t', {TS}, 'f', {FILE}, 'i', {ROW_ID}, "
+        f"ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT('t', {first_key}, 'f', {FILE}, 'i', {ROW_ID}, "
         f"'x', CAST({a.arg.sql} AS DOUBLE))))"
     )
     # SQL's SUM: NULLs are skipped, no value at all gives NULL
@@ -639,14 +898,16 @@ def _query_drop_conditions(
     query: P.Query, event_time_type: WqlType | None, caps: Capabilities
 ) -> tuple[tuple[str, str], ...]:
     check_native(query, caps)
-    et = query.source.event_time
-    assert et is not None
-    ts = event_time_sql(et.column, event_time_type)
-    out = [(REASON_NULL_EVENT_TIME, f"{ts} IS NULL")]
+    out = []
+    before: list[str] = []
+    # batch replay's order of reasons: the first missing clock wins
+    for reason, missing in _replay_clocks(query, event_time_type):
+        out.append((reason, " AND ".join([*(f"NOT {m}" for m in before), missing])))
+        before.append(missing)
     w = query.window
     if isinstance(w, P.DynamicSession):
         gap = f"CAST({w.gap_ms.sql} AS BIGINT)"
-        cond = f"{ts} IS NOT NULL AND ({gap} IS NULL OR {gap} <= 0)"
+        cond = f"{_replayed(query, event_time_type)} AND ({gap} IS NULL OR {gap} <= 0)"
         if query.filter is not None:
             cond += f" AND ({query.filter.sql})"
         out.append((REASON_INVALID_GAP, cond))
@@ -697,11 +958,31 @@ def filtered_count(query: P.Query, df, caps: Capabilities = NATIVE) -> int:
     from pyspark.sql import functions as F
 
     check_native(query, caps)
-    et = query.source.event_time
-    assert et is not None
-    ts = event_time_sql(et.column, _column_type(df, query))
-    cond = f"{ts} IS NOT NULL AND NOT coalesce(({query.filter.sql}), false)"
+    replayed = _replayed(query, _column_type(df, query))
+    cond = f"{replayed} AND NOT coalesce(({query.filter.sql}), false)"
     return int(df.where(F.expr(cond)).count())
+
+
+def _replay_clocks(query: P.Query, event_time_type: WqlType | None) -> list[tuple[str, str]]:
+    """``(reason, Spark SQL true when the row lacks it)`` for each value batch replay needs
+    of a source row, in replay's order of reasons: event time (when the source has
+    one), processing time (a processing-time window), arrival (``arrival_order``)."""
+    source = query.source
+    out = []
+    if source.event_time is not None:
+        ts = event_time_sql(source.event_time.column, event_time_type)
+        out.append((REASON_NULL_EVENT_TIME, f"{ts} IS NULL"))
+    if query.window.domain is P.TimeDomain.PROCESSING:
+        out.append((REASON_NULL_PROCESSING_TIME, f"({clock_sql(source)}) IS NULL"))
+    if source.arrival_order is not None:
+        out.append((REASON_NULL_ARRIVAL_ORDER, f"({arrival_sql(source)}) IS NULL"))
+    return out
+
+
+def _replayed(query: P.Query, event_time_type: WqlType | None) -> str:
+    """Spark SQL over a source row: true when batch replay replays it (it has every
+    value :func:`_replay_clocks` lists)."""
+    return " AND ".join(f"NOT {m}" for _, m in _replay_clocks(query, event_time_type)) or "TRUE"
 
 
 def native_counters(stage: P.Stage, df) -> dict:
@@ -716,14 +997,50 @@ def _query_counters(stage: P.Query, df) -> dict:
     rows_in = df.count()
     dropped = drop_counts(stage, df)
     filtered = filtered_count(stage, df)
+    # native windows fire every window with rows (WATERMARK trigger)
+    fired = rows_in - filtered - sum(dropped.values())
+    if stage.window.domain is P.TimeDomain.PROCESSING:
+        # rows whose every window the final clock does not reach are in no firing
+        unfired = fired - fired_rows(stage, df)
+        if unfired:
+            dropped[DROP_IN_NO_FIRING] = unfired
+        fired -= unfired
+    elif stage.source.arrival_order is not None:
+        # in arrival order: rows every window of which was late (left out of all) are
+        # dropped as late, as the operator drops them without a LATE DATA TO
+        late = fired - fired_rows(stage, df)
+        if late:
+            dropped[DROP_LATE] = late
+        fired -= late
     return {
         "rows_in": rows_in,
         "late_rows": 0,
         "rows_filtered": filtered,
-        # native windows fire every window with rows (WATERMARK trigger)
-        "rows_fired": rows_in - filtered - sum(dropped.values()),
+        "rows_fired": fired,
         "dropped": dropped,
     }
+
+
+def fired_rows(stage: P.Query, df) -> int:
+    """The rows some window took and fired: under ``arrival_order`` a window not late for
+    the row, over processing time a window the final clock reaches.
+
+    The native steps up to the rows' clock, then each row's windows and that test,
+    counted by input order (one Spark job; one phase, so rows keep their identity).
+    """
+    program = lower(stage, _column_type(df, stage))
+    clocked = next(
+        i
+        for i, st in enumerate(program.steps)
+        if isinstance(st, Project) and st.items[0].alias == ET
+    )
+    if stage.window.domain is P.TimeDomain.PROCESSING:
+        kept_if = fires_sql()
+    else:
+        assert stage.source.event_time is not None
+        kept_if = on_time_sql(stage.source.event_time.delay_ms)
+    steps = [*program.steps[: clocked + 1], *_assign_windows(stage.window), Filter(kept_if)]
+    return int(run_steps(steps, df).select(FILE, ROW_ID).distinct().count())
 
 
 def _join_counters(join: P.WindowJoin, dfs) -> dict:
@@ -806,14 +1123,7 @@ def drop_counts(query: P.Query, df, caps: Capabilities = NATIVE) -> dict[str, in
 def _check_over(stage: P.OverAggregate, caps: Capabilities) -> None:
     from wql.compiler.planner import over_blockers
 
-    reasons = over_blockers(stage, caps)
-    if reasons:
-        first = reasons[0]
-        raise WqlUnsupportedError(
-            f"query {stage.name!r} cannot run on the native engine: {first.text}",
-            first.span,
-            code=ErrorCode.NOT_NATIVE,
-        )
+    _refuse(stage, over_blockers(stage, caps))
 
 
 def over_sql(stage: P.OverAggregate) -> str:
@@ -982,11 +1292,14 @@ def _program_to_sql(program: NativeProgram, pretty: bool) -> str:
 def _filterable(select: exp.Select, cond: exp.Expr) -> bool:
     """Whether ``cond`` can go into ``select``'s own WHERE without changing its meaning.
 
-    True when ``select`` does not group and ``cond`` reads none of the
-    aliases ``select`` defines (a WHERE sees only the input's columns).
+    True when ``select`` does not group, computes no window function, and
+    ``cond`` reads none of the aliases ``select`` defines (a WHERE sees only
+    the input's columns).
     """
     if select.args.get("group") or select.args.get("where"):
         return False
+    if any(True for _ in select.find_all(exp.Window)):
+        return False  # a WHERE would filter the rows before the window function sees them
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     return not any(c.name.lower() in aliases for c in cond.find_all(exp.Column))
 
