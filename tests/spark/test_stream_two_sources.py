@@ -123,8 +123,9 @@ def test_a_stream_join_of_two_sources_refuses_idle_after(tmp_path):
     )
     with pytest.raises(WqlErrors) as e:
         wql.compile(idle, streaming=True)
-    # both joins (a window table's, a view's), each at IDLE AFTER
-    assert len(e.value.errors) == 2
+    # every join of the two sources (window tables, on the bounds only, a view's), each
+    # at IDLE AFTER
+    assert len(e.value.errors) == 3
     for error in e.value.errors:
         assert "declares IDLE AFTER" in error.message and error.line == 6
 

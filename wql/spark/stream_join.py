@@ -233,6 +233,26 @@ def run_stream_join(
     processor = AllKeysProcessor(
         layout, end_watermark, (*configs, config), joined, et.delay_ms, True, (floats, len(staged))
     )
+    return join_run(
+        join, plan, grouped, processor, out_schema, (root, source), end, idle_ms, heartbeats
+    )
+
+
+def join_run(
+    join: P.WindowJoin,
+    plan: P.StreamJoin,
+    grouped: Any,
+    processor: Any,
+    out_schema: Any,
+    root: tuple[P.SourceRef, DataFrame],
+    end: DataFrame | None,
+    idle_ms: int | None,
+    heartbeats: bool,
+    other: tuple[P.SourceRef, DataFrame] | None = None,
+) -> StreamJoinRun:
+    """The join's processor over the ``grouped`` rows (Spark's
+    ``transformWithStateInPandas`` in event time) and what reads its output: the run of
+    the join over ``root``'s source (and ``other``'s, for two sources)."""
     tagged = grouped.transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
@@ -242,13 +262,14 @@ def run_stream_join(
     return StreamJoinRun(
         join=join,
         plan=plan,
-        root=root,
+        root=root[0],
+        other=other,
         tagged=tagged,
         result=L.join_results(join, plan.residual, tagged, plan.partners),
         late=None,
         counters=L.counters_of(tagged),
         time_mode="EventTime",
-        source=source,
+        source=root[1],
         drainable=end is not None,
         idle_ms=idle_ms,
         heartbeats=heartbeats,
@@ -361,26 +382,8 @@ def _two_sources(
     processor = AllKeysProcessor(
         layout, end_watermark, (*configs, config), joined, max(delays), True, (floats, len(names))
     )
-    tagged = grouped.transformWithStateInPandas(
-        statefulProcessor=processor,
-        outputStructType=out_schema,
-        outputMode="Append",
-        timeMode="EventTime",
-    )
-    return StreamJoinRun(
-        join=join,
-        plan=plan,
-        root=roots[0][0],
-        other=roots[1],
-        tagged=tagged,
-        result=L.join_results(join, plan.residual, tagged),
-        late=None,
-        counters=L.counters_of(tagged),
-        time_mode="EventTime",
-        source=roots[0][1],
-        drainable=end is not None,
-        idle_ms=None,
-        heartbeats=False,
+    return join_run(
+        join, plan, grouped, processor, out_schema, roots[0], end, None, False, other=roots[1]
     )
 
 

@@ -75,6 +75,7 @@ from wql.spark.stream_join import (
     StreamJoinRun,
     _column,
     _staged,
+    join_run,
 )
 from wql.spark.stream_links import MAX_TS, PHASE, RISE, SEQ, TAGS, run_segments
 from wql.spark.streaming import (
@@ -184,29 +185,9 @@ def run_linked_join(
         True,
         (floats, len(names) + len(tag_columns)),
     )
-    tagged = (
-        rows.withColumn(_GROUP, F.lit(0))
-        .groupBy(_GROUP)
-        .transformWithStateInPandas(
-            statefulProcessor=processor,
-            outputStructType=out_schema,
-            outputMode="Append",
-            timeMode="EventTime",
-        )
-    )
-    return StreamJoinRun(
-        join=join,
-        plan=plan,
-        root=root,
-        tagged=tagged,
-        result=L.join_results(join, plan.residual, tagged, plan.partners),
-        late=None,
-        counters=L.counters_of(tagged),
-        time_mode="EventTime",
-        source=source,
-        drainable=end is not None,
-        idle_ms=idle_ms,
-        heartbeats=heartbeats,
+    grouped = rows.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
+    return join_run(
+        join, plan, grouped, processor, out_schema, (root, source), end, idle_ms, heartbeats
     )
 
 
