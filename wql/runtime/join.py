@@ -270,11 +270,7 @@ class WindowJoinOperator:
         lw, rw = (s.width for s in self.config.sides)
         out = self._out
         before = len(out)
-        by_key: dict[tuple, list[int]] = {}
-        for j, row in enumerate(right):
-            k = _join_key(row, self._right)
-            if k is not None:
-                by_key.setdefault(k, []).append(j)
+        by_key = self._right_index(right)
         matched_right = [False] * len(right) if kind in (RIGHT, FULL) else None
         no_right = (None,) * rw
         for row in left:
@@ -291,6 +287,15 @@ class WindowJoinOperator:
             out.extend(no_left + right[j] for j, m in enumerate(matched_right) if not m)
         self.counters.rows_emitted += len(out) - before
 
+    def _right_index(self, right: list[tuple]) -> dict[tuple, list[int]]:
+        """The positions of the right rows by their join key (a NULL key matches none)."""
+        by_key: dict[tuple, list[int]] = {}
+        for j, row in enumerate(right):
+            k = _join_key(row, self._right)
+            if k is not None:
+                by_key.setdefault(k, []).append(j)
+        return by_key
+
     def _partners(self, left: list[tuple], right: list[tuple]) -> None:
         """An outer join whose ON has conditions the host evaluates: every emitted row
         ends with ``(kind, partners)``. ``FINAL`` rows are joined rows as they are (a
@@ -304,11 +309,7 @@ class WindowJoinOperator:
         lw, rw = (s.width for s in self.config.sides)
         out = self._out
         before = len(out)
-        by_key: dict[tuple, list[int]] = {}
-        for j, row in enumerate(right):
-            k = _join_key(row, self._right)
-            if k is not None:
-                by_key.setdefault(k, []).append(j)
+        by_key = self._right_index(right)
         no_left, no_right = (None,) * lw, (None,) * rw
         of_right: list[list[tuple]] = [[] for _ in right]
         for row in left:

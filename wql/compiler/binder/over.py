@@ -16,7 +16,7 @@ from sqlglot import exp
 from wql.compiler import plan as P
 from wql.compiler.binder.context import BindContext, collect, raise_all
 from wql.compiler.binder.lateness import bind_late_data
-from wql.compiler.binder.sources import bind_watermark, resolve_source
+from wql.compiler.binder.sources import bind_source_ref
 from wql.compiler.binder.views import reads_view
 from wql.compiler.expressions import (
     AggregateRegistry,
@@ -51,24 +51,10 @@ def bind_over(ctx: BindContext, q: ast.OverQuery, name: str) -> P.OverAggregate 
             )
         )
         return None
-    decl = ctx.attempt(resolve_source, ctx, q.source)
-    if decl is None:
+    bound = bind_source_ref(ctx, q.source)
+    if bound is None:
         return None
-    relation = Relation(f"source {decl.name!r}", decl.columns)
-    tables = (decl.name, q.source.name.name)
-    event_time = decl.event_time
-    if q.source.watermark is not None:
-        event_time = ctx.attempt(bind_watermark, ctx, q.source.watermark, decl.name, decl.columns)
-        if event_time is None:
-            return None
-    source = P.SourceRef(
-        decl.name,
-        decl.columns,
-        event_time,
-        decl.option("processing_time"),
-        decl.option("arrival_order"),
-        q.source.span,
-    )
+    source, relation, tables = bound
     items = [i for i in q.select if isinstance(i, ast.OverItem)]
     first = items[0].window
     try:

@@ -16,7 +16,7 @@ from wql.compiler.binder.lateness import bind_late_data, bind_lateness
 from wql.compiler.binder.over import bind_over
 from wql.compiler.binder.ranks import bind_rank
 from wql.compiler.binder.select import bind_having, bind_keys, bind_select
-from wql.compiler.binder.sources import bind_source, bind_watermark, resolve_source
+from wql.compiler.binder.sources import bind_source, bind_source_ref
 from wql.compiler.binder.triggers import bind_evictor_clause, bind_trigger_clause, default_trigger
 from wql.compiler.binder.views import (
     bind_view_source,
@@ -141,24 +141,10 @@ def bind_query(ctx: BindContext, q: ast.Query, name: str) -> P.Query | None:
             )
         )
         return None
-    decl = ctx.attempt(resolve_source, ctx, q.source)
-    if decl is None:
+    bound = bind_source_ref(ctx, q.source)
+    if bound is None:
         return None
-    relation = Relation(f"source {decl.name!r}", decl.columns)
-    tables = (decl.name, q.source.name.name)
-    event_time = decl.event_time
-    if q.source.watermark is not None:
-        event_time = ctx.attempt(bind_watermark, ctx, q.source.watermark, decl.name, decl.columns)
-        if event_time is None:
-            return None
-    source = P.SourceRef(
-        decl.name,
-        decl.columns,
-        event_time,
-        decl.option("processing_time"),
-        decl.option("arrival_order"),
-        q.source.span,
-    )
+    source, relation, tables = bound
     return _bind_clauses(ctx, q, name, source, relation, tables, before)
 
 

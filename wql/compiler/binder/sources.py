@@ -20,6 +20,7 @@ from wql.compiler.binder.context import (
     did_you_mean,
     lookup,
 )
+from wql.compiler.expressions import Relation
 from wql.errors import ErrorCode, Span, WqlError, WqlSemanticError
 from wql.grammar import ast
 
@@ -208,3 +209,28 @@ def resolve_source(ctx: BindContext, ref: ast.TableRef) -> P.SourceDecl:
         "defined before this query (in this file or a file given before it)",
         code=ErrorCode.UNKNOWN_NAME,
     )
+
+
+def bind_source_ref(
+    ctx: BindContext, ref: ast.TableRef
+) -> tuple[P.SourceRef, Relation, tuple[str, str]] | None:
+    """A query's source read by ``ref``: its reference (event time from ``ref``'s WATERMARK
+    when it has one, else the declaration's), the relation its clauses read, and the names
+    they may qualify columns with; None once the errors are recorded."""
+    decl = ctx.attempt(resolve_source, ctx, ref)
+    if decl is None:
+        return None
+    event_time = decl.event_time
+    if ref.watermark is not None:
+        event_time = ctx.attempt(bind_watermark, ctx, ref.watermark, decl.name, decl.columns)
+        if event_time is None:
+            return None
+    source = P.SourceRef(
+        decl.name,
+        decl.columns,
+        event_time,
+        decl.option("processing_time"),
+        decl.option("arrival_order"),
+        ref.span,
+    )
+    return source, Relation(f"source {decl.name!r}", decl.columns), (decl.name, ref.name.name)
