@@ -5,8 +5,9 @@ reads (by an aggregate or a window rank): the pipeline is cut there into
 Spark stateful operators with Spark's projection between them
 (wql/spark/stream_links.py, docs/streaming.md "Links in Spark SQL"). The
 streams read the burst files of tests/spark/test_stream_pipelines.py (the
-same watermark rises as batch replay); drained, every pipeline's rows and
-counters equal the batch run's.
+same watermark rises as batch replay) in one stream for the module, stopped
+after four files and restarted from its checkpoint; drained, every pipeline's
+rows and counters equal the batch run's.
 """
 
 from __future__ import annotations
@@ -142,14 +143,19 @@ def text(folder, stream: bool = True) -> str:
 
 @pytest.fixture(scope="module")
 def drained(spark, tmp_path_factory):
-    """Every linked pipeline streamed together, drained, and in batch: (streamed rows,
-    stream counters, batch rows, batch counters)."""
+    """Every linked pipeline streamed together in one stream with a stop in the middle
+    (files 0-3, stop, then the rest and the end of input from the same checkpoint),
+    drained, and in batch: (rows of the first run, streamed rows, stream counters,
+    batch rows, batch counters)."""
     base = tmp_path_factory.mktemp("links")
-    write_files(base / "in", range(len(files())))
+    folder, out, ck = base / "in", base / "out", base / "ck"
     names = NAMES + RANKS
-    streamed, sinks = stream_queries(spark, text(base / "in"), names, base / "out", base / "ck")
-    expected, counters = batch_queries(spark, text(base / "in", stream=False), names)
-    return streamed, sinks.counters(spark), expected, counters
+    write_files(folder, range(4))
+    first, _ = stream_queries(spark, text(folder), names, out, ck, drain=False)
+    write_files(folder, range(4, len(files())))
+    streamed, sinks = stream_queries(spark, text(folder), names, out, ck)
+    expected, counters = batch_queries(spark, text(folder, stream=False), names)
+    return first, streamed, sinks.counters(spark), expected, counters
 
 
 def test_the_links_need_spark_sql_and_the_pipelines_are_cut_there(tmp_path):
@@ -163,7 +169,7 @@ def test_the_links_need_spark_sql_and_the_pipelines_are_cut_there(tmp_path):
 
 @pytest.mark.parametrize("name", NAMES + RANKS)
 def test_a_drained_linked_pipeline_equals_the_batch_pipeline(drained, name):
-    streamed, stream_counters, expected, batch_counters = drained
+    _, streamed, stream_counters, expected, batch_counters = drained
     assert sum(expected[name].values()) >= 1, name
     assert streamed[name] == expected[name]
     for key in COUNTED:
@@ -171,27 +177,20 @@ def test_a_drained_linked_pipeline_equals_the_batch_pipeline(drained, name):
 
 
 def test_where_over_a_view_is_counted_as_batch_counts_it(drained):
-    _, stream_counters, _, batch_counters = drained
+    _, _, stream_counters, _, batch_counters = drained
     # busy: per_auction fires 13 windows; WHERE num > 1 rejects the 8 with one bid
     assert (batch_counters["busy"]["rows_in"], batch_counters["busy"]["rows_filtered"]) == (13, 8)
     assert stream_counters["busy"]["rows_filtered"] == 8
 
 
-@pytest.mark.slow
-def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(drained):
     # every segment's state (and the rows in flight between them: none, a micro-batch
-    # runs every operator) survives in the checkpoint: files 0-3, stop, then the rest
-    # and the end of input from the same checkpoint
-    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    # runs every operator) survives in the checkpoint: the module's stream stopped
+    # after files 0-3 and resumed from the same checkpoint
+    first, resumed, counters, expected, batch_counters = drained
     names = ["busy", "on_time", "three", "crowded_top", "auction_top", "top_pairs"]
-    write_files(folder, range(4))
-    first, _ = stream_queries(spark, text(folder), names, out, ck, drain=False)
-    write_files(folder, range(4, len(files())))
-    resumed, sinks = stream_queries(spark, text(folder), names, out, ck)
-    _, _, expected, batch_counters = drained
-    assert sum(sum(c.values()) for c in first.values()) > 0
-    assert resumed == {name: expected[name] for name in names}
-    counters = sinks.counters(spark)
+    assert sum(sum(first[name].values()) for name in names) > 0
+    assert {name: resumed[name] for name in names} == {name: expected[name] for name in names}
     for name in names:
         for key in COUNTED:
             assert counters[name][key] == batch_counters[name][key], (name, key)

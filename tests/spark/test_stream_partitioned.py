@@ -7,7 +7,8 @@ places as in batch replay; each auction is a Spark group of its own, spread
 over the session's shuffle partitions. A drained stream's rows and counters
 equal the batch pipeline's, and a restart between micro-batches loses and
 doubles nothing. The pipelines of KEYED run together, in one stream over the
-burst files that their tests share (the ``drained`` fixture).
+burst files that their tests share (the ``drained`` fixture), stopped in the
+middle and restarted from its checkpoint.
 """
 
 from __future__ import annotations
@@ -49,35 +50,13 @@ def test_key_preserving_chains_are_planned_partitioned_by_the_first_stages_keys(
 
 @pytest.fixture(scope="module")
 def drained(spark, tmp_path_factory):
-    """Every keyed pipeline streamed together over every burst file, drained (one
-    stream for the module), and in batch: (rows, counters) of each."""
+    """Every keyed pipeline streamed together over the burst files (one stream for the
+    module), stopped after files 0-5 and resumed from the same checkpoint with the rest
+    and the end of input, drained; and in batch. Returns the rows of the first run,
+    the state rows (key, partition) of ``auction_rollup`` at the stop, the streamed
+    rows and counters, the batch rows and counters."""
     base = tmp_path_factory.mktemp("partitioned")
-    write_files(base / "in", range(len(files())))
-    names = NAMES
-    streamed, sinks = stream_queries(
-        spark, every_pipeline(base / "in"), names, base / "out", base / "ck"
-    )
-    counters = sinks.counters(spark)
-    expected, batch_counters = batch_queries(
-        spark, every_pipeline(base / "in", stream=False), names
-    )
-    return streamed, counters, expected, batch_counters
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_a_drained_partitioned_pipeline_or_join_equals_the_batch_run(drained, name):
-    streamed, stream_counters, batch, batch_counters = drained
-    assert sum(batch[name].values()) >= 3
-    assert streamed[name] == batch[name]
-    for key in COUNTED:
-        assert stream_counters[name][key] == batch_counters[name][key], key
-
-
-@pytest.mark.slow
-def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
-    # files 0-5, stop, then the rest and the end of input, from the same checkpoint:
-    # each auction's pipeline state is a state row of its own, in its own partition
-    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    folder, out, ck = base / "in", base / "out", base / "ck"
     names = NAMES
     write_files(folder, range(6))
     first, sinks = stream_queries(spark, every_pipeline(folder), names, out, ck, drain=False)
@@ -88,11 +67,29 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
         .selectExpr("key.*", "partition_id")
         .collect()
     )
+    write_files(folder, range(6, len(files())))
+    streamed, sinks = stream_queries(spark, every_pipeline(folder), names, out, ck)
+    counters = sinks.counters(spark)
+    expected, batch_counters = batch_queries(spark, every_pipeline(folder, stream=False), names)
+    return first, state, streamed, counters, expected, batch_counters
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_drained_partitioned_pipeline_or_join_equals_the_batch_run(drained, name):
+    _, _, streamed, stream_counters, batch, batch_counters = drained
+    assert sum(batch[name].values()) >= 3
+    assert streamed[name] == batch[name]
+    for key in COUNTED:
+        assert stream_counters[name][key] == batch_counters[name][key], key
+
+
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(drained):
+    # the module's stream stopped after files 0-5 and resumed from its checkpoint: each
+    # auction's pipeline state is a state row of its own, in its own partition
+    first, state, resumed, stream_counters, batch, batch_counters = drained
+    names = NAMES
     assert sorted(r[0] for r in state) == ["a", "b", "c"]
     assert len({r.partition_id for r in state}) > 1, "every auction in one partition"
-    write_files(folder, range(6, len(files())))
-    resumed, sinks = stream_queries(spark, every_pipeline(folder), names, out, ck)
-    _, stream_counters, batch, batch_counters = drained
     # append mode: what the first run wrote is final, a part of the result
     assert (
         0 < sum(sum(first[n].values()) for n in names) < sum(sum(batch[n].values()) for n in names)
@@ -100,6 +97,6 @@ def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp
     for name in names:
         assert not first[name] - batch[name], name
         assert resumed[name] == batch[name], name
-        got = sinks.counters(spark)[name]
+        got = stream_counters[name]
         for key in COUNTED:
             assert got[key] == batch_counters[name][key], (name, key)

@@ -87,21 +87,6 @@ def test_example_streams_to_its_batch_output(uninterrupted, path):
             assert sum(streamed[name].values()) > sum(got.values()), name
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
-def test_example_stop_and_restart_gives_the_uninterrupted_output(
-    spark, uninterrupted, path, tmp_path
-):
-    _, reference = uninterrupted(path)
-    ex = StreamedExample(spark, path, tmp_path)
-    ex.add_files(range(2))
-    first = ex.run()
-    # append mode: what the first run wrote stays, and is part of the final output
-    assert all(not (first[name] - reference[name]) for name in first)
-    ex.add_files(range(2, CHUNKS + 1))
-    assert ex.run() == reference  # same checkpoint: resumes after micro-batch 1
-
-
 def _batch_counters(run) -> dict[str, dict]:
     """Per query, what its batch run (``example_run``) counted: rows reaching the
     operator (after WHERE), fired, late, dropped by reason."""
@@ -114,15 +99,26 @@ def _batch_counters(run) -> dict[str, dict]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
-def test_a_drained_example_stream_gives_the_batch_output_and_counters(
-    spark, example_run, path, tmp_path
+def test_a_stopped_restarted_and_drained_example_stream_gives_the_uninterrupted_and_batch_output(
+    spark, uninterrupted, example_run, path, tmp_path
 ):
-    """The files without the sentinel, then --drain: the watermark jumps to +inf, every
-    remaining window fires (as at the end of batch replay), rows in windows that
-    never fire are counted; then the checkpoint refuses another run."""
+    """One stream per example: two files, a stop, the last file from the same checkpoint,
+    then --drain (no sentinel: the watermark jumps to +inf and every remaining window
+    fires, as at the end of batch replay; rows in windows that never fire are counted).
+
+    The restart resumes after micro-batch 1 with the output of the uninterrupted run
+    (the same micro-batch boundaries; the drain ends it as the sentinel does), the
+    drained output and counters are the batch run's, and then the checkpoint refuses
+    another run."""
+    _, reference = uninterrupted(path)
     ex = StreamedExample(spark, path, tmp_path)
-    ex.add_files(range(CHUNKS))
+    ex.add_files(range(2))
+    first = ex.run()
+    # append mode: what the first run wrote stays, and is part of the final output
+    assert all(not (first[name] - reference[name]) for name in first)
+    ex.add_files(range(2, CHUNKS))
     streamed = ex.run(drain=True)
+    assert streamed == reference  # same checkpoint: resumed after micro-batch 1
     expected = expected_outputs(path.stem)
     assert set(streamed) == set(expected)
     skip = BOUNDARY_DEPENDENT.get(path.stem, set())
