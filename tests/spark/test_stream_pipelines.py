@@ -10,12 +10,12 @@ so the watermark rises at the same places in both, before the same rows, and
 a pipeline's stages see every rise in Flink's order in both
 (docs/architecture.md, "Contract: pipelines"). ``--drain`` plays batch
 replay's end of input. The pipelines of PIPELINES run together, in one stream
-over the burst files that their tests share (the ``drained`` fixture).
+over the burst files that their tests share (the ``drained`` fixture), stopped
+in the middle and restarted from its checkpoint.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,6 @@ from tests.spark.stream_helpers import (
     files,
     stream_cli_argv,
     stream_queries,
-    stream_query,
     write_files,
 )
 
@@ -50,44 +49,38 @@ def every_pipeline(folder: Path, stream: bool = True) -> str:
     return SOURCE.format(path=folder, options=options) + body
 
 
-def stream(spark, name: str, folder: Path, out: Path, ck: Path, drain: bool = True) -> Counter:
-    return stream_query(spark, text(name, folder), name, out, ck, drain)[0]
-
-
 @pytest.fixture(scope="module")
 def drained(spark, tmp_path_factory):
-    """Every pipeline streamed together over every burst file, drained (one stream for
-    the module), and in batch: (streamed rows, batch rows) per pipeline."""
+    """Every pipeline streamed together over the burst files (one stream for the
+    module), stopped after files 0-3 and resumed from the same checkpoint with the rest
+    and the end of input, drained; and in batch: (rows of the first run, streamed rows,
+    batch rows) per pipeline."""
     base = tmp_path_factory.mktemp("pipelines")
-    write_files(base / "in", range(len(files())))
+    folder, out, ck = base / "in", base / "out", base / "ck"
     names = sorted(PIPELINES)
-    streamed, _ = stream_queries(
-        spark, every_pipeline(base / "in"), names, base / "out", base / "ck"
-    )
-    expected, _ = batch_queries(spark, every_pipeline(base / "in", stream=False), names)
-    return streamed, expected
+    write_files(folder, range(4))
+    first, _ = stream_queries(spark, every_pipeline(folder), names, out, ck, drain=False)
+    write_files(folder, range(4, len(files())))
+    streamed, _ = stream_queries(spark, every_pipeline(folder), names, out, ck)
+    expected, _ = batch_queries(spark, every_pipeline(folder, stream=False), names)
+    return first, streamed, expected
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_a_drained_stream_pipeline_equals_the_batch_pipeline(drained, name):
-    streamed, batch = drained
+    _, streamed, batch = drained
     expected = batch[name]
     assert sum(expected.values()) >= 3
     assert streamed[name] == expected
 
 
-@pytest.mark.slow
-def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(spark, tmp_path, drained):
-    # the pipeline's state (every stage, every key) survives in the checkpoint: files
-    # 0-3, stop, then the rest and the end of input, from the same checkpoint
-    folder, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    write_files(folder, range(4))
-    first = stream(spark, "early", folder, out, ck, drain=False)
-    write_files(folder, range(4, len(files())))
-    resumed = stream(spark, "early", folder, out, ck)
-    expected = drained[1]["early"]  # the batch pipeline of the same files
-    assert 0 < sum(first.values()) < sum(expected.values())
-    assert resumed == expected
+def test_a_restart_between_micro_batches_gives_the_uninterrupted_rows(drained):
+    # the pipeline's state (every stage, every key) survives in the checkpoint: the
+    # module's stream stopped after files 0-3 and resumed from its checkpoint
+    first, resumed, batch = drained
+    expected = batch["early"]  # the batch pipeline of the same files
+    assert 0 < sum(first["early"].values()) < sum(expected.values())
+    assert resumed["early"] == expected
 
 
 #: the rollup over a view whose WHERE rejects 8 of the 20 bids (prices 1, 2 and 3)
