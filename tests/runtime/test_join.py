@@ -105,6 +105,26 @@ def test_a_row_every_window_of_which_has_joined_is_late():
     assert op.drain() == []  # [5, 15) has no right rows
     assert op.counters.dropped == {"late": 2, "missing timestamp": 1}
     assert op.counters.rows_in == 5
+    assert op.counters.sides == {}  # no side names: the totals only
+
+
+def test_named_sides_count_their_dropped_rows_apart():
+    # as Flink's leftNumLateRecordsDropped / rightNumLateRecordsDropped: each row dropped
+    # by the side it came from, and in the totals
+    cfg = dataclasses.replace(config("INNER", SlidingWindows(10, 5)), side_names=("l", "r"))
+    op = WindowJoinOperator(cfg)
+    op.process_side(1, (0, 10), None, view_row("a", 0, 10))
+    op.advance_watermark(9)
+    op.process_side(0, None, 3, ("a", 2, None, None, None))  # late on the left
+    op.process_side(1, (0, 10), None, view_row("a", 0, 10))  # late on the right
+    op.process_side(1, (5, 15), None, view_row("a", 5, 15))  # on time
+    op.process_side(0, None, None, ("a", 3, None, None, None))  # no event time, left
+    assert op.counters.dropped == {"late": 2, "missing timestamp": 1}
+    assert op.counters.sides == {"l": {"late": 1, "missing timestamp": 1}, "r": {"late": 1}}
+    assert op.counters.as_dict()["sides"] == {
+        "l": {"dropped": {"late": 1, "missing timestamp": 1}},
+        "r": {"dropped": {"late": 1}},
+    }
 
 
 ROWS = st.lists(

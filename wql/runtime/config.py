@@ -388,14 +388,19 @@ class Counters:
     rows_emitted: int = 0
     late_rows: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    #: a window join's dropped rows by side name, then reason (``JoinConfig.side_names``)
+    sides: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "rows_in": self.rows_in,
             "rows_emitted": self.rows_emitted,
             "late_rows": self.late_rows,
             "dropped": dict(self.dropped),
         }
+        if self.sides:
+            out["sides"] = {name: {"dropped": dict(d)} for name, d in self.sides.items()}
+        return out
 
 
 def as_list(column: Any) -> list:

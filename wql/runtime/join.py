@@ -117,6 +117,10 @@ class JoinConfig:
             matches on ``equi`` as its partners (:meth:`WindowJoinOperator._partners`),
             so that the host keeps the partners the whole ON matches and, when there
             are none, the row unmatched.
+        side_names: the sides' names (their qualifiers): each side's dropped rows are
+            also counted under its name (``Counters.sides``), as Flink's window join
+            counts its late rows per input (``leftNumLateRecordsDropped``,
+            ``rightNumLateRecordsDropped``); None: in the total only.
     """
 
     kind: str
@@ -124,6 +128,7 @@ class JoinConfig:
     sides: tuple[JoinSide, JoinSide]
     missing_time_reason: str = DROP_MISSING_TIMESTAMP
     partners: bool = False
+    side_names: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in (INNER, LEFT, RIGHT, FULL):
@@ -189,18 +194,18 @@ class WindowJoinOperator:
         spec = self.config.sides[side]
         if window is not None:
             if window[1] - 1 <= self.watermark:
-                self._drop(DROP_LATE)
+                self._drop(DROP_LATE, side)
             else:
                 self._add(side, window, values)
             return
         assert spec.assigner is not None
         if timestamp is None:
-            self._drop(self.config.missing_time_reason)
+            self._drop(self.config.missing_time_reason, side)
             return
         try:
             assigned = spec.assigner.assign_windows(timestamp, values)
         except DropRow as d:
-            self._drop(d.reason)
+            self._drop(d.reason, side)
             return
         taken = False
         start_at, end_at, time_at = spec.window_columns
@@ -218,7 +223,7 @@ class WindowJoinOperator:
             self._add(side, (start, end), tuple(row))
             taken = True
         if not taken:
-            self._drop(DROP_LATE)
+            self._drop(DROP_LATE, side)
 
     def process_rows(
         self,
@@ -238,9 +243,13 @@ class WindowJoinOperator:
             heapq.heappush(self._heap, (window[1], window[0]))
         buffers[side].append(row)
 
-    def _drop(self, reason: str) -> None:
+    def _drop(self, reason: str, side: int) -> None:
         dropped = self.counters.dropped
         dropped[reason] = dropped.get(reason, 0) + 1
+        names = self.config.side_names
+        if names is not None:
+            mine = self.counters.sides.setdefault(names[side], {})
+            mine[reason] = mine.get(reason, 0) + 1
 
     # ----------------------------------------------------------------- clocks
 

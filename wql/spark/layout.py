@@ -679,6 +679,7 @@ def counters_of(tagged: DataFrame) -> DataFrame:
 
 def sum_counters(parts: Iterable[str | dict[str, Any]]) -> dict[str, Any]:
     """Counters rows (JSON text or dicts) summed: rows_in, rows_emitted, late_rows, dropped,
+    a window join's ``sides`` (drops by side, then reason) when a row has them,
     and ``rows_filtered`` when a row has it (a stream's processor counts the rows its
     WHERE rejected; the batch host's rows_in are the operator's, WHERE ran before it)."""
     total: dict[str, Any] = {"rows_in": 0, "rows_emitted": 0, "late_rows": 0, "dropped": {}}
@@ -690,6 +691,10 @@ def sum_counters(parts: Iterable[str | dict[str, Any]]) -> dict[str, Any]:
             total["rows_filtered"] = total.get("rows_filtered", 0) + int(p["rows_filtered"])
         for reason, n in p.get("dropped", {}).items():
             total["dropped"][reason] = total["dropped"].get(reason, 0) + int(n)
+        for name, side in p.get("sides", {}).items():
+            mine = total.setdefault("sides", {}).setdefault(name, {"dropped": {}})["dropped"]
+            for reason, n in side["dropped"].items():
+                mine[reason] = mine.get(reason, 0) + int(n)
     return total
 
 

@@ -185,6 +185,7 @@ def run_stream_join(
         plan.equi,
         (runtime_sides[0], runtime_sides[1]),
         missing_time_reason=REASON_NULL_EVENT_TIME,
+        side_names=(join.left.qualifier, join.right.qualifier),
         partners=any(plan.partners),
     )
     out_schema, layout = L.join_layout(join, partners=any(plan.partners))
@@ -337,6 +338,7 @@ def _two_sources(
         plan.equi,
         (runtime_sides[0], runtime_sides[1]),
         missing_time_reason=REASON_NULL_EVENT_TIME,
+        side_names=(join.left.qualifier, join.right.qualifier),
     )
     out_schema, layout = L.join_layout(join)
     types = [frames[s].select(*(c.alias(n) for n, c in side_columns[s])).schema for s in (0, 1)]

@@ -136,6 +136,7 @@ def run_linked_join(
         plan.equi,
         (runtime_sides[0], runtime_sides[1]),
         missing_time_reason=REASON_NULL_EVENT_TIME,
+        side_names=(join.left.qualifier, join.right.qualifier),
         partners=any(plan.partners),
     )
     # one column list for every branch of the union: each branch fills the others'

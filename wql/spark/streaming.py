@@ -1733,6 +1733,14 @@ def _moved(
     if not dropped and not any(moved.values()):
         return None
     moved["dropped"] = dropped
+    sides = {}
+    for name, mine in after.get("sides", {}).items():
+        was = before.get("sides", {}).get(name, {}).get("dropped", {})
+        now = {r: n - was.get(r, 0) for r, n in mine["dropped"].items() if n != was.get(r, 0)}
+        if now:
+            sides[name] = {"dropped": now}
+    if sides:
+        moved["sides"] = sides  # a window join's drops by side (Counters.sides)
     return moved
 
 
