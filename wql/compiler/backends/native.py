@@ -337,7 +337,7 @@ def _two_phase(
             f"LEAST(GREATEST({_floor_div(ahead, u)}, {step(0)}), {count}) END"
         )
         steps.append(Project((Item(late, LATE),)))
-        # the late filter (fired_rows finds it by its first words)
+        # a row late for all n windows is in none (counted as late by fired_rows)
         steps.append(Filter(f"{BEFORE} IS NULL OR {LATE} < {count}"))
         group.append(Item(LATE, LATE))
         lowest = LATE
