@@ -66,15 +66,17 @@ IMP_FILES = [[(0, "a")], [(2, "b"), (8, "a")], [(13, "b"), (14, "a"), (22, "a")]
 
 
 def write(folder, files):
+    """Each file's rows, ``(seconds, user[, seq])``, as JSON lines; the files in order."""
     folder.mkdir(parents=True)
     for i, rows in enumerate(files):
         path = folder / f"f{i:03d}.json"
-        path.write_text(
-            "".join(
-                json.dumps({"user_id": u, "ts": (T0 + dt.timedelta(seconds=s)).isoformat()}) + "\n"
-                for s, u in rows
-            )
-        )
+        lines = []
+        for row in rows:
+            record = {"user_id": row[1], "ts": (T0 + dt.timedelta(seconds=row[0])).isoformat()}
+            if len(row) > 2:
+                record["seq"] = row[2]
+            lines.append(json.dumps(record) + "\n")
+        path.write_text("".join(lines))
         os.utime(path, (1_000_000 + i, 1_000_000 + i))
 
 
@@ -200,30 +202,14 @@ LATE_CLICKS = [[(1, "a", 0), (3, "b", 1)], [(6, "a", 4), (14, "a", 5)], [(5, "b"
 LATE_IMPS = [[(0, "a", 2), (2, "b", 3)], [(8, "a", 6), (13, "b", 7)], [(7, "a", 10), (16, "b", 11)]]
 
 
-def write_numbered(folder, files):
-    folder.mkdir(parents=True)
-    for i, rows in enumerate(files):
-        path = folder / f"f{i:03d}.json"
-        path.write_text(
-            "".join(
-                json.dumps(
-                    {"user_id": u, "ts": (T0 + dt.timedelta(seconds=s)).isoformat(), "seq": n}
-                )
-                + "\n"
-                for s, u, n in rows
-            )
-        )
-        os.utime(path, (1_000_000 + i, 1_000_000 + i))
-
-
 def test_late_rows_of_a_stream_join_of_two_sources_are_counted_per_source(spark, tmp_path):
     """Each source's late rows are counted under its side's name (counters ``sides``), as
     Flink's window join counts them per input, on a drained stream as in batch."""
     from wql.spark.sources import read_stream_source
     from wql.spark.stream_sinks import read_output, start_streams
 
-    write_numbered(tmp_path / "c", LATE_CLICKS)
-    write_numbered(tmp_path / "i", LATE_IMPS)
+    write(tmp_path / "c", LATE_CLICKS)
+    write(tmp_path / "i", LATE_IMPS)
 
     def late_text(stream: bool) -> str:
         options = ", maxFilesPerTrigger = '1'" if stream else ""
