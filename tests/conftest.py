@@ -39,7 +39,13 @@ def spark(tmp_path_factory):
     Two shuffle partitions, one per core: every micro-batch of a stateful stream
     runs one task per partition (a Python worker and a RocksDB state store each),
     so four made two waves of tasks on two cores for the same rows; two still
-    spread keys over more than one partition. Tests of other layouts set their own."""
+    spread keys over more than one partition. Tests of other layouts set their own.
+
+    Interpreted evaluation, no generated code: the tests' inputs are a few rows, so
+    compiling each plan's Java (whole-stage code generation) costs more than it saves
+    (test_examples.py 47 -> 36 s, test_stream_pipelines.py 104 -> 91 s). The operators
+    and their results are the same; the cluster suite, `wql run` in its own process
+    (test_run_quiet.py, test_compile_targets.py) and the benchmarks run with it."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from wql.spark.session import default_session
 
@@ -49,6 +55,8 @@ def spark(tmp_path_factory):
         extra_conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
             "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
         },
     )
