@@ -180,14 +180,7 @@ def run_stream_join(
         staged += _staged(s, how, ops)
         assigner = window_assigner(side.window) if side.window is not None else None
         runtime_sides.append(RuntimeSide(len(side.columns), assigner, how.window_columns))
-    config = JoinConfig(
-        join.kind.value,
-        plan.equi,
-        (runtime_sides[0], runtime_sides[1]),
-        missing_time_reason=REASON_NULL_EVENT_TIME,
-        side_names=(join.left.qualifier, join.right.qualifier),
-        partners=any(plan.partners),
-    )
+    config = join_config(join, plan, runtime_sides)
     out_schema, layout = L.join_layout(join, partners=any(plan.partners))
     end_watermark = bounded_watermark(END_MS, et.delay_ms) if end is not None else None
     # empty metadata: no column keeps Spark's watermark marker, so Spark drops no
@@ -333,13 +326,7 @@ def _two_sources(
         frames.append(df)
         assigner = window_assigner(side.window) if side.window is not None else None
         runtime_sides.append(RuntimeSide(len(side.columns), assigner, how.window_columns))
-    config = JoinConfig(
-        join.kind.value,
-        plan.equi,
-        (runtime_sides[0], runtime_sides[1]),
-        missing_time_reason=REASON_NULL_EVENT_TIME,
-        side_names=(join.left.qualifier, join.right.qualifier),
-    )
+    config = join_config(join, plan, runtime_sides)
     out_schema, layout = L.join_layout(join)
     types = [frames[s].select(*(c.alias(n) for n, c in side_columns[s])).schema for s in (0, 1)]
     # one layout for both: the event time, then each side's columns (NULL in the other
@@ -386,6 +373,21 @@ def _two_sources(
     )
     return join_run(
         join, plan, grouped, processor, out_schema, roots[0], end, None, False, other=roots[1]
+    )
+
+
+def join_config(
+    join: P.WindowJoin, plan: P.StreamJoin, runtime_sides: list[RuntimeSide]
+) -> JoinConfig:
+    """The runtime join of ``join`` on a stream, for each of its hosts: a row without event
+    time dropped as in batch, each side's drops also counted under its name."""
+    return JoinConfig(
+        join.kind.value,
+        plan.equi,
+        (runtime_sides[0], runtime_sides[1]),
+        missing_time_reason=REASON_NULL_EVENT_TIME,
+        partners=any(plan.partners),
+        side_names=(join.left.qualifier, join.right.qualifier),
     )
 
 

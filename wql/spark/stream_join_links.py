@@ -61,12 +61,10 @@ from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, window_assigner
 from wql.runtime.config import EMIT_WINDOW_END, EMIT_WINDOW_START
-from wql.runtime.join import JoinConfig
 from wql.runtime.join import JoinSide as RuntimeSide
 from wql.runtime.watermarks import bounded_watermark, watermark_lag
 from wql.runtime.windows import MAX_TIME
 from wql.spark import layout as L
-from wql.spark.replay import REASON_NULL_EVENT_TIME
 from wql.spark.stream_chain import AllKeysProcessor, ChainBody, chain_body
 from wql.spark.stream_join import (
     _GROUP,
@@ -75,6 +73,7 @@ from wql.spark.stream_join import (
     StreamJoinRun,
     _column,
     _staged,
+    join_config,
     join_run,
 )
 from wql.spark.stream_links import MAX_TS, PHASE, RISE, SEQ, TAGS, run_segments
@@ -131,14 +130,7 @@ def run_linked_join(
         bodies.append(body)
         configs += [op.config for op in ops]
         joined += _staged(s, how, ops)
-    config = JoinConfig(
-        join.kind.value,
-        plan.equi,
-        (runtime_sides[0], runtime_sides[1]),
-        missing_time_reason=REASON_NULL_EVENT_TIME,
-        side_names=(join.left.qualifier, join.right.qualifier),
-        partners=any(plan.partners),
-    )
+    config = join_config(join, plan, runtime_sides)
     # one column list for every branch of the union: each branch fills the others'
     # columns with a placeholder, then its origin, marker flag and tags
     branches = [(df, joined)] + [fed[s] for s in sorted(fed)]
