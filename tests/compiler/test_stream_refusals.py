@@ -151,3 +151,17 @@ def test_a_join_side_through_spark_sql_runs_before_the_join(view):
     assert [side.sql for side in how.sides] == [False, True]
     explained = wql.compile(text(view, "left_join"), streaming=True).explain()
     assert "after the pipeline of view v runs as stateful operators of its own" in explained
+    # the join matches on the view's key, which its pipeline carries: partitioned by it
+    assert how.partition_text == ("b.auction = x.auction",) and not how.serial
+    assert "partitioned by b.auction = x.auction" in explained
+
+
+def test_keyed_joins_and_keyed_cascades_never_run_in_one_task():
+    # issue 24's rule: what runs in one task is a stage whose windows hold every key's
+    # rows (a keyless rollup or count window, a window rank across keys), never a keyed
+    # join or a keyed cascade, whether its links are copied or in Spark SQL
+    for view, reader in pipelines():
+        how = wql.compile(text(view, reader), streaming=True).explain()
+        keyed = reader in ("per_auction", "inner_join", "left_join", "full_join_views")
+        keyed |= reader in ("inner_residual", "left_residual")
+        assert not keyed or "parallelism 1" not in how, (view, reader)

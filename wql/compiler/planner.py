@@ -177,7 +177,22 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
         "each window joins once, when the watermark passes its end, after the rows its "
         "views fire at that rise, as Flink's WindowJoinOperator"
     )
-    if plan.partition_text:
+    cut = " and ".join(
+        f"view {s.source.view}" for s, how in zip(q.sides, plan.sides, strict=True) if how.sql
+    )
+    if plan.partition_text and cut:
+        keys = " and ".join(plan.partition_text)
+        text = (
+            f"runs on a stream in the join processor, partitioned by {keys}, after the "
+            f"pipeline of {cut} runs as stateful operators of its own, partitioned by the "
+            "view's keys that its pipeline carries from its first stage (the view's HAVING "
+            "and SELECT, and any link of its pipeline that needs Spark SQL, run in Spark "
+            "between them and the join): one stateful processor per value of "
+            f"{keys} holds the join and the other side for the rows of that value (rows "
+            "of different values never match); a view's rows carry the watermark rise "
+            f"that fired them, and {order}"
+        )
+    elif plan.partition_text:
         keys = " and ".join(plan.partition_text)
         text = (
             f"runs on a stream in the join processor, partitioned by {keys}: one stateful "
@@ -185,10 +200,7 @@ def _in_stream_join(choice: P.EngineChoice, q: P.WindowJoin) -> P.EngineChoice:
             f"the join, for the rows of that value (rows of different values never match); "
             f"{order}"
         )
-    elif any(how.sql for how in plan.sides):
-        cut = " and ".join(
-            f"view {s.source.view}" for s, how in zip(q.sides, plan.sides, strict=True) if how.sql
-        )
+    elif cut:
         text = (
             f"runs on a stream in the join processor, after the pipeline of {cut} runs as "
             "stateful operators of its own (the view's HAVING and SELECT, and any link of "

@@ -433,13 +433,14 @@ def stream_join(join: P.WindowJoin, program: P.Program, memo: StreamMemo) -> P.S
             _over_partner(on, left) if join.kind is not P.JoinKind.LEFT else "",
         )
     cut = [side for side, how in zip(join.sides, sides, strict=True) if how.sql]
-    if cut:
-        views = " and ".join(f"view {side.source.view}" for side in cut)
+    if len(cut) == 2:
         refs: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = ((), ())
         text: tuple[str, ...] = ()
         serial = (
-            f"the join reads {views} through Spark SQL (a HAVING, WHERE or computed column): "
-            "the stateful operators before the join run in one group each, as the join does"
+            f"both sides read their views ({cut[0].source.view} and {cut[1].source.view}) "
+            "through Spark SQL (a HAVING, WHERE or computed column): no source row carries "
+            "a value of the join's keys before a stage, so the stateful operators before "
+            "the join run in one group each, as the join does"
         )
     else:
         refs, text, serial = _join_partition(join, sides, equi, memo)
@@ -493,7 +494,11 @@ def _join_partition(
 def _staged_ref(side: P.JoinInput, column: int, memo: StreamMemo) -> tuple[str, int] | None:
     """The staged column that side column ``column`` copies from each source row: a
     window table's source column, or the first-stage key of a view side's pipeline that
-    the column carries (None: neither, or a window column of a window table)."""
+    the column carries (None: neither, or a window column of a window table). For a side
+    read through Spark SQL, the view column itself (``("c", column)``) when it is a
+    view key carried from the pipeline's first stage (:func:`_cut_ref`)."""
+    if side.sql:
+        return _cut_ref(side, column)
     if not side.chain:
         if column in side.window_columns or side.source_columns[column] is None:
             return None
@@ -512,6 +517,27 @@ def _staged_ref(side: P.JoinInput, column: int, memo: StreamMemo) -> tuple[str, 
             return None
         p = int(up.source[1])
     return ("k", p)
+
+
+def _cut_ref(side: P.JoinInput, column: int) -> tuple[str, int] | None:
+    """``("c", column)`` when side column ``column`` of a side read through Spark SQL is a
+    copy, through the view's SELECT, of a key of the view that its pipeline carries from
+    its first stage's partition keys (:func:`chain_partition`): the side's segments then
+    run partitioned by those keys, and each of their groups feeds the join's group of
+    that key's value (docs/streaming.md, "Partitioned window joins")."""
+    name = side.source_columns[column]
+    view, op = side.chain[-1], side.ops[-1]
+    if name is None or not isinstance(view, P.Query):
+        return None
+    if side.event_time not in (None, EMIT_WINDOW_END, EMIT_WINDOW_TIME):
+        return None
+    read = _copied(view, op).get(name.lower())
+    if read is None or read[0][0] != "key":
+        return None
+    partition, _ = chain_partition(side.chain, list(side.ops), side.links)
+    if not partition or int(read[0][1]) not in carried_keys(side.links, partition)[-1]:
+        return None
+    return ("c", column)
 
 
 def _over_partner(on: str, partner: dict[str, int]) -> str:

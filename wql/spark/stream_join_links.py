@@ -16,7 +16,8 @@ join's operator takes them with the source's rows::
     source -> withWatermark -> side s's first stage (keys, values) -> [segments]
                                   -> the view's HAVING and SELECT (tagged rows, markers)
                             \-> the join's staged columns (the sides it runs itself)
-           -> union -> groupBy(constant).transformWithStateInPandas(LinkedJoinProcessor)
+           -> union -> groupBy(constant, or the equalities' values)
+           -> transformWithStateInPandas(LinkedJoinProcessor)
            -> the joined relation (R) and counters (C) -> ON's rest, WHERE, SELECT
 
 Per call, with ``W`` the micro-batch's watermark: every step of the call in
@@ -34,7 +35,12 @@ Exact, rows and counters, for the reasons of a pipeline cut at a link in
 Spark SQL (docs/streaming.md, "Links in Spark SQL"): every operator of the
 query runs in every micro-batch at the same watermark; every segment and
 the join run in one group (a constant), so each sees every rise the one
-before made (its markers) and the join processor sees every source row; a
+before made (its markers) and the join processor sees every source row --
+or, when the planner partitions the join by an equality whose cut side's
+column is a view key its pipeline carries (``stream_plan._cut_ref``), the
+segments run partitioned by the pipeline's keys and the join by the
+equalities' values, so each join group sees the rises of the segment groups
+that feed it (docs/streaming.md, "Partitioned window joins"); a
 rise a segment misses (a later operator's timer) fires nothing in it, and a
 row its view fires later at a timer at ``T`` has a window whose end - 1 (its
 ``window_time``) is at least ``T``, so it is late for no join window at
@@ -60,6 +66,7 @@ from pyspark.sql.streaming.stateful_processor import TimerValues
 from wql.compiler import plan as P
 from wql.compiler.backends.escaping import sql_identifier
 from wql.compiler.backends.operator import OperatorPlan, window_assigner
+from wql.compiler.stream_plan import carried_keys, chain_partition
 from wql.runtime.config import EMIT_WINDOW_END, EMIT_WINDOW_START
 from wql.runtime.join import JoinSide as RuntimeSide
 from wql.runtime.watermarks import bounded_watermark, watermark_lag
@@ -72,6 +79,7 @@ from wql.spark.stream_join import (
     JoinBody,
     StreamJoinRun,
     _column,
+    _group,
     _staged,
     join_config,
     join_run,
@@ -124,7 +132,7 @@ def run_linked_join(
         runtime_sides.append(RuntimeSide(len(side.columns), assigner, how.window_columns))
         if how.sql:
             bodies.append(ChainBody(()))
-            fed[s] = _side_rows(s, how, df, end is not None)
+            fed[s] = _side_rows(s, how, df, end is not None, bool(plan.partition_text))
             continue
         ops, body = chain_body(how.chain, how.links, how.ops)
         bodies.append(body)
@@ -143,9 +151,21 @@ def run_linked_join(
         i for i, n in enumerate(names) if isinstance(types[n], ST.FloatType | ST.DoubleType)
     )
     tag_columns = (_ORIGIN, _MARKED, *TAGS)
+    groups = [_group(k) for k in range(len(plan.partition_text))]
+    # a partitioned join (planned with one side read through Spark SQL): a row's group
+    # is its side's column of each equality, a marker's too (the segments run partitioned
+    # by the view's keys, which their markers carry: docs/streaming.md, "Partitioned
+    # window joins"); one type per group column, the side the processor runs gives it
+    own_side = 1 - min(fed)
+    group_types = [types[_column(own_side, w, i)] for w, i in plan.partition[own_side]]
     selected = []
     for origin, (frame, columns) in enumerate(branches):
         own = dict(columns)
+        part = sorted(fed)[origin - 1] if origin else own_side
+        grouping = [
+            own[_column(part, what, i)].cast(t).alias(g, metadata={})
+            for g, (what, i), t in zip(groups, plan.partition[part], group_types, strict=True)
+        ]
         if origin:
             # a marker computes nothing (a number is 0 there, as in another branch)
             is_row = F.col(L.KIND) == L.RESULT
@@ -161,6 +181,7 @@ def run_linked_join(
                 *(c.alias(n, metadata={}) for n, c in zip(names, exprs, strict=True)),
                 *(c.alias(n, metadata={}) for n, c in zip(tag_columns, tags, strict=True)),
                 *nan_columns(exprs, floats),
+                *grouping,
             )
         )
     rows = selected[0]
@@ -178,7 +199,7 @@ def run_linked_join(
         True,
         (floats, len(names) + len(tag_columns)),
     )
-    grouped = rows.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
+    grouped = rows.groupBy(*groups) if groups else rows.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
     return join_run(
         join, plan, grouped, processor, out_schema, (root, source), end, idle_ms, heartbeats
     )
@@ -193,18 +214,26 @@ def _placeholder(t: ST.DataType) -> Column:
 
 
 def _side_rows(
-    s: int, how: P.JoinInput, df: DataFrame, drainable: bool
+    s: int, how: P.JoinInput, df: DataFrame, drainable: bool, partitioned: bool
 ) -> tuple[DataFrame, list[tuple[str, Column]]]:
     """Side ``s``'s view rows (and markers) as the join takes them, from the watermarked
     source ``df``: its pipeline's segments (:func:`~wql.spark.stream_links.run_segments`,
     the last one feeding), then the view's HAVING and SELECT in Spark; with the columns
-    the join reads (by name)."""
+    the join reads (by name). ``partitioned``: the join is, by a view key its pipeline
+    carries from its first stage's partition keys (``stream_plan._cut_ref``), and the
+    segments run partitioned by those (their markers carry the group's keys)."""
     ops, body = chain_body(how.chain, how.links, how.ops)
     first = how.chain[0]
     staged = _first_staged(first, ops[0], df)
     end_wm = end_watermark(first) if drainable else None
+    carried = None
+    if partitioned:
+        partition, _ = chain_partition(how.chain, list(how.ops), how.links)
+        carried = carried_keys(how.links, partition)
+    key_cols = L.key_columns(len(ops[0].keys))
+    groups = [key_cols[i] for i in carried[0]] if carried else []
     out = run_segments(
-        how.chain, how.links, ops, body, staged, [], None, end_wm,
+        how.chain, how.links, ops, body, staged, groups, carried, end_wm,
         keyed=bool(ops[0].keys), feeds_on=True,
     )  # fmt: skip
     view = how.chain[-1]
