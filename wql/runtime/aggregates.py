@@ -324,8 +324,18 @@ def _compile(src: str, name: str, namespace: dict[str, Any] | None = None) -> An
     return ns[name]
 
 
+#: The compiled functions of each tuple of specs a process has built an
+#: :class:`Aggregator` for. They are pure (their namespace holds constants only), so
+#: every operator of the same aggregates shares them: a stream processor builds its
+#: operators per call (docs/benchmarks.md, "Operators built per call"), and compiling
+#: them cost ~0.3 ms each time. Cleared when it holds :data:`_COMPILED_MAX` tuples.
+_COMPILED: dict[tuple[AggregateSpec, ...], tuple[Any, ...]] = {}
+_COMPILED_MAX = 256
+
+
 class Aggregator:
-    """The compiled form of a tuple of :class:`AggregateSpec` (built once per operator)."""
+    """The compiled form of a tuple of :class:`AggregateSpec` (compiled once per process
+    for each tuple of specs: :data:`_COMPILED`)."""
 
     def __init__(self, specs: Iterable[AggregateSpec]) -> None:
         self.specs = tuple(specs)
@@ -336,15 +346,27 @@ class Aggregator:
             self.slots.append(n)
             n += len(spec.info.create)
         self.width = n
-        self.create: Callable[[], list] = self._compile_create()
-        self.add: Callable[[list, int | None, int, tuple], None] = self._compile_add()
+        compiled = _COMPILED.get(self.specs)
+        if compiled is None:
+            compiled = (
+                self._compile_create(),
+                self._compile_add(),
+                self._compile_merge(many=False),
+                self._compile_merge(many=True),
+                self._compile_result(),
+            )
+            if len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.clear()
+            _COMPILED[self.specs] = compiled
+        self.create: Callable[[], list] = compiled[0]
+        self.add: Callable[[list, int | None, int, tuple], None] = compiled[1]
         #: ``merge(target, source)``: fold ``source`` into ``target`` (a session
         #: merge; ``source`` is dropped after).
-        self.merge: Callable[[list, list], None] = self._compile_merge(many=False)
+        self.merge: Callable[[list, list], None] = compiled[2]
         #: ``merge_all(target, sources)``: ``merge`` of every source, in order.
-        self.merge_all: Callable[[list, Iterable[list]], None] = self._compile_merge(many=True)
+        self.merge_all: Callable[[list, Iterable[list]], None] = compiled[3]
         #: ``result(acc)``: the aggregate values, in spec order.
-        self.result: Callable[[list], tuple] = self._compile_result()
+        self.result: Callable[[list], tuple] = compiled[4]
 
     def slot_names(self, j: int, acc: str = "acc") -> list[str]:
         """Spec ``j``'s accumulator slots as expressions over the accumulator ``acc``."""

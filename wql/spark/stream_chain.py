@@ -379,8 +379,9 @@ class AllKeysProcessor(StatefulProcessor):
         valid = ts_arr.is_valid().to_numpy(zero_copy_only=False)
         ts = ts_arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
-        batch = batch.take(pa.array(order))
-        ts, valid = ts[order], valid[order]
+        if (order[1:] < order[:-1]).any():  # else in order already (one row, most often)
+            batch = batch.take(pa.array(order))
+            ts, valid = ts[order], valid[order]
         if valid.any():
             top = int(ts[valid].max())
             max_ts = top if max_ts is None else max(max_ts, top)
@@ -389,7 +390,10 @@ class AllKeysProcessor(StatefulProcessor):
     def arrow(self, frame: pd.DataFrame, width: int) -> pa.RecordBatch:
         """The first ``width`` staged columns of ``frame`` as Arrow, timestamps in
         microseconds, a float's NaN NaN and its NULL NULL (see :attr:`nans`)."""
-        raw = pa.RecordBatch.from_pandas(frame.iloc[:, :width], preserve_index=False)
+        # (a pipeline's frame is all staged columns: no slice, which costs more than the
+        # conversion of a few rows)
+        staged = frame if width == frame.shape[1] else frame.iloc[:, :width]
+        raw = pa.RecordBatch.from_pandas(staged, preserve_index=False)
         floats, nans_at = self.nans
         columns = [
             with_nans(
