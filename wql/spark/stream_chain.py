@@ -390,19 +390,18 @@ class AllKeysProcessor(StatefulProcessor):
     def arrow(self, frame: pd.DataFrame, width: int) -> pa.RecordBatch:
         """The first ``width`` staged columns of ``frame`` as Arrow, timestamps in
         microseconds, a float's NaN NaN and its NULL NULL (see :attr:`nans`)."""
-        # (a pipeline's frame is all staged columns: no slice, which costs more than the
-        # conversion of a few rows)
-        staged = frame if width == frame.shape[1] else frame.iloc[:, :width]
-        raw = pa.RecordBatch.from_pandas(staged, preserve_index=False)
         floats, nans_at = self.nans
-        columns = [
-            with_nans(
-                _microseconds(c),
-                nan_rows(frame, nans_at, floats.index(i)) if i in floats else None,
-            )
-            for i, c in enumerate(raw.columns)
-        ]
-        return pa.RecordBatch.from_arrays(columns, names=raw.schema.names)
+        columns = []
+        names = []
+        # each column as ``RecordBatch.from_pandas`` converts it, without the frame's
+        # slice and pandas metadata, which cost more than a call's few rows
+        for i, (name, series) in enumerate(frame.items()):
+            if i == width:
+                break
+            names.append(str(name))
+            nans = nan_rows(frame, nans_at, floats.index(i)) if i in floats else None
+            columns.append(with_nans(_microseconds(pa.array(series, from_pandas=True)), nans))
+        return pa.RecordBatch.from_arrays(columns, names=names)
 
     def _finish(
         self,
