@@ -348,6 +348,12 @@ class _Map:
         self.d.map_calls += 1
         self._map().pop(key, None)
 
+    def iterator(self):
+        """Spark's iterator: the map's entries in one request (the batches of the
+        state server's answer are one call here)."""
+        self.d.map_calls += 1
+        return iter(list(self._map().items()))
+
 
 class _Bucket:
     """The ValueState of the bucket in ``driver.key``."""

@@ -215,3 +215,41 @@ def test_the_keys_a_call_moves_share_one_entry_and_timer():
     # per bucket its value (get, update) and its group's entry (get); per key its state
     assert d2.map_calls <= 2 * 3 + 16 * 2
     assert d.results == [] and d2.results == []
+
+
+class AlternateReads(BucketDriver):
+    """Reads its buckets whole in one micro-batch and entry by entry in the next."""
+
+    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
+        self.proc.read_whole = 0 if self.proc.read_whole else 1_000_000
+        super().batch(rows, watermark)
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=15, deadline=None)
+@given(rows=many_keys_st, cuts=st.lists(st.integers(0, 60), min_size=3, max_size=8))
+def test_whole_and_entry_reads_equal_the_per_key_processor(name, rows, cuts):
+    """Whichever way a call reads its bucket (whole, or entry by entry), the results,
+    late rows and counters are the per-key processor's."""
+    assert_as_per_key(AlternateReads, DRAINED[name], split_batches(rows, cuts), drainable=True)
+
+
+def test_a_call_running_most_of_its_bucket_reads_it_whole():
+    """Sixteen sessions in two buckets, every key in every micro-batch: per bucket one
+    request reads its key map and one its timer index, instead of one per key and one
+    per index entry; a micro-batch running one key of 200 still reads entry by entry
+    (test_a_micro_batch_reads_only_the_keys_it_runs)."""
+    text = source_text() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)"
+    )
+    d = BucketDriver(text)
+    keys = [f"k{i}" for i in range(16)]
+    d.batch([(k, 1, i) for i, k in enumerate(keys)])
+    d.batch([(k, 1, 1000 + i) for i, k in enumerate(keys)])
+    d.map_calls = 0
+    d.batch([(k, 1, 2000 + i) for i, k in enumerate(keys)])
+    # per bucket: its value (get, update), its key map and index read (one request
+    # each), its old group's entry removed and the new one written; per key its entry
+    # written
+    assert d.map_calls == 2 * 6 + 16
+    assert d.results == []

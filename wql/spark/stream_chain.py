@@ -97,7 +97,6 @@ from wql.spark.streaming import (
     ProcessorState,
     StreamQueryRun,
     StreamRun,
-    _microseconds,
     _moved,
     call_clocks,
     end_watermark,
@@ -107,8 +106,8 @@ from wql.spark.streaming import (
     nan_rows,
     output_frame,
     run_streaming,
+    staged_arrow,
     stream_input,
-    with_nans,
 )
 
 __all__ = [
@@ -400,7 +399,7 @@ class AllKeysProcessor(StatefulProcessor):
                 break
             names.append(str(name))
             nans = nan_rows(frame, nans_at, floats.index(i)) if i in floats else None
-            columns.append(with_nans(_microseconds(pa.array(series, from_pandas=True)), nans))
+            columns.append(staged_arrow(series, nans))
         return pa.RecordBatch.from_arrays(columns, names=names)
 
     def _finish(

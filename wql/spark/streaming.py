@@ -1212,6 +1212,12 @@ class BucketProcessor(WindowProcessor):
     #: rewrites the entry of its group, so this bounds what one key's move costs.
     group_keys = 16
 
+    #: A call whose rows run at least ``1 / read_whole`` of its bucket's keys reads the
+    #: bucket's key map and timer index in one request each (a ``MapState`` iterator)
+    #: instead of a request per key and per index entry: the entries it reads stay
+    #: within ``read_whole`` times the keys it runs (docs/streaming.md, "Key buckets").
+    read_whole = 4
+
     def init(self, handle: StatefulProcessorHandle) -> None:
         from wql.runtime.operator_factory import make_operator
 
@@ -1237,6 +1243,10 @@ class BucketProcessor(WindowProcessor):
         self._entries: dict[int, _Entry] = {}
         #: keys the call moved to a new wake time: (key, its state but the group, wake)
         self._moved: list[tuple[bytes, tuple[bytes, int, int], int]] = []
+        #: the bucket's key map and timer index as the call began, when it read them
+        #: whole (:meth:`_read_whole`); None: read entry by entry
+        self._saved_keys: dict[bytes, tuple] | None = None
+        self._saved_due: dict[int, tuple] | None = None
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -1262,7 +1272,10 @@ class BucketProcessor(WindowProcessor):
             series = [s for _, s in frame.items()]
             columns = _BucketColumns(frame, lay)
             nans = [lay.nan_rows(frame, i) for i in range(lay.n_keys)]
-            for k, idx in _key_groups(series[: lay.n_keys], lay.tagged.key_types, nans):
+            groups = _key_groups(series[: lay.n_keys], lay.tagged.key_types, nans)
+            if len(groups) * self.read_whole >= held:
+                self._read_whole()
+            for k, idx in groups:
                 self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
         self._save_index()
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
@@ -1332,7 +1345,8 @@ class BucketProcessor(WindowProcessor):
         timer after the call)."""
         before = self._begin(wm)
         op = self.op
-        saved = self.keys.getValue((kb,))
+        whole = self._saved_keys
+        saved = self.keys.getValue((kb,)) if whole is None else whole.get(kb)
         group: int | None = None
         if saved is not None:
             blob, key_wm, key_pt, at = saved
@@ -1378,8 +1392,10 @@ class BucketProcessor(WindowProcessor):
         out.add(results, late, counters)
 
     def _load_bucket(self) -> tuple[int, int]:
-        """The bucket's pending rows and key count (refusing another bucket count)."""
+        """The bucket's pending rows and key count (refusing another bucket count); the
+        call's own bookkeeping starts here."""
         self._added = 0
+        self._saved_keys = self._saved_due = None
         saved = self.bucket.get()
         if saved is None:
             return 0, 0
@@ -1438,11 +1454,18 @@ class BucketProcessor(WindowProcessor):
                 wanted = [end]
         return min(wanted) if wanted else None
 
+    def _read_whole(self) -> None:
+        """Read the bucket's key map and timer index in one request each (the call's
+        keys and entries are then taken from them, each before the call writes it)."""
+        self._saved_keys = {bytes(k[0]): v for k, v in self.keys.iterator()}
+        self._saved_due = {int(t[0]): v for t, v in self.due.iterator()}
+
     def _entry(self, t: int) -> _Entry:
         """The index entry at ``t`` as this call leaves it (read once per call)."""
         entry = self._entries.get(t)
         if entry is None:
-            entry = _Entry(t, self.due.getValue((t,)))
+            whole = self._saved_due
+            entry = _Entry(t, self.due.getValue((t,)) if whole is None else whole.get(t))
             self._entries[t] = entry
         return entry
 
@@ -1502,6 +1525,7 @@ class BucketProcessor(WindowProcessor):
                 # finds no key then, and Spark drops it after
                 self.handle.deleteTimer(t)
         self._entries = {}
+        self._saved_keys = self._saved_due = None
 
 
 #: An index element's first byte when it is not a plain key (a plain element is a key
@@ -1619,7 +1643,7 @@ class _BucketColumns:
         if layout.has_event_time:
             self.ts, self.valid = _event_times(series[n_keys + n_values])
         self.values = [
-            _BucketValues(series[n_keys + i], layout.nan_rows(frame, n_keys + i))
+            _StagedValues(series[n_keys + i], layout.nan_rows(frame, n_keys + i))
             for i in range(n_values)
         ]
 
@@ -1647,8 +1671,21 @@ class _BucketColumns:
         op.process_batch(RowBatch([k] * n, timestamps, columns, wm, pt, timestamp_valid))
 
 
-class _BucketValues:
-    """One staged value column of a bucket, as :func:`_runtime_values` reads a key's."""
+def staged_arrow(column: pd.Series, nans: np.ndarray | None) -> pa.Array:
+    """A staged column in Arrow exactly as ``RecordBatch.from_pandas`` converts it,
+    timestamps as naive microseconds (:func:`_microseconds`); ``nans``: the rows whose
+    NaN is a NaN, not a NULL (:meth:`ProcessorLayout.nan_rows`, :func:`with_nans`)."""
+    return with_nans(_microseconds(pa.array(column, from_pandas=True)), nans)
+
+
+class _StagedValues:
+    """One staged value column as the runtime wants it (:func:`wql.spark.layout.runtime_column`).
+
+    A numeric NumPy column without nulls (pandas' NaN is Arrow's null) is the
+    runtime's NumPy array as is; any other column goes through Arrow
+    (:func:`staged_arrow`). Read once per call; :meth:`take` gives the rows of a
+    key, or of the call, in the order asked.
+    """
 
     def __init__(self, column: pd.Series, nans: np.ndarray | None) -> None:
         self.numpy: np.ndarray | None = None
@@ -1659,13 +1696,14 @@ class _BucketValues:
             if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
                 self.numpy = values
                 return
-        self.arrow = with_nans(_microseconds(pa.array(column, from_pandas=True)), nans)
+        self.arrow = staged_arrow(column, nans)
 
-    def take(self, idx: np.ndarray) -> Any:
+    def take(self, idx: np.ndarray | None) -> Any:
+        """The rows at ``idx`` in its order (None: every row as staged)."""
         if self.numpy is not None:
-            return self.numpy[idx]
+            return self.numpy if idx is None else self.numpy[idx]
         assert self.arrow is not None
-        return L.runtime_column(self.arrow.take(pa.array(idx)))
+        return L.runtime_column(self.arrow if idx is None else self.arrow.take(pa.array(idx)))
 
 
 def _restore_key(op: Any, k: tuple, saved: tuple[bytes, int, int] | None, wm: int, pt: int) -> None:
@@ -1760,23 +1798,9 @@ def _event_times(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _runtime_values(column: pd.Series, order: np.ndarray | None, nans: np.ndarray | None) -> Any:
-    """One staged value column as the runtime wants it (:func:`wql.spark.layout.runtime_column`).
-
-    A numeric NumPy column without nulls (pandas' NaN is Arrow's null) is the
-    runtime's NumPy array as is; any other column goes through Arrow exactly as
-    ``RecordBatch.from_pandas`` converts it, timestamps as naive microseconds
-    (:func:`_microseconds`). ``order``: the rows' event-time order; ``nans``: the rows
-    whose NaN is a NaN, not a NULL (:meth:`ProcessorLayout.nan_rows`).
-    """
-    if isinstance(column.dtype, np.dtype):
-        values = column.to_numpy()
-        kind = values.dtype.kind
-        if kind in "iu" or (kind == "f" and not np.isnan(values).any()):
-            return values if order is None else values[order]
-    arr = with_nans(_microseconds(pa.array(column, from_pandas=True)), nans)
-    if order is not None:
-        arr = arr.take(pa.array(order))
-    return L.runtime_column(arr)
+    """One staged value column as the runtime wants it (:class:`_StagedValues`), its
+    rows in ``order`` (the rows' event-time order; None: as staged)."""
+    return _StagedValues(column, nans).take(order)
 
 
 def _microseconds(arr: pa.Array) -> pa.Array:
