@@ -8,7 +8,7 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --state-scale 10000,1000000  # cost vs state size
-    .venv/bin/python bench/streaming.py --parallel  # partitioned streams, local[2] vs [1]
+    .venv/bin/python bench/streaming.py --parallel [--rounds 3]  # local[2] vs local[1]
 
 Writes ``--batches`` parquet files of ``--rows`` rows each (``--keys`` keys,
 event time rising across files, 1 s apart per key on average), then runs in
@@ -600,6 +600,12 @@ def main() -> int:
         "(bench/stream_scaling.py)",
     )
     ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --parallel: measured runs per master (the ratio is of the medians)",
+    )
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="run both queries once before the measured runs (the first pays the JVM warm-up)",
@@ -608,7 +614,7 @@ def main() -> int:
     if args.parallel:
         from bench.stream_scaling import run
 
-        return run(args.rows, args.batches, args.keys)
+        return run(args.rows, args.batches, args.keys, args.rounds)
 
     from pyspark.sql import functions as F
 
