@@ -234,7 +234,7 @@ def test_whole_and_entry_reads_equal_the_per_key_processor(name, rows, cuts):
     assert_as_per_key(AlternateReads, DRAINED[name], split_batches(rows, cuts), drainable=True)
 
 
-def test_a_call_running_most_of_its_bucket_reads_it_whole():
+def test_a_call_running_its_whole_bucket_reads_it_whole():
     """Sixteen sessions in two buckets, every key in every micro-batch: per bucket one
     request reads its key map and one its timer index, instead of one per key and one
     per index entry; a micro-batch running one key of 200 still reads entry by entry

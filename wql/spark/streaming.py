@@ -1212,11 +1212,12 @@ class BucketProcessor(WindowProcessor):
     #: rewrites the entry of its group, so this bounds what one key's move costs.
     group_keys = 16
 
-    #: A call whose rows run at least ``1 / read_whole`` of its bucket's keys reads the
-    #: bucket's key map and timer index in one request each (a ``MapState`` iterator)
-    #: instead of a request per key and per index entry: the entries it reads stay
-    #: within ``read_whole`` times the keys it runs (docs/streaming.md, "Key buckets").
-    read_whole = 4
+    #: A call whose rows run at least ``1 / read_whole`` of as many keys as its bucket
+    #: holds reads the bucket's key map and timer index in one request each (a
+    #: ``MapState`` iterator) instead of a request per key and per index entry: the key
+    #: entries it reads stay within ``read_whole`` times the keys it runs
+    #: (docs/streaming.md, "Key buckets").
+    read_whole = 1
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         from wql.runtime.operator_factory import make_operator
