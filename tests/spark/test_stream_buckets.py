@@ -182,11 +182,9 @@ def test_an_index_written_before_groups_runs_on(name, rows, cuts):
     assert_as_per_key(OneKeyGroupsFirst, DRAINED[name], split_batches(rows, cuts), drainable=True)
 
 
-def test_the_keys_a_call_moves_share_one_entry_and_timer():
-    """Sixteen sessions in two buckets, each key's wake moved by every micro-batch (the
-    streaming bench's pattern): per bucket one index entry and one Spark timer, and a
-    micro-batch reads and writes one old and one new entry per bucket, not two per key.
-    A micro-batch that leaves the keys' wake times alone writes no index entry."""
+def sixteen_moved_sessions() -> tuple[BucketDriver, list[str]]:
+    """Sixteen session keys in two buckets after two micro-batches, each of which ran
+    every key and moved its wake time (the streaming bench's pattern)."""
     text = source_text() + (
         "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)"
     )
@@ -194,6 +192,15 @@ def test_the_keys_a_call_moves_share_one_entry_and_timer():
     keys = [f"k{i}" for i in range(16)]
     d.batch([(k, 1, i) for i, k in enumerate(keys)])
     d.batch([(k, 1, 1000 + i) for i, k in enumerate(keys)])
+    return d, keys
+
+
+def test_the_keys_a_call_moves_share_one_entry_and_timer():
+    """Sixteen sessions in two buckets, each key's wake moved by every micro-batch (the
+    streaming bench's pattern): per bucket one index entry and one Spark timer, and a
+    micro-batch reads and writes one old and one new entry per bucket, not two per key.
+    A micro-batch that leaves the keys' wake times alone writes no index entry."""
+    d, keys = sixteen_moved_sessions()
     assert len(d.buckets) == 2
     assert sum(len(m) for m in d.maps[DUE_NAME].values()) == 2
     assert sum(len(ts) for ts in d.timers.values()) == 2
@@ -239,13 +246,7 @@ def test_a_call_running_its_whole_bucket_reads_it_whole():
     request reads its key map and one its timer index, instead of one per key and one
     per index entry; a micro-batch running one key of 200 still reads entry by entry
     (test_a_micro_batch_reads_only_the_keys_it_runs)."""
-    text = source_text() + (
-        "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)"
-    )
-    d = BucketDriver(text)
-    keys = [f"k{i}" for i in range(16)]
-    d.batch([(k, 1, i) for i, k in enumerate(keys)])
-    d.batch([(k, 1, 1000 + i) for i, k in enumerate(keys)])
+    d, keys = sixteen_moved_sessions()
     d.map_calls = 0
     d.batch([(k, 1, 2000 + i) for i, k in enumerate(keys)])
     # per bucket: its value (get, update), its key map and index read (one request
