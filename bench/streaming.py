@@ -485,60 +485,100 @@ def run_pairs(spark, compiled, source, native, work: Path, rounds: int) -> None:
 
 
 class _Handle:
-    """Spark's part for ``--profile``: per-key ValueState and timers in dicts."""
+    """Spark's part for ``--profile``: per bucket a ValueState, MapStates and timers in
+    dicts, each call counted by kind."""
 
     def __init__(self) -> None:
         self.key: tuple = ()
-        self.state: dict = {}
+        self.values: dict = {}
+        self.maps: dict = {}
         self.timers: dict = {}
-        self.calls = {"state.get": 0, "state.update": 0, "registerTimer": 0, "deleteTimer": 0}
+        self.calls = {"value": 0, "map.get": 0, "map.write": 0, "map.read_all": 0, "timer": 0}
 
     def getValueState(self, name, schema):  # noqa: N802 - Spark's API
-        return self
+        return _Value(self, name)
 
-    def get(self):
-        self.calls["state.get"] += 1
-        return self.state.get(self.key)
-
-    def update(self, value) -> None:
-        self.calls["state.update"] += 1
-        self.state[self.key] = value
-
-    def clear(self) -> None:
-        self.state.pop(self.key, None)
+    def getMapState(self, name, key_schema, value_schema):  # noqa: N802 - Spark's API
+        return _Map(self, name)
 
     def registerTimer(self, t: int) -> None:  # noqa: N802
-        self.calls["registerTimer"] += 1
+        self.calls["timer"] += 1
         self.timers.setdefault(self.key, set()).add(t)
 
     def deleteTimer(self, t: int) -> None:  # noqa: N802
-        self.calls["deleteTimer"] += 1
+        self.calls["timer"] += 1
         self.timers.get(self.key, set()).discard(t)
 
 
-def run_profile(data: Path, *, cprofile: bool) -> None:
-    """The processor in this process on the bench's micro-batches, Spark's part in dicts.
+class _Value:
+    def __init__(self, h: _Handle, name: str) -> None:
+        self.h, self.name = h, name
 
-    Per micro-batch: ``handleInputRows`` per key with its rows as the pandas
-    frame Spark builds (positional columns), then ``handleExpiredTimer`` per
-    (key, timer) below the watermark, in time order. Prints the CPU seconds,
-    the state-store calls and the frames handed to Spark per micro-batch,
-    and with ``cprofile`` (which inflates the CPU seconds) cProfile's top entries.
+    def get(self):
+        self.h.calls["value"] += 1
+        return self.h.values.get((self.name, self.h.key))
+
+    def update(self, value) -> None:
+        self.h.calls["value"] += 1
+        self.h.values[(self.name, self.h.key)] = value
+
+    def clear(self) -> None:
+        self.h.calls["value"] += 1
+        self.h.values.pop((self.name, self.h.key), None)
+
+
+class _Map:
+    def __init__(self, h: _Handle, name: str) -> None:
+        self.h, self.name = h, name
+
+    def _map(self) -> dict:
+        return self.h.maps.setdefault((self.name, self.h.key), {})
+
+    def getValue(self, key):  # noqa: N802 - Spark's API
+        self.h.calls["map.get"] += 1
+        return self._map().get(key)
+
+    def updateValue(self, key, value) -> None:  # noqa: N802
+        self.h.calls["map.write"] += 1
+        self._map()[key] = value
+
+    def removeKey(self, key) -> None:  # noqa: N802
+        self.h.calls["map.write"] += 1
+        self._map().pop(key, None)
+
+    def iterator(self):
+        self.h.calls["map.read_all"] += 1
+        return iter(list(self._map().items()))
+
+
+def run_profile(data: Path, *, cprofile: bool) -> None:
+    """The single query's processor (``BucketProcessor``) in this process on the bench's
+    micro-batches, Spark's part in dicts.
+
+    Per micro-batch: ``handleInputRows`` per key bucket (``KEY_BUCKETS`` buckets by a
+    CRC of the key: Spark's hash places keys elsewhere, the cost is alike) with its
+    rows as the unpacked pandas frame Spark builds (positional columns: key, value,
+    event time, the NaN bits, the bucket), then ``handleExpiredTimer`` per (bucket,
+    timer) strictly below the watermark, in time order. Prints the CPU seconds, the
+    state calls by kind and the frames handed to Spark per micro-batch, and with
+    ``cprofile`` (which inflates the CPU seconds) cProfile's top entries.
     """
     import cProfile
     import pstats
+    import zlib
 
     import pandas as pd
     from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
     from wql.compiler import compile_source
     from wql.compiler.backends.operator import build_operator
-    from wql.spark.streaming import WindowProcessor, processor_layout, time_mode
+    from wql.spark.streaming import KEY_BUCKETS, BucketProcessor, processor_layout, time_mode
 
     query = compile_source(QUERY.format(path=data, where=""), engine="operator").queries[0]
     op = build_operator(query)
     layout = processor_layout(query, op, time_mode(op))
-    proc = WindowProcessor(layout)
+    assert layout.nans_at == 3, "the staged columns are key, value, event time, NaN bits"
+    proc = BucketProcessor(layout)
     handle = _Handle()
     proc.init(handle)  # type: ignore[arg-type]
     delay = query.source.event_time.delay_ms + 1
@@ -546,13 +586,19 @@ def run_profile(data: Path, *, cprofile: bool) -> None:
     for path in sorted(data.glob("*.parquet")):
         t = pq.read_table(path)
         ts = t.column("ts").cast(pa.int64()).to_numpy() // 1000
-        frame = pd.DataFrame({"_0": t.column("k").to_pylist(), "_1": t.column("v"), "_2": ts})
-        batches.append(([(k, g.reset_index(drop=True)) for k, g in frame.groupby("_0")], ts.max()))
+        keys = t.column("k").to_pylist()
+        buckets = [zlib.crc32(k.encode()) % KEY_BUCKETS for k in keys]
+        frame = pd.DataFrame(
+            {"_0": keys, "_1": t.column("v"), "_2": ts, "_3": np.zeros(len(ts), np.int64)}
+        )
+        frame["_4"] = buckets
+        groups = [(b, g.reset_index(drop=True)) for b, g in frame.groupby("_4")]
+        batches.append((groups, ts.max()))
     profile = cProfile.Profile()
     top = None
     calls = " | ".join(handle.calls)
     print(f"| micro-batch | CPU s | {calls} | frames |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|" + "---|" * len(handle.calls) + "---|")
     for b, (groups, batch_top) in enumerate(batches):
         wm = 0 if top is None else max(0, top - delay)
         tv = TimerValues(-1, wm)
@@ -561,12 +607,14 @@ def run_profile(data: Path, *, cprofile: bool) -> None:
         cpu = time.process_time()
         if cprofile:
             profile.enable()
-        for k, g in groups:
-            handle.key = (k,)
-            for _ in proc.handleInputRows((k,), iter([g]), tv):
+        for bucket, g in groups:
+            handle.key = (bucket,)
+            for _ in proc.handleInputRows((bucket,), iter([g]), tv):
                 frames += 1
         due = sorted((t, key) for key, ts in handle.timers.items() for t in ts if t < wm)
         for t, key in due:
+            if t not in handle.timers[key]:
+                continue  # deleted by an earlier call of the micro-batch
             handle.key = key
             for _ in proc.handleExpiredTimer(key, tv, ExpiredTimerInfo(t)):
                 frames += 1
