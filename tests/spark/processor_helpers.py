@@ -74,6 +74,7 @@ class Driver:
         self.end_watermark = END_MS - self.delay if drainable else None
         mode = time_mode(op, drainable=drainable)
         layout = processor_layout(self.query, op, mode, end_watermark=self.end_watermark)
+        self.layout = layout
         self.proc = WindowProcessor(layout)
         self.counters: list[str] = []  # the C rows
         self.state: dict = {}
@@ -111,7 +112,7 @@ class Driver:
         columns: key, values (as the operator plan lists them), ts."""
         wm = self.watermark if watermark is None else watermark
         # ProcessingTime mode: ``watermark`` is the micro-batch's processing time
-        processing = self.proc.layout.mode == "ProcessingTime"
+        processing = self.layout.mode == "ProcessingTime"
         tv = TimerValues(wm, -1) if processing else TimerValues(-1, wm)
         columns = {"_0": [r[0] for r in rows]}
         for i, v in enumerate(self.op.values):
@@ -123,7 +124,7 @@ class Driver:
         columns[f"_{len(self.op.values) + 1}"] = [BASE + r[2] for r in rows]
         # the staged NaN bits after every other column (stream_input's nan_columns): a
         # float key or input that is NaN, not NULL (pandas holds both as NaN)
-        floats = self.proc.layout.floats
+        floats = self.layout.floats
         if floats:
             bits = [0] * len(rows)
             for b, i in enumerate(floats):
@@ -382,7 +383,7 @@ class BucketDriver(Driver):
         self.maps: dict = {}
         self.buckets: dict = {}
         self.map_calls = 0
-        self.proc = BucketProcessor(self.proc.layout)
+        self.proc = BucketProcessor(self.layout)
         self.proc.init(self)
 
     def getValueState(self, name, schema):  # noqa: N802 - Spark's API

@@ -93,6 +93,7 @@ from wql.runtime.pipeline import OperatorChain
 from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
+from wql.spark.deferred import deferred
 from wql.spark.streaming import (
     ProcessorState,
     StreamQueryRun,
@@ -165,7 +166,7 @@ def run_stream_chain(
     else:
         grouped = staged.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
     tagged = grouped.transformWithStateInPandas(
-        statefulProcessor=processor,
+        statefulProcessor=deferred(processor),
         outputStructType=out_schema,
         outputMode="Append",
         timeMode=mode,

@@ -79,6 +79,7 @@ from wql.runtime.join import JoinSide as RuntimeSide
 from wql.runtime.watermarks import bounded_watermark, watermark_lag
 from wql.runtime.windows import MAX_TIME
 from wql.spark import layout as L
+from wql.spark.deferred import deferred
 from wql.spark.replay import REASON_NULL_EVENT_TIME
 from wql.spark.stream_chain import (
     AllKeysProcessor,
@@ -248,7 +249,7 @@ def join_run(
     ``transformWithStateInPandas`` in event time) and what reads its output: the run of
     the join over ``root``'s source (and ``other``'s, for two sources)."""
     tagged = grouped.transformWithStateInPandas(
-        statefulProcessor=processor,
+        statefulProcessor=deferred(processor),
         outputStructType=out_schema,
         outputMode="Append",
         timeMode="EventTime",

@@ -70,6 +70,7 @@ from wql.compiler.stream_plan import carried_keys
 from wql.runtime.watermarks import bounded_watermark
 from wql.runtime.windows import MAX_TIME, MIN_TIME
 from wql.spark import layout as L
+from wql.spark.deferred import deferred
 from wql.spark.stream_chain import _GROUP, AllKeysProcessor, ChainBody, StreamChainRun, chain_body
 from wql.spark.streaming import (
     StreamQueryRun,
@@ -198,7 +199,7 @@ def run_segments(
         else:
             grouped = df.withColumn(_GROUP, F.lit(0)).groupBy(_GROUP)
         df = grouped.transformWithStateInPandas(
-            statefulProcessor=processor,
+            statefulProcessor=deferred(processor),
             outputStructType=out_schema,
             outputMode="Append",
             timeMode="EventTime",

@@ -109,6 +109,7 @@ from wql.runtime.windows import MAX_TIME, MIN_TIME
 # The tagged-stream layout both hosts share: one schema, one post-aggregation
 # projection, one late output (docs/architecture.md).
 from wql.spark import layout as L
+from wql.spark.deferred import deferred
 
 __all__ = [
     "BUCKET_STATE_SCHEMA",
@@ -334,7 +335,7 @@ def run_streaming(
     else:
         processor, grouping = WindowProcessor(layout), [_ALL]
     tagged = staged.groupBy(*grouping).transformWithStateInPandas(
-        statefulProcessor=processor,
+        statefulProcessor=deferred(processor),
         outputStructType=out_schema,
         outputMode="Append",
         timeMode=mode,
