@@ -37,6 +37,7 @@ def cluster():
     # Executors start Python from PYSPARK_PYTHON of the driver's environment;
     # the builder's spark.pyspark.python is read by spark-submit only.
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    from tests.conftest import TEST_JVM_OPTIONS
     from wql.spark.session import default_session
 
     session = default_session(
@@ -44,7 +45,13 @@ def cluster():
         "wql-cluster-tests",
         # the operator stage in 4 partitions even for small inputs (which
         # otherwise run in one), so that keys' state is spread over both executors
-        {"spark.sql.shuffle.partitions": "4", "spark.wql.operator.partitions": "4"},
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.wql.operator.partitions": "4",
+            # C1 only, serial collector: see TEST_JVM_OPTIONS in tests/conftest.py
+            "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+            "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
+        },
     )
     # executors register asynchronously: wait (bounded) until both are there,
     # so that no test runs on one of them alone
