@@ -154,12 +154,14 @@ class OneKeyGroupsFirst(BucketDriver):
     def __init__(self, text: str, *, drainable: bool = False) -> None:
         super().__init__(text, drainable=drainable)
         self.proc.group_keys = 1
+        self.proc.lazy_leave = False
         self.calls = 0
 
     def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
         self.calls += 1
         if self.calls > self.switch:
             self.proc.group_keys = BucketProcessor.group_keys
+            self.proc.lazy_leave = BucketProcessor.lazy_leave
         super().batch(rows, watermark)
         if self.calls <= self.switch:
             self.assert_layout_before_groups()
@@ -254,3 +256,46 @@ def test_a_call_running_its_whole_bucket_reads_it_whole():
     # written
     assert d.map_calls == 2 * 6 + 16
     assert d.results == []
+
+
+class LazyLeaving(BucketDriver):
+    """Never reads a bucket whole and forms groups of two: every key that moves leaves
+    its old group lazily, so entries keep stale elements until their timers reach them."""
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        super().__init__(text, drainable=drainable)
+        self.proc.group_keys = 2
+        self.proc.read_whole = 0
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=25, deadline=None)
+@given(rows=many_keys_st, cuts=st.lists(st.integers(0, 60), max_size=8))
+def test_lazy_leaving_equals_the_per_key_processor(name, rows, cuts):
+    """Keys that leave their groups lazily run exactly when the per-key processor runs
+    them, and a stale element runs nothing: the same results, late rows and counters,
+    and drained, nothing left."""
+    batches = split_batches(rows, cuts)
+    if name in QUERIES:
+        assert_as_per_key(LazyLeaving, QUERIES[name], batches, drainable=False)
+    assert_as_per_key(LazyLeaving, DRAINED[name], batches, drainable=True)
+
+
+def test_a_key_leaving_lazily_reads_no_old_entry():
+    """200 open sessions, then one key's rows: the call reads and writes the key's state,
+    the bucket's value and the key's new group, not the group it left; the old group's
+    timer later finds the stale element, drops it, and runs the others."""
+    text = source_text() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)"
+    )
+    d = BucketDriver(text)
+    d.batch([(f"k{i}", 1, i) for i in range(200)])
+    d.map_calls = 0
+    d.batch([("k7", 1, 1000), ("k7", 1, 1001)])
+    # the bucket's value (get, update), the key's state (get, update), its new group's
+    # entry (get, update)
+    assert d.map_calls <= 6
+    d.batch([("k0", 1, 100_000)])
+    d.batch([])  # the watermark the last micro-batch raised fires the sessions
+    assert sorted(r[0] for r in d.results) == sorted(f"k{i}" for i in range(200))
+    assert [r[1:3] + r[-1:] for r in d.results if r[0] == "k7"] == [(7, 31_001, 3.0)]

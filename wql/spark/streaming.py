@@ -1220,6 +1220,14 @@ class BucketProcessor(WindowProcessor):
     #: (docs/streaming.md, "Key buckets").
     read_whole = 1
 
+    #: A key that leaves its index group in a call that has not read the group's entry
+    #: leaves it **lazily**: the entry is not read and rewritten for it, the key's state
+    #: names its new group, and the stale element is dropped when the old group's timer
+    #: reaches it (an element is the key's only while the key's state names that
+    #: entry). False: every leaving key reads and rewrites its old entry, as the
+    #: version before lazy leaving did (docs/streaming.md, "Key buckets").
+    lazy_leave = True
+
     def init(self, handle: StatefulProcessorHandle) -> None:
         from wql.runtime.operator_factory import make_operator
 
@@ -1245,6 +1253,8 @@ class BucketProcessor(WindowProcessor):
         self._entries: dict[int, _Entry] = {}
         #: keys the call moved to a new wake time: (key, its state but the group, wake)
         self._moved: list[tuple[bytes, tuple[bytes, int, int], int]] = []
+        #: keys that left a group lazily in this call: (key, the group's entry time)
+        self._left: list[tuple[bytes, int]] = []
         #: the bucket's key map and timer index as the call began, when it read them
         #: whole (:meth:`_read_whole`); None: read entry by entry
         self._saved_keys: dict[bytes, tuple] | None = None
@@ -1295,8 +1305,10 @@ class BucketProcessor(WindowProcessor):
         fired = self._entry(t)
         groups = ([t] if fired.own else []) + sorted(fired.pointers)
         clock = self._timer_clock
+        # (wake, key, the group that lists it): a key listed by a group it lazily left
+        # is that group's stale element (_run_key drops it)
         due = sorted(
-            (wake, kb)
+            (wake, kb, g)
             for g in groups
             for kb, wake in self._entry(g).own.items()
             if wake == t or (clock is not None and wake < clock)
@@ -1308,13 +1320,13 @@ class BucketProcessor(WindowProcessor):
             return
         # the groups this timer was for: those it points to, and its own if it ran keys
         reached = set(fired.pointers)
-        if any(kb in fired.own for _, kb in due):
+        if any(g == t for _, _, g in due):
             reached.add(t)
         out = _Output()
         pending, held = self._load_bucket()
-        for wake, kb in due:
+        for wake, kb, g in due:
             # each key as its own Spark timer at its wake time would run it
-            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None, fired=wake)
+            self._run_key(kb, pickle.loads(kb), wm, pt, out, None, None, fired=wake, via=g)
         self._save_index(fired=t, reached=frozenset(reached))
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
         yield from out.emit(self, rows=False)
@@ -1341,14 +1353,22 @@ class BucketProcessor(WindowProcessor):
         idx: np.ndarray | None,
         *,
         fired: int | None = None,
+        via: int | None = None,
     ) -> None:
         """One key's call: restore, the clocks' rise, its rows, save, re-index.
         ``fired``: the key's wake time when a Spark timer runs it (Spark deletes that
-        timer after the call)."""
-        before = self._begin(wm)
-        op = self.op
+        timer after the call), ``via``: the group whose element it is; a stale element
+        (the key's state names another group, or the key has none) is dropped and the
+        key does not run."""
         whole = self._saved_keys
         saved = self.keys.getValue((kb,)) if whole is None else whole.get(kb)
+        if via is not None and (saved is None or saved[3] is None or int(saved[3]) != via):
+            stale = self._entry(via)
+            del stale.own[kb]
+            stale.changed = True
+            return
+        before = self._begin(wm)
+        op = self.op
         group: int | None = None
         if saved is not None:
             blob, key_wm, key_pt, at = saved
@@ -1371,8 +1391,14 @@ class BucketProcessor(WindowProcessor):
         else:
             wake = None
         counters = _moved(before, op.counters.as_dict(), after_end, 0)
-        # the key's wake time as its group lists it
-        entry = None if group is None else self._entry(group)
+        # the key's wake time as its group lists it; an entry the call has not read is
+        # left lazily (lazy_leave): the key is re-indexed as if it moved
+        entry = None
+        if group is not None:
+            if self.lazy_leave and group not in self._entries and self._saved_due is None:
+                self._left.append((kb, group))
+            else:
+                entry = self._entry(group)
         old_wake = None if entry is None else entry.own.get(kb)
         if keep:
             state = (op.snapshot_key(k), op.watermark, op.processing_time)
@@ -1478,6 +1504,13 @@ class BucketProcessor(WindowProcessor):
         earliest wake, write the entries the call changed and move the bucket's Spark
         timers: one at each time a group waits for. ``fired``: the timer of this call,
         whose pointers to the groups ``reached`` are spent (Spark deletes it after)."""
+        for kb, g in self._left:
+            # a group the call read after its key left it lazily: dropped now
+            read = self._entries.get(g)
+            if read is not None and kb in read.own:
+                del read.own[kb]
+                read.changed = True
+        self._left = []
         moved = sorted(self._moved, key=lambda m: m[2])
         self._moved = []
         size = max(1, self.group_keys)
@@ -1551,7 +1584,9 @@ class _Entry:
     entry of its group. The bucket has a Spark timer at ``t`` when its group's earliest
     wake is ``t`` or it holds a pointer: one timer per group, at its earliest wake. An
     entry written before groups (one per wake time, plain keys) reads as a group
-    whose keys all wake at ``t``.
+    whose keys all wake at ``t``. An element is its key's only while the key's state
+    names this entry; another is **stale** (its key left lazily,
+    :attr:`BucketProcessor.lazy_leave`) and is dropped when a timer call reaches it.
     """
 
     __slots__ = ("changed", "existed", "low", "own", "pointers", "t", "timer")
