@@ -237,6 +237,8 @@ class WindowOperator:
 
     def __init__(self, config: OperatorConfig, fast: bool = True) -> None:
         self.config = config
+        #: (configuration, its snapshot fingerprint): see _config_fingerprint
+        self._fingerprint: tuple[OperatorConfig, str] | None = None
         assigner = config.assigner
         self._assign = assigner.assign_windows
         self._merge_windows = assigner.merge_windows if assigner.is_merging else None
@@ -957,9 +959,17 @@ class WindowOperator:
     # --------------------------------------------------------------- snapshots
 
     def _config_fingerprint(self) -> str:
+        """The configuration as snapshots record it; computed once per configuration
+        (a frozen dataclass), since hosts that keep state per key take and restore a
+        snapshot per key and call."""
         config = self.config
+        cached = self._fingerprint
+        if cached is not None and cached[0] is config:
+            return cached[1]
         flags = [n for n in ("tag_firings", "mark_last", "changelog") if getattr(config, n)]
-        return repr(config) + "".join(f" +{n}" for n in flags)
+        fingerprint = repr(config) + "".join(f" +{n}" for n in flags)
+        self._fingerprint = (config, fingerprint)
+        return fingerprint
 
     def snapshot(self) -> bytes:
         """The whole operator: state, timers, clocks, counters and undrained output."""
