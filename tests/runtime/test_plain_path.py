@@ -11,7 +11,8 @@ output as the plain path:
   trigger and cleanup timers; assignment only under another trigger or on
   processing time) and ``SessionPath`` (static and dynamic gaps);
 - ``batch``: ``process_batch`` on batches of random sizes (the vectorized
-  path where it applies, the per-row loop where it declines);
+  path where it applies, however short: ``vectorized.MIN_BATCH = 0`` in the
+  batch paths; the per-row loop where it declines);
 - ``columnar``: ``process_batch`` on HOP / CUMULATE at lateness 0 with the
   aggregates of ``wql.runtime.columnar`` (the (key, slice) columns, fired
   per watermark step), which may hand its state to the per-window path
@@ -125,8 +126,9 @@ def test_fast_path_equals_plain_path(path: str, name: str, data: Any, rows: list
     assert (None if fast._path is None else type(fast._path).__name__) == want
     assert plain._path is None
     if path in ("batch", "batch-cut", "columnar"):
-        min_part = vectorized.MIN_PART
+        min_part, min_batch = vectorized.MIN_PART, vectorized.MIN_BATCH
         vectorized.MIN_PART = 1 if path == "batch-cut" else min_part
+        vectorized.MIN_BATCH = 0  # the batch forms plan batches of any length
         if path in ("batch-cut", "columnar"):
             # mostly ahead of the watermark (so that most of a batch is planned), about
             # one row in five at or behind it: those go through the loop alone; values
@@ -139,7 +141,7 @@ def test_fast_path_equals_plain_path(path: str, name: str, data: Any, rows: list
         try:
             _batches(fast, plain, data, rows, config)
         finally:
-            vectorized.MIN_PART = min_part
+            vectorized.MIN_PART, vectorized.MIN_BATCH = min_part, min_batch
         return
     restore_at = data.draw(st.one_of(st.none(), st.integers(0, len(rows))))
     per_key = data.draw(st.booleans())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,6 +153,14 @@ from wql.runtime import (  # noqa: E402
     vectorized,  # noqa: E402
 )
 from wql.runtime.vectorized import sessions, try_process_batch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def plan_short_batches(monkeypatch):
+    """The tests below are about the NumPy path: it plans batches of any length (the
+    operator sends those shorter than ``MIN_BATCH`` to the loop, pinned at the end)."""
+    monkeypatch.setattr(vectorized, "MIN_BATCH", 0)
+
 
 FAST_AGGS = [
     "COUNT_STAR",
@@ -491,3 +500,21 @@ def test_count_triggered_sessions_fire_as_the_loop(steps, cuts, n, keep, purging
     for op in (fast, plain):
         op.end_of_input()
     assert observed(fast, fast.drain()) == observed(plain, plain.drain())
+
+
+def test_short_batches_go_to_the_loop(monkeypatch):
+    """A batch shorter than ``MIN_BATCH`` is left to the per-row loop (cheaper for it):
+    not planned, the operator untouched; one of ``MIN_BATCH`` rows is planned."""
+    monkeypatch.setattr(vectorized, "MIN_BATCH", 4)
+    config = OperatorConfig(SessionWindows(10), (AggregateSpec("SUM", 0),))
+
+    def batch(n: int) -> RowBatch:
+        ts = np.arange(n, dtype=np.int64)
+        return RowBatch([("a",)] * n, ts, (np.ones(n, np.int64),), np.full(n, MIN_TIME))
+
+    op = WindowOperator(config)
+    before = state_view(op)
+    assert try_process_batch(op, batch(3)) is False
+    assert state_view(op) == before
+    assert op.process_batch(batch(3)) is False  # the loop ran it
+    assert try_process_batch(WindowOperator(config), batch(4)) is True

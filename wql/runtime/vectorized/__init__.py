@@ -15,7 +15,8 @@ a multiset keyed by (key, window, pane_index).  Rows fired inside the batch
 are emitted in window-time order, rows fired by the final watermark advance
 in the runtime's timer order; the interleaving may differ from the loop's.
 
-When it applies (everything else falls back):
+When it applies (everything else falls back; a batch shorter than
+``MIN_BATCH`` rows goes to the loop whole, which is faster for it):
 
 - an event-time TUMBLE / HOP / CUMULATE / SESSION (static or integer dynamic
   gap) assigner with the default ``WATERMARK`` trigger and no evictor, or a
@@ -102,6 +103,12 @@ __all__ = ["try_process_batch"]
 #: costs about as much as looping this many rows.
 MIN_PART = 128
 
+#: Batches shorter than this go through the loop whole: a plan's fixed cost (~0.3 ms)
+#: is more than looping them (a session query's key: 0.10 ms for one row, 0.35 ms for
+#: 32, against 0.35 and 0.49 ms planned; docs/benchmarks.md, "Small batches loop").
+#: Hosts that run a key's few rows per call (a stream's key buckets) take this often.
+MIN_BATCH = 32
+
 
 def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
     """Process ``batch`` with NumPy when provably equal to the per-row loop.
@@ -111,6 +118,8 @@ def try_process_batch(operator: WindowOperator, batch: RowBatch) -> bool:
     runs the loop. A batch cut at rows that must go alone is processed part
     by part (planned or looped) and returns ``True``.
     """
+    if len(batch) < MIN_BATCH:
+        return False
     counted = count_sessions_shape(operator.config) is not None
     if operator.tracks_rows and not counted:
         return False  # only count_sessions keeps the rows followed for "in no firing"
