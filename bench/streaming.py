@@ -8,6 +8,7 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py --pairs 5  # both in turn, medians of 5 rounds
     .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
+    .venv/bin/python bench/streaming.py --profile --profile-scale 100000  # ... beside N windows
     .venv/bin/python bench/streaming.py --state-scale 10000,1000000  # cost vs state size
     .venv/bin/python bench/streaming.py --parallel [--rounds 3]  # local[2] vs local[1]
 
@@ -272,6 +273,8 @@ FLOOR_WORK = {
     "bucket": "read a key bucket's rows (128 buckets), nothing else",
     "packed": "read a key bucket's packed rows (128 buckets, pack_buckets), nothing else",
     "unpacked": "+ unpack them to the staged frame (unpack_buckets)",
+    "inline": "+ the bucket's keys' state in one ValueState (get, update: 500 bytes a key), "
+    "one Spark timer moved",
 }
 
 
@@ -288,12 +291,12 @@ def floor_processor(work: str):
 
         def handleInputRows(self, key, rows, timerValues):  # noqa: N802 - Spark's API
             frames = list(rows)
+            if work in ("unpacked", "inline"):
+                frames = [unpack_buckets(frames, "UTC")]
             # Spark names the columns by position: the event time is the int column
             # with the largest values, the keys the string column
             top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
             keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
-            if work == "unpacked":
-                unpack_buckets(frames, "UTC")
             if work not in ("rows", "bucket", "packed", "unpacked"):  # 500 bytes per key
                 saved = self.state.get()
                 self.state.update((b"x" * (500 * keys), top + 30_000))
@@ -332,7 +335,7 @@ def run_floor(spark, data: Path, work: Path, only: list[str] | None = None) -> N
         bucketed = staged.withColumn(_BUCKET, bucket_column(["k"]))
         if name == "bucket":
             grouped = bucketed.groupBy(_BUCKET)
-        elif name in ("packed", "unpacked"):
+        elif name in ("packed", "unpacked", "inline"):
             grouped = bucketed.mapInArrow(pack_buckets, PACKED_SCHEMA).groupBy(_BUCKET)
         else:
             grouped = staged.groupBy("k")
@@ -658,6 +661,13 @@ def main() -> int:
     )
     ap.add_argument("--cprofile", action="store_true", help="with --profile: cProfile it")
     ap.add_argument(
+        "--profile-scale",
+        type=int,
+        metavar="N",
+        help="with --profile: on --state-scale's data instead (N open sessions, then "
+        "two micro-batches of --scale-rows of their keys, one row each)",
+    )
+    ap.add_argument(
         "--where",
         default=None,
         help="a WHERE condition over k, v, ts for both queries, e.g. 'v < 0.5'",
@@ -715,6 +725,9 @@ def main() -> int:
         data = work / "data"
         make_data(data, args.rows, args.batches, args.keys)
         if args.profile:
+            if args.profile_scale:
+                data = work / "scale"
+                make_scale_data(data, args.profile_scale, args.scale_rows)
             run_profile(data, cprofile=args.cprofile)
             return 0
         spark = default_session(

@@ -299,3 +299,21 @@ def test_a_key_leaving_lazily_reads_no_old_entry():
     d.batch([])  # the watermark the last micro-batch raised fires the sessions
     assert sorted(r[0] for r in d.results) == sorted(f"k{i}" for i in range(200))
     assert [r[1:3] + r[-1:] for r in d.results if r[0] == "k7"] == [(7, 31_001, 3.0)]
+
+
+class OneByOne(BucketDriver):
+    """Runs an input call's keys one by one (``together`` off): the path that timer
+    calls and the end of input take, for input calls too."""
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        super().__init__(text, drainable=drainable)
+        self.proc.together = False
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=15, deadline=None)
+@given(rows=many_keys_st, cuts=st.lists(st.integers(0, 60), max_size=8))
+def test_keys_one_by_one_equal_the_per_key_processor(name, rows, cuts):
+    """The other drivers run an input call's keys together; one by one gives the same
+    results, late rows and counters."""
+    assert_as_per_key(OneByOne, DRAINED[name], split_batches(rows, cuts), drainable=True)

@@ -1228,6 +1228,15 @@ class BucketProcessor(WindowProcessor):
     #: version before lazy leaving did (docs/streaming.md, "Key buckets").
     lazy_leave = True
 
+    #: An input call runs its keys together (:meth:`_run_keys`: restored at once, their
+    #: rows one batch for the runtime); False: one by one (:meth:`_run_key`).
+    together = True
+
+    #: The most keys restored at once: the operator's per-key steps (a key's snapshot,
+    #: its rows followed for "in no firing") look through the keys it holds, so a part
+    #: of n keys costs ~n² of them; the runtime's batch step is shared well before.
+    together_keys = 64
+
     def init(self, handle: StatefulProcessorHandle) -> None:
         from wql.runtime.operator_factory import make_operator
 
@@ -1287,8 +1296,12 @@ class BucketProcessor(WindowProcessor):
             groups = _key_groups(series[: lay.n_keys], lay.tagged.key_types, nans)
             if len(groups) * self.read_whole >= held:
                 self._read_whole()
-            for k, idx in groups:
-                self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
+            if wm == MAX_TIME or not self.together:
+                for k, idx in groups:
+                    self._run_key(_encoded_key(k), k, wm, pt, out, columns, idx)
+            else:
+                keyed = [(_encoded_key(k), k, idx) for k, idx in groups]
+                self._run_keys(keyed, wm, pt, out, columns)
         self._save_index()
         self._save_bucket(out, pending, held, ended=wm == MAX_TIME)
         yield from out.emit(self, rows=True)
@@ -1369,10 +1382,8 @@ class BucketProcessor(WindowProcessor):
             return
         before = self._begin(wm)
         op = self.op
-        group: int | None = None
         if saved is not None:
-            blob, key_wm, key_pt, at = saved
-            group = None if at is None else int(at)
+            blob, key_wm, key_pt, _ = saved
             _restore_key(op, k, (bytes(blob), int(key_wm), int(key_pt)), wm, pt)
         else:
             _restore_key(op, k, None, wm, pt)
@@ -1383,6 +1394,73 @@ class BucketProcessor(WindowProcessor):
             else:
                 columns.process(op, k, idx)
         results, late, event_timers, processing_timers, keep = _settle_key(op, k, wm)
+        counters = _moved(before, op.counters.as_dict(), after_end, 0)
+        self._save_key(kb, k, saved, keep, event_timers, processing_timers, wm, pt, fired)
+        out.add(results, late, counters)
+
+    def _run_keys(
+        self,
+        keys: list[tuple[bytes, tuple, np.ndarray]],
+        wm: int,
+        pt: int,
+        out: _Output,
+        columns: _BucketColumns,
+    ) -> None:
+        """The keys with rows of an input call before the end of input, run together:
+        the keys that saw the same clocks (up to :attr:`together_keys` at a time) are
+        restored into the operator at once, the
+        clocks rise once (each key's due timers fire, as in its own call), their rows
+        go in as one batch (each key's in event-time order), then each key is saved.
+        Keys share nothing in the operator but its counters, so each key's results,
+        late rows and state are those of :meth:`_run_key`; the calls' counters sum."""
+        whole = self._saved_keys
+        by_clock: dict[tuple[int, int], list[tuple[bytes, tuple, np.ndarray, Any]]] = {}
+        for kb, k, idx in keys:
+            saved = self.keys.getValue((kb,)) if whole is None else whole.get(kb)
+            clock = (MIN_TIME, MIN_TIME) if saved is None else (int(saved[1]), int(saved[2]))
+            by_clock.setdefault(clock, []).append((kb, k, idx, saved))
+        op = self.op
+        size = max(1, self.together_keys)
+        parts = [
+            (clock, same[i : i + size])
+            for clock, same in by_clock.items()
+            for i in range(0, len(same), size)
+        ]
+        for (key_wm, key_pt), part in parts:
+            before = op.counters.as_dict()
+            op.watermark = key_wm
+            op.processing_time = key_pt
+            for _, k, _, saved in part:
+                op.forget_key(k)
+                if saved is not None:
+                    op.restore_key(k, bytes(saved[0]))
+            op.advance_watermark(wm)
+            op.advance_processing_time(pt)
+            columns.process_keys(op, [(k, idx) for _, k, idx, _ in part])
+            results, late = op.drain(), op.drain_late()
+            active = set(op.active_keys())
+            for kb, k, _, saved in part:
+                event_timers, processing_timers = op.timers(k)
+                keep = bool(k in active or event_timers or processing_timers)
+                self._save_key(kb, k, saved, keep, event_timers, processing_timers, wm, pt, None)
+            out.add(results, late, _moved(before, op.counters.as_dict(), 0, 0))
+
+    def _save_key(
+        self,
+        kb: bytes,
+        k: tuple,
+        saved: Any,
+        keep: bool,
+        event_timers: list[int],
+        processing_timers: list[int],
+        wm: int,
+        pt: int,
+        fired: int | None,
+    ) -> None:
+        """Key ``k`` after its call (``saved``: its state as the call read it): its state
+        written or removed, its wake time re-indexed, the key out of the operator."""
+        op = self.op
+        group = None if saved is None or saved[3] is None else int(saved[3])
         mode = self.layout.mode
         if mode == "EventTime":
             wake = self._wake(event_timers, wm, keep, fired)
@@ -1390,7 +1468,6 @@ class BucketProcessor(WindowProcessor):
             wake = self._wake([t + 1 for t in processing_timers], pt, keep, fired)
         else:
             wake = None
-        counters = _moved(before, op.counters.as_dict(), after_end, 0)
         # the key's wake time as its group lists it; an entry the call has not read is
         # left lazily (lazy_leave): the key is re-indexed as if it moved
         entry = None
@@ -1417,7 +1494,6 @@ class BucketProcessor(WindowProcessor):
         if entry is not None and old_wake is not None and (not keep or wake != old_wake):
             del entry.own[kb]
             entry.changed = True
-        out.add(results, late, counters)
 
     def _load_bucket(self) -> tuple[int, int]:
         """The bucket's pending rows and key count (refusing another bucket count); the
@@ -1686,16 +1762,28 @@ class _BucketColumns:
 
     def process(self, op: Any, k: tuple, idx: np.ndarray) -> None:
         """Feed ``op`` the rows ``idx`` of key ``k`` in event-time order (ties in Spark's)."""
+        self.process_keys(op, [(k, idx)])
+
+    def process_keys(self, op: Any, keys: list[tuple[tuple, np.ndarray]]) -> None:
+        """Feed ``op`` the rows of each key, one key after another, each key's in
+        event-time order (ties in Spark's), as one batch."""
         from wql.runtime.config import RowBatch
 
+        if self.ts is not None and self.valid is not None:
+            ordered = []
+            for _, rows in keys:
+                ts, valid = self.ts[rows], self.valid[rows]
+                order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
+                ordered.append(rows[order] if np.any(order[:-1] > order[1:]) else rows)
+            idx = ordered[0] if len(ordered) == 1 else np.concatenate(ordered)
+        else:
+            idx = keys[0][1] if len(keys) == 1 else np.concatenate([rows for _, rows in keys])
         n = len(idx)
+        batch_keys = [k for k, rows in keys for _ in range(len(rows))]
         timestamps: Any = None
         timestamp_valid: Any = None
         if self.ts is not None and self.valid is not None:
             ts, valid = self.ts[idx], self.valid[idx]
-            order = np.argsort(np.where(valid, ts, MIN_TIME), kind="stable")
-            if not np.all(order[:-1] <= order[1:]):
-                idx, ts, valid = idx[order], ts[order], valid[order]
             timestamps = ts
             timestamp_valid = valid if not valid.all() else None
         columns = tuple(v.take(idx) for v in self.values)
@@ -1705,7 +1793,7 @@ class _BucketColumns:
             if self.layout.mode == "ProcessingTime"
             else None
         )
-        op.process_batch(RowBatch([k] * n, timestamps, columns, wm, pt, timestamp_valid))
+        op.process_batch(RowBatch(batch_keys, timestamps, columns, wm, pt, timestamp_valid))
 
 
 def staged_arrow(column: pd.Series, nans: np.ndarray | None) -> pa.Array:
