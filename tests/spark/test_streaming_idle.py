@@ -79,6 +79,15 @@ def _rows(spark, sinks) -> Counter:
         return Counter()
 
 
+def _first_batches_done(ck: Path) -> bool:
+    """Whether every query under ``ck`` committed its first micro-batch. A stateful
+    query stopped inside its first one refuses to restart on Spark 4.3
+    (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``: its offsets log is not empty on
+    batch 0; docs/streaming.md, "Known limits")."""
+    queries = [d.parent for d in ck.rglob("offsets") if d.is_dir()]
+    return bool(queries) and all((q / "commits" / "0").exists() for q in queries)
+
+
 def _wait_for(spark, sinks, wanted: Counter, seconds: float = 90) -> None:
     """Until the output is ``wanted`` (read once a heartbeat was written: each read
     is a Spark job competing with the stream)."""
@@ -150,7 +159,13 @@ def test_the_idle_rule_survives_a_restart_from_the_checkpoint(spark, tmp_path):
     sinks = _start(spark, tmp_path, idle, trigger="500 milliseconds")
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "ck" / "q" / STATE_FILE).exists() and time.monotonic() < deadline:
+        while (
+            not (
+                (tmp_path / "ck" / "q" / STATE_FILE).exists()
+                and _first_batches_done(tmp_path / "ck")
+            )
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
     finally:
         sinks.stop()  # before the source was idle for 4 s: nothing closed yet
