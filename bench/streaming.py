@@ -6,6 +6,7 @@ One command (from the repository root)::
                                         [--where 'v < 0.5']
     .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
     .venv/bin/python bench/streaming.py --pairs 5  # both in turn, medians of 5 rounds
+    .venv/bin/python bench/streaming.py --pairs 3 --key-buckets 16,32,128  # per bucket count
     .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --profile --profile-scale 100000  # ... beside N windows
@@ -487,6 +488,57 @@ def run_pairs(spark, compiled, source, native, work: Path, rounds: int) -> None:
     )
 
 
+def run_bucket_counts(
+    spark, compiled, source, native, work: Path, rounds: int, counts: list[int]
+) -> None:
+    """``--pairs`` over key bucket counts: after a warm-up of each, ``rounds`` times
+    Spark's session window and the wql query at each count
+    (:data:`wql.spark.streaming.KEY_BUCKETS_CONF`) in turn; CPU seconds of the JVM and
+    of the Python workers per run, and per count the ratio of the medians."""
+    import statistics
+
+    from wql.spark.streaming import KEY_BUCKETS_CONF
+
+    def run(name: str, ck: Path) -> tuple[float, float]:
+        if name == "Spark":
+            df = native
+        else:
+            spark.conf.set(KEY_BUCKETS_CONF, name)
+            df = compiled.apply(spark, s=source).queries[0].run.tagged
+        before = split_cpu()
+        run_stream(df, ck)
+        after = split_cpu()
+        return after["jvm"] - before["jvm"], after["python"] - before["python"]
+
+    names = ["Spark", *[str(c) for c in counts]]
+    for name in names:
+        run(name, work / f"buckets_warm_{name}")
+    print("| round | query | CPU s | JVM | Python workers | load |")
+    print("|---|---|---|---|---|---|")
+    spent: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names:
+            jvm, py = run(name, work / f"buckets_{r}_{name}")
+            spent[name].append((jvm, py))
+            what = "Spark session_window" if name == "Spark" else f"wql, {name} buckets"
+            print(
+                f"| {r + 1} | {what} | {jvm + py:.1f} | {jvm:.1f} | {py:.1f} | "
+                f"{os.getloadavg()[0]:.1f} |"
+            )
+    spark.conf.unset(KEY_BUCKETS_CONF)
+    base = statistics.median(j + p for j, p in spent["Spark"])
+    print()
+    print(f"CPU seconds, medians of {rounds} rounds: Spark {base:.1f}")
+    for name in names[1:]:
+        total = statistics.median(j + p for j, p in spent[name])
+        jvm = statistics.median(j for j, _ in spent[name])
+        py = statistics.median(p for _, p in spent[name])
+        print(
+            f"wql, {name} buckets: {total:.1f} (JVM {jvm:.1f}, Python {py:.1f}), "
+            f"ratio {total / base:.2f}x (target <= 2.0x)"
+        )
+
+
 class _Handle:
     """Spark's part for ``--profile``: per bucket a ValueState, MapStates and timers in
     dicts, each call counted by kind."""
@@ -704,6 +756,13 @@ def main() -> int:
         "session window in turn; CPU per run and the ratio of the medians",
     )
     ap.add_argument(
+        "--key-buckets",
+        default="",
+        metavar="N1,N2,...",
+        help="with --pairs: the wql query at each of these key bucket counts "
+        "(spark.wql.stream.keyBuckets), JVM and Python CPU apart",
+    )
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="run both queries once before the measured runs (the first pays the JVM warm-up)",
@@ -758,6 +817,11 @@ def main() -> int:
         native = watermarked.groupBy("k", F.session_window("ts", "30 seconds")).agg(
             F.count("*").alias("n"), F.sum("v").alias("total")
         )
+        if args.pairs and args.key_buckets:
+            counts = [int(n) for n in args.key_buckets.split(",")]
+            run_bucket_counts(spark, compiled, source, native, work, args.pairs, counts)
+            spark.stop()
+            return 0
         if args.pairs:
             run_pairs(spark, compiled, source, native, work, args.pairs)
             spark.stop()

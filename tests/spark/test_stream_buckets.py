@@ -30,7 +30,15 @@ from tests.spark.processor_helpers import (  # noqa: E402
     split_batches,
 )
 from wql.errors import ErrorCode, WqlUnsupportedError  # noqa: E402
-from wql.spark.streaming import DUE_NAME, KEY_BUCKETS, KEYS_NAME, BucketProcessor  # noqa: E402
+from wql.spark.streaming import (  # noqa: E402
+    DUE_NAME,
+    KEY_BUCKETS,
+    KEY_BUCKETS_CONF,
+    KEYS_NAME,
+    MAX_KEY_BUCKETS,
+    BucketProcessor,
+    key_buckets,
+)
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
@@ -112,6 +120,51 @@ def test_integer_keys_with_nulls_stream_as_in_batch(spark, tmp_path):
     assert rows == want
     assert ("None", "2024-05-01 09:00:00", "1", "2", "2") in rows
     assert ("1", "2024-05-01 09:00:00", "2", "6", "5") in rows
+
+
+def test_the_bucket_count_is_a_session_conf(spark, tmp_path):
+    """``spark.wql.stream.keyBuckets`` sets a keyed stream's bucket count: the rows are
+    those of batch at any count, and a restart at another count is refused, naming the
+    count to restart with."""
+    from tests.spark.stream_helpers import batch_query, stream_query
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text(
+        "auction,price,ts\n1,1,2024-05-01 09:00:01\n2,3,2024-05-01 09:00:03\n"
+        "3,2,2024-05-01 09:00:04\n1,5,2024-05-01 09:00:16\n"
+    )
+    text = NULL_KEYS.format(path=folder)
+    spark.conf.set(KEY_BUCKETS_CONF, "3")
+    try:
+        rows, _ = stream_query(spark, text, "counts", tmp_path / "out", tmp_path / "ck")
+        # not drained: its checkpoint runs on
+        stream_query(spark, text, "counts", tmp_path / "out2", tmp_path / "ck2", drain=False)
+    finally:
+        spark.conf.unset(KEY_BUCKETS_CONF)
+    want, _ = batch_query(spark, text, "counts")
+    assert rows == want
+    (folder / "b.csv").write_text("auction,price,ts\n2,4,2024-05-01 09:00:31\n")
+    with pytest.raises(WqlUnsupportedError) as err:
+        stream_query(spark, text, "counts", tmp_path / "out2", tmp_path / "ck2")
+    assert err.value.code == ErrorCode.SNAPSHOT
+    assert f"keeps its keys in 3 buckets; this stream groups them into {KEY_BUCKETS}" in str(
+        err.value
+    )
+    assert f"{KEY_BUCKETS_CONF} = 3" in (err.value.hint or "")
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many", "1.5", str(MAX_KEY_BUCKETS + 1)])
+def test_a_bad_bucket_count_is_named(spark, value):
+    spark.conf.set(KEY_BUCKETS_CONF, value)
+    try:
+        with pytest.raises(WqlUnsupportedError) as err:
+            key_buckets(spark)
+    finally:
+        spark.conf.unset(KEY_BUCKETS_CONF)
+    assert err.value.code == ErrorCode.USAGE
+    assert KEY_BUCKETS_CONF in err.value.message and repr(value) in err.value.message
+    assert key_buckets(spark) == KEY_BUCKETS
 
 
 class SmallGroups(BucketDriver):

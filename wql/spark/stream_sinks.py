@@ -69,7 +69,7 @@ from wql.errors import ErrorCode, WqlError, WqlSemanticError, WqlUnsupportedErro
 from wql.spark import layout as L
 from wql.spark.idle import IdleMonitor, write_atomic
 from wql.spark.sources import read_stream_source
-from wql.spark.streaming import HEARTBEAT_COLUMN, STATE_NAME
+from wql.spark.streaming import HEARTBEAT_COLUMN, KEY_BUCKETS_CONF, STATE_NAME
 
 __all__ = [
     "StreamSinks",
@@ -323,6 +323,8 @@ def _start_operators(
         path = out / TAGGED_DIR / r.name
         sinks.tagged[r.name] = path
         checkpoint = ck / r.name / "operator"
+        if run.buckets is not None:
+            refuse_other_buckets(run.tagged.sparkSession, r.name, checkpoint, run.buckets)
         sinks.operators[r.name] = checkpoint
         stage1.append(_sink(run.tagged, path, checkpoint, "parquet", trigger, f"{r.name} operator"))
         # one operator query starting at a time: each start launches a Python
@@ -478,6 +480,34 @@ def waiting_rows(spark: Any, checkpoint: str | Path) -> int:
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(str(checkpoint))
     total = state.selectExpr("sum(value.pending_rows)").first()
     return int(total[0] or 0) if total is not None else 0
+
+
+def refuse_other_buckets(spark: Any, name: str, checkpoint: Path, buckets: int) -> None:
+    """Refuse to run query ``name``, grouped into ``buckets`` key buckets, on the operator
+    checkpoint ``checkpoint`` (``CK/N/operator``) when its state was written with another
+    count: its keys would sit in other buckets, and a bucket the stream has not met
+    would start empty (:class:`wql.spark.streaming.BucketProcessor` refuses only the
+    buckets it reads). A read of the last committed state, before Spark starts."""
+    if not any(Path(checkpoint, "commits").glob("[0-9]*")):
+        return
+    try:
+        state = spark.read.format("statestore").option("stateVarName", STATE_NAME)
+        counts = {
+            int(r[0])
+            for r in state.load(str(checkpoint)).selectExpr("value.buckets").distinct().collect()
+        }
+    except Exception:  # noqa: BLE001 - state of another layout: Spark refuses it at start
+        return
+    other = sorted(counts - {buckets})
+    if other:
+        raise WqlUnsupportedError(
+            f"query {name!r}: its checkpoint ({checkpoint}) keeps its keys in {other[0]} "
+            f"buckets; this stream groups them into {buckets}",
+            hint=f"restart it with {KEY_BUCKETS_CONF} = {other[0]} (the WQL version that "
+            "wrote the checkpoint had that count by default unless it was set), or start "
+            "the stream on a new checkpoint",
+            code=ErrorCode.SNAPSHOT,
+        )
 
 
 def committed_rows(spark: Any, path: Path, fmt: str) -> int:

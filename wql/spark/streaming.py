@@ -119,6 +119,7 @@ __all__ = [
     "IDLE_METRICS",
     "KEYS_NAME",
     "KEY_BUCKETS",
+    "KEY_BUCKETS_CONF",
     "KEY_SCHEMA",
     "PACKED_SCHEMA",
     "REASON_AFTER_END",
@@ -137,6 +138,7 @@ __all__ = [
     "float_inputs",
     "group_value",
     "grouped_by",
+    "key_buckets",
     "input_frame",
     "nan_columns",
     "nan_names",
@@ -243,7 +245,8 @@ class StreamRun:
     stream (:meth:`with_end`). ``idle_ms``: the source's ``IDLE AFTER``;
     ``heartbeats``: its end stream takes idle heartbeats
     (:mod:`wql.spark.idle` writes them), without which the idle rule cannot
-    apply (docs/streaming.md, "Idle sources").
+    apply (docs/streaming.md, "Idle sources"). ``buckets``: the key bucket
+    count of a stage grouped by key bucket (:class:`BucketProcessor`), else None.
     """
 
     tagged: DataFrame
@@ -255,6 +258,7 @@ class StreamRun:
     drainable: bool = False
     idle_ms: int | None = None
     heartbeats: bool = False
+    buckets: int | None = None
 
     def release(self) -> None:
         """Nothing is cached for a stream (the batch host's ``release`` counterpart)."""
@@ -324,13 +328,20 @@ def run_streaming(
     out_schema, _ = L.tagged_layout(query, op)
     end_wm = end_watermark(query) if drainable else None
     layout = processor_layout(query, op, mode, end_watermark=end_wm)
+    buckets = None
     if key_cols:
         # Spark groups by the key's bucket: one call per bucket and micro-batch, each
         # key's state in the bucket's MapState (docs/streaming.md, "Key buckets"); a
         # bucket's rows reach it packed, a few Arrow values per input partition
-        staged = staged.select("*", bucket_column(key_cols)).mapInArrow(pack_buckets, PACKED_SCHEMA)
-        zone = source.sparkSession.conf.get("spark.sql.session.timeZone")
-        processor: WindowProcessor = BucketProcessor(replace(layout, packed=True, timezone=zone))
+        spark = source.sparkSession
+        buckets = key_buckets(spark)
+        staged = staged.select("*", bucket_column(key_cols, buckets)).mapInArrow(
+            pack_buckets, PACKED_SCHEMA
+        )
+        zone = spark.conf.get("spark.sql.session.timeZone")
+        processor: WindowProcessor = BucketProcessor(
+            replace(layout, packed=True, timezone=zone, buckets=buckets)
+        )
         grouping = [_BUCKET]
     else:
         processor, grouping = WindowProcessor(layout), [_ALL]
@@ -349,6 +360,7 @@ def run_streaming(
         drainable=drainable,
         idle_ms=idle_ms,
         heartbeats=heartbeats,
+        buckets=buckets,
     )
 
 
@@ -584,6 +596,22 @@ def _with_end(source: DataFrame, end: DataFrame, event_time: str | None) -> Data
 # --------------------------------------------------------------------------- the processor
 
 
+#: How many key buckets a keyed query's stream is grouped into by default (Flink's key
+#: groups, its maximum parallelism): Spark's grouping key is ``pmod(xxhash64(keys), n)``.
+#: Spark's Python side pays per bucket and micro-batch (docs/benchmarks.md, "Fewer key
+#: buckets"), and no more tasks than buckets do a query's work: the session conf
+#: :data:`KEY_BUCKETS_CONF` sets another count. Every bucket's saved state records it; a
+#: checkpoint written with another count is refused (:class:`BucketProcessor`), since
+#: its keys would sit in the wrong buckets.
+KEY_BUCKETS = 16
+
+#: The session conf of a keyed stream's bucket count (:data:`KEY_BUCKETS` without it).
+KEY_BUCKETS_CONF = "spark.wql.stream.keyBuckets"
+
+#: The most key buckets :data:`KEY_BUCKETS_CONF` may ask for.
+MAX_KEY_BUCKETS = 1 << 15
+
+
 @dataclass(frozen=True)
 class ProcessorLayout:
     """What the processor needs: runtime config, input and output (pickled to the workers)."""
@@ -607,6 +635,8 @@ class ProcessorLayout:
     timezone: str | None = None
     #: the staged positions of the FLOAT/DOUBLE keys and inputs (:func:`float_inputs`)
     floats: tuple[int, ...] = ()
+    #: how many key buckets the rows are grouped into (:class:`BucketProcessor`)
+    buckets: int = KEY_BUCKETS
 
     @property
     def nans_at(self) -> int:
@@ -1011,12 +1041,6 @@ class WindowProcessor(StatefulProcessor):
 
 # --------------------------------------------------------------------------- key buckets
 
-#: How many key buckets a keyed query's stream is grouped into (Flink's key groups, its
-#: maximum parallelism): Spark's grouping key is ``pmod(xxhash64(keys), KEY_BUCKETS)``.
-#: Every key's saved state records it; a checkpoint written with another count is refused
-#: (:class:`BucketProcessor`), since its keys would sit in the wrong buckets.
-KEY_BUCKETS = 128
-
 #: A key bucket's own state (the ``ValueState`` :data:`STATE_NAME`): the rows its keys
 #: took in since its last counters row (the pending-rows rule, per bucket), the bucket
 #: count it was written with and how many keys it holds.
@@ -1036,9 +1060,30 @@ _BUCKET = "__wql_bucket"
 _PACKED = "__wql_rows"
 
 
-def bucket_column(key_cols: list[str]) -> Column:
-    """The Spark grouping column of a keyed query: its key's bucket (:data:`KEY_BUCKETS`)."""
-    return F.pmod(F.xxhash64(*[F.col(c) for c in key_cols]), F.lit(KEY_BUCKETS)).alias(_BUCKET)
+def key_buckets(spark: Any) -> int:
+    """The key bucket count a keyed stream built in ``spark`` uses: :data:`KEY_BUCKETS_CONF`,
+    else :data:`KEY_BUCKETS`."""
+    configured = spark.conf.get(KEY_BUCKETS_CONF, None)
+    if configured is None:
+        return KEY_BUCKETS
+    try:
+        count = int(str(configured).strip())
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_KEY_BUCKETS:
+        raise WqlUnsupportedError(
+            f"{KEY_BUCKETS_CONF} is {configured!r}; it must be a whole number from 1 to "
+            f"{MAX_KEY_BUCKETS}",
+            code=ErrorCode.USAGE,
+            hint=f"unset it for the default ({KEY_BUCKETS}), or set at least the number of "
+            'cores the stream should use (docs/streaming.md, "Key buckets")',
+        )
+    return count
+
+
+def bucket_column(key_cols: list[str], buckets: int = KEY_BUCKETS) -> Column:
+    """The Spark grouping column of a keyed query: its key's bucket, of ``buckets``."""
+    return F.pmod(F.xxhash64(*[F.col(c) for c in key_cols]), F.lit(buckets)).alias(_BUCKET)
 
 
 #: The rows of a keyed query as its stateful operator takes them (:func:`pack_buckets`):
@@ -1504,13 +1549,14 @@ class BucketProcessor(WindowProcessor):
         if saved is None:
             return 0, 0
         pending, buckets, held = saved
-        if buckets != KEY_BUCKETS:
+        if buckets != self.layout.buckets:
             raise WqlUnsupportedError(
                 f"the stream's checkpoint keeps its keys in {buckets} buckets; this "
-                f"version of WQL groups them into {KEY_BUCKETS}",
+                f"stream groups them into {self.layout.buckets}",
                 code=ErrorCode.SNAPSHOT,
-                hint="restart it with the WQL version that wrote the checkpoint, or start "
-                "the stream on a new checkpoint",
+                hint=f"restart it with {KEY_BUCKETS_CONF} = {buckets} (the WQL version that "
+                "wrote the checkpoint had that count by default unless it was set), or "
+                "start the stream on a new checkpoint",
             )
         return int(pending), int(held)
 
@@ -1534,7 +1580,7 @@ class BucketProcessor(WindowProcessor):
         out.counters = counters
         if keys > 0:
             if (new_pending, keys) != (pending, held) or held == 0:
-                self.bucket.update((new_pending, KEY_BUCKETS, keys))
+                self.bucket.update((new_pending, self.layout.buckets, keys))
         elif held > 0 or pending:
             self.bucket.clear()
 
