@@ -4,7 +4,7 @@ One command (from the repository root)::
 
     .venv/bin/python bench/streaming.py [--rows 100000] [--batches 3] [--keys 1000] [--warmup]
                                         [--where 'v < 0.5']
-    .venv/bin/python bench/streaming.py --floor    # Spark's own per-key cost, no WQL
+    .venv/bin/python bench/streaming.py --floor [--rounds 3]  # Spark's own per-key cost, no WQL
     .venv/bin/python bench/streaming.py --pairs 5  # both in turn, medians of 5 rounds
     .venv/bin/python bench/streaming.py --pairs 3 --key-buckets 16,32,128  # per bucket count
     .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
@@ -271,40 +271,63 @@ FLOOR_WORK = {
     "rows": "read the key's rows, nothing else",
     "state": "+ ValueState get and update (500 bytes)",
     "timer": "+ move one Spark timer (delete the old, register the new)",
-    "bucket": "read a key bucket's rows (128 buckets), nothing else",
-    "packed": "read a key bucket's packed rows (128 buckets, pack_buckets), nothing else",
+    "bucket": "read a key bucket's rows (the default bucket count), nothing else",
+    "packed": "read a key bucket's packed rows (default bucket count, pack_buckets), nothing else",
     "unpacked": "+ unpack them to the staged frame (unpack_buckets)",
     "inline": "+ the bucket's keys' state in one ValueState (get, update: 500 bytes a key), "
     "one Spark timer moved",
+    "declared": "inline, and two more state variables declared (wql's key map and timer "
+    "index MapStates, unused): what a task pays to declare them",
+    "mapped": "packed rows, unpacked; each key's state in a MapState (the map read whole "
+    "once a call, an update of 500 bytes per key: wql's state requests), one Spark "
+    "timer moved",
 }
+
+#: the floors whose rows arrive packed per key bucket
+PACKED_FLOORS = ("packed", "unpacked", "inline", "declared", "mapped")
 
 
 def floor_processor(work: str):
     """A processor that does ``work`` (:data:`FLOOR_WORK`) per key and outputs nothing."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-    from wql.spark.streaming import unpack_buckets
+    from wql.spark.streaming import DUE_NAME, KEY_SCHEMA, KEYS_NAME, unpack_buckets
 
     class Floor(StatefulProcessor):
         def init(self, handle) -> None:
             self.handle = handle
             self.state = handle.getValueState("s", "blob BINARY, timer LONG")
+            if work in ("declared", "mapped"):
+                self.keys = handle.getMapState(KEYS_NAME, "key BINARY", KEY_SCHEMA)
+                handle.getMapState(DUE_NAME, "time LONG", "keys ARRAY<BINARY>")
 
         def handleInputRows(self, key, rows, timerValues):  # noqa: N802 - Spark's API
             frames = list(rows)
-            if work in ("unpacked", "inline"):
+            if work in ("unpacked", "inline", "declared", "mapped"):
                 frames = [unpack_buckets(frames, "UTC")]
             # Spark names the columns by position: the event time is the int column
             # with the largest values, the keys the string column
             top = max(int(c.max()) for f in frames for _, c in f.items() if c.dtype.kind == "i")
-            keys = len({k for f in frames for k in f.select_dtypes(object).iloc[:, 0]})
-            if work not in ("rows", "bucket", "packed", "unpacked"):  # 500 bytes per key
+            names = {k for f in frames for k in f.select_dtypes(object).iloc[:, 0]}
+            keys = len(names)
+            if work == "mapped":
+                # wql's requests: the bucket's map read whole, then an update per key
+                dict(self.keys.iterator())
+                for k in names:
+                    self.keys.updateValue((str(k).encode(),), (b"x" * 500, top, top, top))
+            if work not in ("rows", "bucket", "packed", "unpacked", "mapped"):  # 500 bytes a key
                 saved = self.state.get()
                 self.state.update((b"x" * (500 * keys), top + 30_000))
                 if work != "state":
                     if saved is not None:
                         self.handle.deleteTimer(int(saved[1]))
                     self.handle.registerTimer(top + 30_000)
+            elif work == "mapped":
+                timer = self.state.get()
+                self.state.update((b"", top + 30_000))
+                if timer is not None:
+                    self.handle.deleteTimer(int(timer[1]))
+                self.handle.registerTimer(top + 30_000)
             yield from ()
 
         def close(self) -> None:
@@ -313,9 +336,15 @@ def floor_processor(work: str):
     return Floor()
 
 
-def run_floor(spark, data: Path, work: Path, only: list[str] | None = None) -> None:
+def run_floor(
+    spark, data: Path, work: Path, only: list[str] | None = None, rounds: int = 1
+) -> None:
     """Spark's own per-key cost: the :data:`FLOOR_WORK` processors (``only``: those
-    named) on the bench's data."""
+    named) and Spark's session window (the baseline) on the bench's data, ``rounds``
+    times in turn after an unmeasured warm-up of each; with more than one round, the
+    median CPU of each and its ratio to the baseline's."""
+    import statistics
+
     from pyspark.sql import functions as F
 
     from wql.spark.streaming import _BUCKET, PACKED_SCHEMA, bucket_column, pack_buckets
@@ -328,46 +357,54 @@ def run_floor(spark, data: Path, work: Path, only: list[str] | None = None) -> N
     staged = source.withWatermark("ts", "5 seconds").select(
         "k", "v", F.unix_millis("ts").alias("t")
     )
-    print("| processor | micro-batches (s) | after the first (s) | CPU s |")
-    print("|---|---|---|---|")
-    # the first run pays the JVM's and the Python workers' warm-up: one unmeasured
-    floors = FLOOR_WORK.items() if only is None else [(n, FLOOR_WORK[n]) for n in only]
-    for name, what in [("rows", None), *floors]:
+    baseline = "Spark's session_window (the baseline)"
+
+    def query(name: str):
+        if name == "native":
+            return (
+                source.withWatermark("ts", "5 seconds")
+                .groupBy("k", F.session_window("ts", "30 seconds"))
+                .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+            )
         bucketed = staged.withColumn(_BUCKET, bucket_column(["k"]))
         if name == "bucket":
             grouped = bucketed.groupBy(_BUCKET)
-        elif name in ("packed", "unpacked", "inline"):
+        elif name in PACKED_FLOORS:
             grouped = bucketed.mapInArrow(pack_buckets, PACKED_SCHEMA).groupBy(_BUCKET)
         else:
             grouped = staged.groupBy("k")
-        out = grouped.transformWithStateInPandas(
+        return grouped.transformWithStateInPandas(
             statefulProcessor=floor_processor(name),
             outputStructType="k STRING",
             outputMode="Append",
             timeMode="EventTime",
         )
-        cpu = tree_cpu()
-        progress = run_stream(out, work / f"ck_floor_{name}_{what is None}")
-        spent = tree_cpu() - cpu
-        if what is None:
-            continue
-        secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-        shown = ", ".join(f"{x:.1f}" for x in secs)
-        print(f"| {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
-    # the baseline in the same run: Spark's own session window on the same micro-batches
-    native = (
-        source.withWatermark("ts", "5 seconds")
-        .groupBy("k", F.session_window("ts", "30 seconds"))
-        .agg(F.count("*").alias("n"), F.sum("v").alias("total"))
-    )
-    cpu = tree_cpu()
-    progress = run_stream(native, work / "ck_floor_native")
-    spent = tree_cpu() - cpu
-    secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    shown = ", ".join(f"{x:.1f}" for x in secs)
-    print(
-        f"| Spark's session_window (the baseline) | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |"
-    )
+
+    floors = list(FLOOR_WORK) if only is None else only
+    names = [*floors, "native"]
+    print("| round | processor | micro-batches (s) | after the first (s) | CPU s |")
+    print("|---|---|---|---|---|")
+    spent_by: dict[str, list[float]] = {name: [] for name in names}
+    # round 0 pays the JVM's and the Python workers' warm-up of each: unmeasured
+    for r in range(rounds + 1):
+        for name in names:
+            cpu = tree_cpu()
+            progress = run_stream(query(name), work / f"ck_floor_{name}_{r}")
+            spent = tree_cpu() - cpu
+            if r == 0:
+                continue
+            spent_by[name].append(spent)
+            what = baseline if name == "native" else FLOOR_WORK[name]
+            secs = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+            shown = ", ".join(f"{x:.1f}" for x in secs)
+            print(f"| {r} | {what} | {shown} | {sum(secs[1:]):.1f} | {spent:.1f} |")
+    if rounds > 1:
+        base = statistics.median(spent_by["native"])
+        print()
+        print(f"CPU seconds, medians of {rounds} rounds (ratio to the baseline's {base:.2f}):")
+        for name in floors:
+            mid = statistics.median(spent_by[name])
+            print(f"  {mid:.2f} ({mid / base:.2f}x)  {FLOOR_WORK[name]}")
 
 
 def split_cpu() -> dict[str, float]:
@@ -745,7 +782,8 @@ def main() -> int:
         "--rounds",
         type=int,
         default=3,
-        help="with --parallel: measured runs per master (the ratio is of the medians)",
+        help="with --parallel: measured runs per master (the ratio is of the medians); "
+        "with --floor: rounds of the processors in turn (medians of their CPU)",
     )
     ap.add_argument(
         "--pairs",
@@ -794,7 +832,7 @@ def main() -> int:
         )
         if args.floor:
             only = args.floor_only.split(",") if args.floor_only else None
-            run_floor(spark, data, work, only)
+            run_floor(spark, data, work, only, args.rounds)
             spark.stop()
             return 0
         if args.state_scale:
