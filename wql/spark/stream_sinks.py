@@ -494,7 +494,11 @@ def refuse_other_buckets(spark: Any, name: str, checkpoint: Path, buckets: int) 
         state = spark.read.format("statestore").option("stateVarName", STATE_NAME)
         counts = {
             int(r[0])
-            for r in state.load(str(checkpoint)).selectExpr("value.buckets").distinct().collect()
+            # the low 16 bits: the rest is the bucket's key layout (bucket_stamp)
+            for r in state.load(str(checkpoint))
+            .selectExpr("value.buckets & 65535")
+            .distinct()
+            .collect()
         }
     except Exception:  # noqa: BLE001 - state of another layout: Spark refuses it at start
         return

@@ -77,6 +77,7 @@ The contract (docs/streaming.md has the long form and the measurements):
 from __future__ import annotations
 
 import pickle
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import reduce
@@ -120,6 +121,7 @@ __all__ = [
     "KEYS_NAME",
     "KEY_BUCKETS",
     "KEY_BUCKETS_CONF",
+    "KEY_CHUNK_CONF",
     "KEY_SCHEMA",
     "PACKED_SCHEMA",
     "REASON_AFTER_END",
@@ -139,6 +141,7 @@ __all__ = [
     "group_value",
     "grouped_by",
     "key_buckets",
+    "key_chunk",
     "input_frame",
     "nan_columns",
     "nan_names",
@@ -335,12 +338,13 @@ def run_streaming(
         # bucket's rows reach it packed, a few Arrow values per input partition
         spark = source.sparkSession
         buckets = key_buckets(spark)
+        chunk = key_chunk(spark)
         staged = staged.select("*", bucket_column(key_cols, buckets)).mapInArrow(
             pack_buckets, PACKED_SCHEMA
         )
         zone = spark.conf.get("spark.sql.session.timeZone")
         processor: WindowProcessor = BucketProcessor(
-            replace(layout, packed=True, timezone=zone, buckets=buckets)
+            replace(layout, packed=True, timezone=zone, buckets=buckets, chunk_keys=chunk)
         )
         grouping = [_BUCKET]
     else:
@@ -611,6 +615,13 @@ KEY_BUCKETS_CONF = "spark.wql.stream.keyBuckets"
 #: The most key buckets :data:`KEY_BUCKETS_CONF` may ask for.
 MAX_KEY_BUCKETS = 1 << 15
 
+#: The session conf of how many keys a new key bucket keeps per state entry
+#: (:class:`_KeyStore`'s chunks; 0, the default: one entry per key).
+KEY_CHUNK_CONF = "spark.wql.stream.keyChunk"
+
+#: The largest chunk :data:`KEY_CHUNK_CONF` may ask for.
+MAX_KEY_CHUNK = 255
+
 
 @dataclass(frozen=True)
 class ProcessorLayout:
@@ -637,6 +648,8 @@ class ProcessorLayout:
     floats: tuple[int, ...] = ()
     #: how many key buckets the rows are grouped into (:class:`BucketProcessor`)
     buckets: int = KEY_BUCKETS
+    #: a new bucket's keys per state entry (:data:`KEY_CHUNK_CONF`; 0: one per key)
+    chunk_keys: int = 0
 
     @property
     def nans_at(self) -> int:
@@ -1043,7 +1056,8 @@ class WindowProcessor(StatefulProcessor):
 
 #: A key bucket's own state (the ``ValueState`` :data:`STATE_NAME`): the rows its keys
 #: took in since its last counters row (the pending-rows rule, per bucket), the bucket
-#: count it was written with and how many keys it holds.
+#: count it was written with and its keys' layout (:func:`bucket_stamp`), and how many
+#: keys it holds.
 BUCKET_STATE_SCHEMA = "pending_rows LONG, buckets INT, keys LONG"
 
 #: The name of a bucket's per-key state (``MapState``: encoded key -> :data:`KEY_SCHEMA`).
@@ -1079,6 +1093,26 @@ def key_buckets(spark: Any) -> int:
             'cores the stream should use (docs/streaming.md, "Key buckets")',
         )
     return count
+
+
+def key_chunk(spark: Any) -> int:
+    """How many keys a new key bucket of a stream built in ``spark`` keeps per state entry:
+    :data:`KEY_CHUNK_CONF`, else 0 (one entry per key)."""
+    configured = spark.conf.get(KEY_CHUNK_CONF, None)
+    if configured is None:
+        return 0
+    try:
+        size = int(str(configured).strip())
+    except ValueError:
+        size = -1
+    if not 0 <= size <= MAX_KEY_CHUNK:
+        raise WqlUnsupportedError(
+            f"{KEY_CHUNK_CONF} is {configured!r}; it must be a whole number from 0 to "
+            f"{MAX_KEY_CHUNK}",
+            code=ErrorCode.USAGE,
+            hint='unset it for one state entry per key (docs/streaming.md, "Key buckets")',
+        )
+    return size
 
 
 def bucket_column(key_cols: list[str], buckets: int = KEY_BUCKETS) -> Column:
@@ -1298,6 +1332,12 @@ class BucketProcessor(WindowProcessor):
         self._end_timer = None if end is None else end - 1
         self.bucket = handle.getValueState(STATE_NAME, BUCKET_STATE_SCHEMA)
         self.keys = handle.getMapState(KEYS_NAME, "key BINARY", KEY_SCHEMA)
+        #: the keys' states in it, per call
+        self.store = _KeyStore(self.keys)
+        #: the keys the bucket held as the call began, and its stamp (bucket count
+        #: and chunk layout: :func:`bucket_stamp`; None: a new bucket)
+        self._held = 0
+        self._stamp: int | None = None
         #: keys the call added to the bucket (negative: removed)
         self._added = 0
         self.due = handle.getMapState(DUE_NAME, "time LONG", "keys ARRAY<BINARY>")
@@ -1311,7 +1351,6 @@ class BucketProcessor(WindowProcessor):
         self._left: list[tuple[bytes, int]] = []
         #: the bucket's key map and timer index as the call began, when it read them
         #: whole (:meth:`_read_whole`); None: read entry by entry
-        self._saved_keys: dict[bytes, tuple] | None = None
         self._saved_due: dict[int, tuple] | None = None
 
     def handleInputRows(
@@ -1418,8 +1457,7 @@ class BucketProcessor(WindowProcessor):
         timer after the call), ``via``: the group whose element it is; a stale element
         (the key's state names another group, or the key has none) is dropped and the
         key does not run."""
-        whole = self._saved_keys
-        saved = self.keys.getValue((kb,)) if whole is None else whole.get(kb)
+        saved = self.store.get(kb)
         if via is not None and (saved is None or saved[3] is None or int(saved[3]) != via):
             stale = self._entry(via)
             del stale.own[kb]
@@ -1458,10 +1496,9 @@ class BucketProcessor(WindowProcessor):
         go in as one batch (each key's in event-time order), then each key is saved.
         Keys share nothing in the operator but its counters, so each key's results,
         late rows and state are those of :meth:`_run_key`; the calls' counters sum."""
-        whole = self._saved_keys
         by_clock: dict[tuple[int, int], list[tuple[bytes, tuple, np.ndarray, Any]]] = {}
         for kb, k, idx in keys:
-            saved = self.keys.getValue((kb,)) if whole is None else whole.get(kb)
+            saved = self.store.get(kb)
             clock = (MIN_TIME, MIN_TIME) if saved is None else (int(saved[1]), int(saved[2]))
             by_clock.setdefault(clock, []).append((kb, k, idx, saved))
         op = self.op
@@ -1525,15 +1562,15 @@ class BucketProcessor(WindowProcessor):
         if keep:
             state = (op.snapshot_key(k), op.watermark, op.processing_time)
             if wake is not None and wake == old_wake:
-                self.keys.updateValue((kb,), (*state, group))
+                self.store.put(kb, (*state, group))
             elif wake is None:
-                self.keys.updateValue((kb,), (*state, None))
+                self.store.put(kb, (*state, None))
             else:
                 # written once the call has formed its groups (_save_index)
                 self._moved.append((kb, state, wake))
             self._added += saved is None
         elif saved is not None:
-            self.keys.removeKey((kb,))
+            self.store.remove(kb)
             self._added -= 1
         op.forget_key(k)
         if entry is not None and old_wake is not None and (not keep or wake != old_wake):
@@ -1544,11 +1581,15 @@ class BucketProcessor(WindowProcessor):
         """The bucket's pending rows and key count (refusing another bucket count); the
         call's own bookkeeping starts here."""
         self._added = 0
-        self._saved_keys = self._saved_due = None
+        self._saved_due = None
         saved = self.bucket.get()
         if saved is None:
+            self._held = 0
+            self.store.begin(0, self.layout.chunk_keys)
+            self._stamp = None
             return 0, 0
-        pending, buckets, held = saved
+        pending, stamp, held = saved
+        buckets, chunks = bucket_stamp(int(stamp))
         if buckets != self.layout.buckets:
             raise WqlUnsupportedError(
                 f"the stream's checkpoint keeps its keys in {buckets} buckets; this "
@@ -1558,6 +1599,9 @@ class BucketProcessor(WindowProcessor):
                 "wrote the checkpoint had that count by default unless it was set), or "
                 "start the stream on a new checkpoint",
             )
+        self._held = int(held)
+        self.store.begin(self._held, self.layout.chunk_keys, chunks)
+        self._stamp = int(stamp)
         return int(pending), int(held)
 
     def _save_bucket(self, out: _Output, pending: int, held: int, *, ended: bool) -> None:
@@ -1579,8 +1623,9 @@ class BucketProcessor(WindowProcessor):
             new_pending, counters = counters["rows_in"], None
         out.counters = counters
         if keys > 0:
-            if (new_pending, keys) != (pending, held) or held == 0:
-                self.bucket.update((new_pending, self.layout.buckets, keys))
+            stamp = self.layout.buckets | self.store.stamp()
+            if (new_pending, keys, stamp) != (pending, held, self._stamp):
+                self.bucket.update((new_pending, stamp, keys))
         elif held > 0 or pending:
             self.bucket.clear()
 
@@ -1607,7 +1652,7 @@ class BucketProcessor(WindowProcessor):
     def _read_whole(self) -> None:
         """Read the bucket's key map and timer index in one request each (the call's
         keys and entries are then taken from them, each before the call writes it)."""
-        self._saved_keys = {bytes(k[0]): v for k, v in self.keys.iterator()}
+        self.store.read_whole()
         self._saved_due = {int(t[0]): v for t, v in self.due.iterator()}
 
     def _entry(self, t: int) -> _Entry:
@@ -1643,7 +1688,7 @@ class BucketProcessor(WindowProcessor):
             entry = self._entry(g)
             for kb, state, wake in chunk:
                 entry.own[kb] = wake
-                self.keys.updateValue((kb,), (*state, g))
+                self.store.put(kb, (*state, g))
             entry.changed = True
         clock = self._timer_clock
         for entry in [e for e in self._entries.values() if e.changed or e.t in reached]:
@@ -1682,7 +1727,140 @@ class BucketProcessor(WindowProcessor):
                 # finds no key then, and Spark drops it after
                 self.handle.deleteTimer(t)
         self._entries = {}
-        self._saved_keys = self._saved_due = None
+        self._saved_due = None
+        self.store.finish(self._held + self._added)
+
+
+#: A chunk's map key in :class:`_KeyStore`: this tag, then the chunk's number (a key's is
+#: a pickle: 0x80 first).
+_CHUNK_TAG = 1
+
+
+def bucket_stamp(stamp: int) -> tuple[int, tuple[int, int]]:
+    """A bucket's ``buckets`` field (:data:`BUCKET_STATE_SCHEMA`): the bucket count in
+    its low 16 bits, then ``log2(C) + 1`` in 5 bits and the keys per chunk ``n`` in
+    8 (:class:`_KeyStore`; both 0: one entry per key, as every bucket written before
+    chunks). Returns the count and ``(C, n)``, ``(0, 0)`` for one entry per key."""
+    log = (stamp >> 16) & 0x1F
+    return stamp & 0xFFFF, ((1 << (log - 1)) if log else 0, (stamp >> 21) & 0xFF)
+
+
+class _KeyStore:
+    """A bucket's keys' states in its ``MapState`` :data:`KEYS_NAME`, one call at a time.
+
+    Two layouts, chosen when a bucket gets its first key and kept while it holds any
+    (docs/streaming.md, "Key buckets"). **One entry per key** (the default, and every
+    bucket written before chunks existed). **Chunks** (:data:`KEY_CHUNK_CONF` ``= n``):
+    the keys are spread over ``C`` entries by a stable hash (CRC-32) of the encoded
+    key, each entry a pickled dict ``key -> state``; the bucket's ``ValueState``
+    records ``C`` and ``n`` (:func:`bucket_stamp`). ``C`` doubles when the bucket holds
+    more than ``2 * n * C`` keys (every chunk rewritten once: amortized per key). A
+    call reads and writes the chunks of the keys it runs: the bench's 1 000 keys in
+    ~125 writes, not 1 000; a key alone in a call reads and writes its chunk (up to
+    ``2n`` keys' states) instead of its own entry.
+    """
+
+    def __init__(self, keys: Any) -> None:
+        self.keys = keys
+        self.begin(0, 0)
+
+    def begin(self, held: int, chunk_keys: int, layout: tuple[int, int] = (0, 0)) -> None:
+        """A call on a bucket that holds ``held`` keys in ``layout`` (``(C, n)``, see
+        :func:`bucket_stamp`); a new bucket gets ``chunk_keys`` keys per chunk (0: one
+        entry per key)."""
+        #: the bucket's chunk count (0: one entry per key) and keys per chunk
+        self.count, self.size = (1 if chunk_keys > 0 else 0, chunk_keys) if held == 0 else layout
+        #: chunk number -> the chunk as the call leaves it
+        self.chunks: dict[int, dict[bytes, tuple]] = {}
+        self.dirty: set[int] = set()
+        #: every entry of the bucket is in hand (read whole, or the bucket is new)
+        self.whole = held == 0
+        #: the entries of a bucket of one entry per key, read whole
+        self.loose: dict[bytes, tuple] | None = {} if held == 0 and not self.count else None
+
+    def stamp(self) -> int:
+        """The layout's bits of the bucket's stamp (:func:`bucket_stamp`)."""
+        if not self.count:
+            return 0
+        return (self.count.bit_length() << 16) | (self.size << 21)
+
+    def read_whole(self) -> None:
+        """Every entry of the bucket in one request (the call's keys are then taken from
+        them)."""
+        if self.whole:
+            return
+        entries = [(bytes(k[0]), v) for k, v in self.keys.iterator()]
+        self.whole = True
+        if self.count:
+            chunks = {int.from_bytes(kb[1:], "big"): pickle.loads(bytes(v[0])) for kb, v in entries}
+            chunks.update(self.chunks)  # what the call changed wins
+            self.chunks = chunks
+        else:
+            self.loose = dict(entries)
+
+    def _chunk(self, kb: bytes) -> tuple[int, dict[bytes, tuple]]:
+        n = zlib.crc32(kb) % self.count
+        chunk = self.chunks.get(n)
+        if chunk is None:
+            saved = None if self.whole else self.keys.getValue((_chunk_key(n),))
+            chunk = self.chunks[n] = {} if saved is None else pickle.loads(bytes(saved[0]))
+        return n, chunk
+
+    def get(self, kb: bytes) -> tuple | None:
+        """Key ``kb``'s state: (snapshot, watermark, processing time, index group)."""
+        if not self.count:
+            return self.keys.getValue((kb,)) if self.loose is None else self.loose.get(kb)
+        return self._chunk(kb)[1].get(kb)
+
+    def put(self, kb: bytes, state: tuple) -> None:
+        if not self.count:
+            self.keys.updateValue((kb,), state)
+            return
+        n, chunk = self._chunk(kb)
+        chunk[kb] = (bytes(state[0]), *state[1:])
+        self.dirty.add(n)
+
+    def remove(self, kb: bytes) -> None:
+        if not self.count:
+            self.keys.removeKey((kb,))
+            return
+        n, chunk = self._chunk(kb)
+        chunk.pop(kb, None)
+        self.dirty.add(n)
+
+    def finish(self, held: int) -> None:
+        """Write what the call changed; the bucket now holds ``held`` keys."""
+        if not self.count:
+            return
+        if held > 2 * self.size * self.count:
+            self._grow(held)
+            return
+        for n in sorted(self.dirty):
+            self._write(n, self.chunks[n])
+
+    def _grow(self, held: int) -> None:
+        """Rehash every key into as many chunks as ``held`` keys need."""
+        self.read_whole()
+        count = self.count
+        while held > 2 * self.size * count:
+            count *= 2
+        spread: dict[int, dict[bytes, tuple]] = {}
+        for chunk in self.chunks.values():
+            for kb, state in chunk.items():
+                spread.setdefault(zlib.crc32(kb) % count, {})[kb] = state
+        for n in sorted(set(self.chunks) | set(spread)):
+            self._write(n, spread.get(n, {}))
+        self.count = count
+
+    def _write(self, n: int, chunk: dict[bytes, tuple]) -> None:
+        if chunk:
+            self.keys.updateValue((_chunk_key(n),), (pickle.dumps(chunk, 5), None, None, None))
+        else:
+            self.keys.removeKey((_chunk_key(n),))
+
+
+def _chunk_key(n: int) -> bytes:
+    return bytes([_CHUNK_TAG]) + n.to_bytes(4, "big")
 
 
 #: An index element's first byte when it is not a plain key (a plain element is a key
