@@ -7,6 +7,8 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py --floor [--rounds 3]  # Spark's own per-key cost, no WQL
     .venv/bin/python bench/streaming.py --pairs 5  # both in turn, medians of 5 rounds
     .venv/bin/python bench/streaming.py --pairs 3 --key-buckets 16,32,128  # per bucket count
+    .venv/bin/python bench/streaming.py --pairs 5 --key-chunks 0,8  # per chunk size
+    .venv/bin/python bench/streaming.py --state-scale 10000,1000000 --key-chunk 8
     .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --profile --profile-scale 100000  # ... beside N windows
@@ -525,44 +527,50 @@ def run_pairs(spark, compiled, source, native, work: Path, rounds: int) -> None:
     )
 
 
-def run_bucket_counts(
-    spark, compiled, source, native, work: Path, rounds: int, counts: list[int]
+def run_conf_values(
+    spark,
+    compiled,
+    source,
+    native,
+    work: Path,
+    rounds: int,
+    values: list[int],
+    conf: str,
+    unit: str,
 ) -> None:
-    """``--pairs`` over key bucket counts: after a warm-up of each, ``rounds`` times
-    Spark's session window and the wql query at each count
-    (:data:`wql.spark.streaming.KEY_BUCKETS_CONF`) in turn; CPU seconds of the JVM and
-    of the Python workers per run, and per count the ratio of the medians."""
+    """``--pairs`` over values of the session conf ``conf`` (key buckets, key chunks):
+    after a warm-up of each, ``rounds`` times Spark's session window and the wql query
+    at each value in turn; CPU seconds of the JVM and of the Python workers per run,
+    and per value the ratio of the medians. ``unit`` names a value in the table."""
     import statistics
-
-    from wql.spark.streaming import KEY_BUCKETS_CONF
 
     def run(name: str, ck: Path) -> tuple[float, float]:
         if name == "Spark":
             df = native
         else:
-            spark.conf.set(KEY_BUCKETS_CONF, name)
+            spark.conf.set(conf, name)
             df = compiled.apply(spark, s=source).queries[0].run.tagged
         before = split_cpu()
         run_stream(df, ck)
         after = split_cpu()
         return after["jvm"] - before["jvm"], after["python"] - before["python"]
 
-    names = ["Spark", *[str(c) for c in counts]]
+    names = ["Spark", *[str(c) for c in values]]
     for name in names:
-        run(name, work / f"buckets_warm_{name}")
+        run(name, work / f"conf_warm_{name}")
     print("| round | query | CPU s | JVM | Python workers | load |")
     print("|---|---|---|---|---|---|")
     spent: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names:
-            jvm, py = run(name, work / f"buckets_{r}_{name}")
+            jvm, py = run(name, work / f"conf_{r}_{name}")
             spent[name].append((jvm, py))
-            what = "Spark session_window" if name == "Spark" else f"wql, {name} buckets"
+            what = "Spark session_window" if name == "Spark" else f"wql, {name} {unit}"
             print(
                 f"| {r + 1} | {what} | {jvm + py:.1f} | {jvm:.1f} | {py:.1f} | "
                 f"{os.getloadavg()[0]:.1f} |"
             )
-    spark.conf.unset(KEY_BUCKETS_CONF)
+    spark.conf.unset(conf)
     base = statistics.median(j + p for j, p in spent["Spark"])
     print()
     print(f"CPU seconds, medians of {rounds} rounds: Spark {base:.1f}")
@@ -571,7 +579,7 @@ def run_bucket_counts(
         jvm = statistics.median(j for j, _ in spent[name])
         py = statistics.median(p for _, p in spent[name])
         print(
-            f"wql, {name} buckets: {total:.1f} (JVM {jvm:.1f}, Python {py:.1f}), "
+            f"wql, {name} {unit}: {total:.1f} (JVM {jvm:.1f}, Python {py:.1f}), "
             f"ratio {total / base:.2f}x (target <= 2.0x)"
         )
 
@@ -794,6 +802,19 @@ def main() -> int:
         "session window in turn; CPU per run and the ratio of the medians",
     )
     ap.add_argument(
+        "--key-chunks",
+        metavar="N1,N2,...",
+        help="with --pairs: the wql query at each of these key chunk sizes "
+        "(spark.wql.stream.keyChunk; 0: one state entry per key)",
+    )
+    ap.add_argument(
+        "--key-chunk",
+        type=int,
+        metavar="N",
+        help="every wql stream of the run (e.g. with --state-scale) keeps N keys per "
+        "state entry (spark.wql.stream.keyChunk)",
+    )
+    ap.add_argument(
         "--key-buckets",
         default="",
         metavar="N1,N2,...",
@@ -816,6 +837,7 @@ def main() -> int:
     import wql
     from wql.spark.session import default_session
     from wql.spark.stream_sinks import read_stream_source
+    from wql.spark.streaming import KEY_BUCKETS_CONF, KEY_CHUNK_CONF
 
     work = Path(tempfile.mkdtemp(prefix="wql-bench-stream-"))
     try:
@@ -830,6 +852,8 @@ def main() -> int:
         spark = default_session(
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
         )
+        if args.key_chunk is not None:
+            spark.conf.set(KEY_CHUNK_CONF, str(args.key_chunk))
         if args.floor:
             only = args.floor_only.split(",") if args.floor_only else None
             run_floor(spark, data, work, only, args.rounds)
@@ -855,9 +879,16 @@ def main() -> int:
         native = watermarked.groupBy("k", F.session_window("ts", "30 seconds")).agg(
             F.count("*").alias("n"), F.sum("v").alias("total")
         )
-        if args.pairs and args.key_buckets:
-            counts = [int(n) for n in args.key_buckets.split(",")]
-            run_bucket_counts(spark, compiled, source, native, work, args.pairs, counts)
+        sweep = (
+            (args.key_buckets, KEY_BUCKETS_CONF, "buckets")
+            if args.key_buckets
+            else (args.key_chunks, KEY_CHUNK_CONF, "keys per chunk")
+        )
+        if args.pairs and sweep[0]:
+            values = [int(n) for n in sweep[0].split(",")]
+            run_conf_values(
+                spark, compiled, source, native, work, args.pairs, values, sweep[1], sweep[2]
+            )
             spark.stop()
             return 0
         if args.pairs:
