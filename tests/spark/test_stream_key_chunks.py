@@ -26,6 +26,7 @@ from tests.spark.processor_helpers import (  # noqa: E402
     source_text,
     split_batches,
 )
+from tests.spark.test_stream_buckets import AlternateReads, many_keys_st  # noqa: E402
 from wql.errors import ErrorCode, WqlUnsupportedError  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
     KEY_CHUNK_CONF,
@@ -34,26 +35,14 @@ from wql.spark.streaming import (  # noqa: E402
     key_chunk,
 )
 
-many_keys_st = st.lists(
-    st.tuples(st.sampled_from("abcdefgh"), st.integers(1, 5), st.integers(0, 20_000)),
-    min_size=1,
-    max_size=60,
-)
 
-
-class Chunked(BucketDriver):
+class Chunked(AlternateReads):
     """Chunks of one key; reads its buckets whole in one micro-batch and entry by entry
     in the next."""
 
-    chunk = 1
-
     def __init__(self, text: str, *, drainable: bool = False) -> None:
         super().__init__(text, drainable=drainable)
-        self.proc.layout = replace(self.proc.layout, chunk_keys=self.chunk)
-
-    def batch(self, rows: list[tuple[str, float, int]], watermark: int | None = None) -> None:
-        self.proc.read_whole = 0 if self.proc.read_whole else 1_000_000
-        super().batch(rows, watermark)
+        self.proc.layout = replace(self.proc.layout, chunk_keys=1)
 
 
 class ChunkedAfterRestart(BucketDriver):

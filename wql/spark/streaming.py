@@ -1077,42 +1077,47 @@ _PACKED = "__wql_rows"
 def key_buckets(spark: Any) -> int:
     """The key bucket count a keyed stream built in ``spark`` uses: :data:`KEY_BUCKETS_CONF`,
     else :data:`KEY_BUCKETS`."""
-    configured = spark.conf.get(KEY_BUCKETS_CONF, None)
-    if configured is None:
-        return KEY_BUCKETS
-    try:
-        count = int(str(configured).strip())
-    except ValueError:
-        count = 0
-    if not 1 <= count <= MAX_KEY_BUCKETS:
-        raise WqlUnsupportedError(
-            f"{KEY_BUCKETS_CONF} is {configured!r}; it must be a whole number from 1 to "
-            f"{MAX_KEY_BUCKETS}",
-            code=ErrorCode.USAGE,
-            hint=f"unset it for the default ({KEY_BUCKETS}), or set at least the number of "
-            'cores the stream should use (docs/streaming.md, "Key buckets")',
-        )
-    return count
+    return _whole_number_conf(
+        spark,
+        KEY_BUCKETS_CONF,
+        KEY_BUCKETS,
+        1,
+        MAX_KEY_BUCKETS,
+        hint=f"unset it for the default ({KEY_BUCKETS}), or set at least the number of "
+        'cores the stream should use (docs/streaming.md, "Key buckets")',
+    )
 
 
 def key_chunk(spark: Any) -> int:
     """How many keys a new key bucket of a stream built in ``spark`` keeps per state entry:
     :data:`KEY_CHUNK_CONF`, else 0 (one entry per key)."""
-    configured = spark.conf.get(KEY_CHUNK_CONF, None)
+    return _whole_number_conf(
+        spark,
+        KEY_CHUNK_CONF,
+        0,
+        0,
+        MAX_KEY_CHUNK,
+        hint='unset it for one state entry per key (docs/streaming.md, "Key buckets")',
+    )
+
+
+def _whole_number_conf(spark: Any, name: str, default: int, low: int, high: int, hint: str) -> int:
+    """The session conf ``name`` as a whole number from ``low`` to ``high`` (``default``
+    when unset); any other value is a usage error naming the conf."""
+    configured = spark.conf.get(name, None)
     if configured is None:
-        return 0
+        return default
     try:
-        size = int(str(configured).strip())
+        value = int(str(configured).strip())
     except ValueError:
-        size = -1
-    if not 0 <= size <= MAX_KEY_CHUNK:
+        value = low - 1
+    if not low <= value <= high:
         raise WqlUnsupportedError(
-            f"{KEY_CHUNK_CONF} is {configured!r}; it must be a whole number from 0 to "
-            f"{MAX_KEY_CHUNK}",
+            f"{name} is {configured!r}; it must be a whole number from {low} to {high}",
             code=ErrorCode.USAGE,
-            hint='unset it for one state entry per key (docs/streaming.md, "Key buckets")',
+            hint=hint,
         )
-    return size
+    return value
 
 
 def bucket_column(key_cols: list[str], buckets: int = KEY_BUCKETS) -> Column:
