@@ -29,6 +29,7 @@ from tests.spark.processor_helpers import (  # noqa: E402
 from tests.spark.test_stream_buckets import AlternateReads, many_keys_st  # noqa: E402
 from wql.errors import ErrorCode, WqlUnsupportedError  # noqa: E402
 from wql.spark.streaming import (  # noqa: E402
+    KEY_CHUNK,
     KEY_CHUNK_CONF,
     KEYS_NAME,
     MAX_KEY_CHUNK,
@@ -43,6 +44,17 @@ class Chunked(AlternateReads):
     def __init__(self, text: str, *, drainable: bool = False) -> None:
         super().__init__(text, drainable=drainable)
         self.proc.layout = replace(self.proc.layout, chunk_keys=1)
+
+
+class Spreading(AlternateReads):
+    """Chunks of one key, at most two chunks: a bucket's chunk count doubles past two
+    keys, its keys spread to an entry each past four and gather back into chunks when
+    a whole read leaves it one."""
+
+    def __init__(self, text: str, *, drainable: bool = False) -> None:
+        super().__init__(text, drainable=drainable)
+        self.proc.layout = replace(self.proc.layout, chunk_keys=1)
+        self.proc.store.max_chunks = 2
 
 
 class ChunkedAfterRestart(BucketDriver):
@@ -74,6 +86,13 @@ def test_chunks_equal_the_per_key_processor(name, rows, cuts):
 def test_drained_chunks_equal_the_per_key_processor(name, rows, cuts):
     """... and leave no chunk and no chunk count behind once drained."""
     assert_as_per_key(Chunked, DRAINED[name], split_batches(rows, cuts), drainable=True)
+
+
+@pytest.mark.parametrize("name", sorted(DRAINED))
+@settings(max_examples=10, deadline=None)
+@given(rows=many_keys_st, cuts=st.lists(st.integers(0, 60), min_size=3, max_size=8))
+def test_buckets_spreading_and_gathering_equal_the_per_key_processor(name, rows, cuts):
+    assert_as_per_key(Spreading, DRAINED[name], split_batches(rows, cuts), drainable=True)
 
 
 @pytest.mark.parametrize("name", sorted(DRAINED))
@@ -111,6 +130,47 @@ def test_a_call_writes_the_chunks_of_its_keys():
     # wake times' index entries (get, update or remove): as with an entry per key
     assert d.map_calls <= 8
     assert d.results == []
+
+
+def layouts(d: BucketDriver) -> list[str]:
+    """Each bucket's layout as its map holds it: "chunks" or "per key"."""
+    return sorted(
+        "chunks" if all(kb[0][0] == 1 for kb in per) else "per key"
+        for per in d.maps[KEYS_NAME].values()
+        if per
+    )
+
+
+def test_a_bucket_of_many_keys_spreads_them_and_gathers_them_when_few_are_left():
+    """Chunks of two, at most four chunks: 60 open sessions in two buckets (~30 keys
+    each, more than 2 * 2 * 4) are kept an entry per key; when all but a few have ended,
+    a micro-batch that runs the bucket's keys (a whole read) gathers them into chunks
+    again; 60 keys again spread them. (The rows equal the per-key processor's:
+    test_buckets_spreading_and_gathering_equal_the_per_key_processor.)"""
+    text = source_text() + (
+        "SELECT k, SUM(v) AS total FROM s GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)"
+    )
+    d = BucketDriver(text)
+    d.proc.layout = replace(d.proc.layout, chunk_keys=2)
+    d.proc.store.max_chunks = 4
+    keys = [f"k{i}" for i in range(60)]
+    d.batch([(k, 1, i) for i, k in enumerate(keys)])
+    assert layouts(d) == ["per key", "per key"]
+    assert sum(len(per) for per in d.maps[KEYS_NAME].values()) == 60
+    # k56..k59 go on; the watermark their rows raise ends every first session in the
+    # next micro-batch's timer calls, which leave two keys in each bucket
+    for t in (100_000, 100_100):
+        d.batch([(k, 1, t + i) for i, k in enumerate(keys[56:])])
+    assert layouts(d) == ["per key", "per key"]
+    assert len(d.results) == 60
+    assert [keys for _, _, keys in d.buckets.values()] == [2, 2]
+    # a call running both keys of its bucket reads it whole and gathers them
+    d.batch([(k, 1, 100_200 + i) for i, k in enumerate(keys[56:])])
+    assert layouts(d) == ["chunks", "chunks"]
+    assert sum(len(per) for per in d.maps[KEYS_NAME].values()) == 2
+    d.batch([(k, 1, 100_300 + i) for i, k in enumerate(keys)])
+    assert layouts(d) == ["per key", "per key"]
+    assert sum(len(per) for per in d.maps[KEYS_NAME].values()) == 60
 
 
 def test_a_stream_with_chunks_restarts_and_equals_batch(spark, tmp_path):
@@ -151,4 +211,4 @@ def test_a_bad_chunk_size_is_named(spark, value):
         spark.conf.unset(KEY_CHUNK_CONF)
     assert err.value.code == ErrorCode.USAGE
     assert KEY_CHUNK_CONF in err.value.message and repr(value) in err.value.message
-    assert key_chunk(spark) == 0
+    assert key_chunk(spark) == KEY_CHUNK

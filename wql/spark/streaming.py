@@ -121,6 +121,7 @@ __all__ = [
     "KEYS_NAME",
     "KEY_BUCKETS",
     "KEY_BUCKETS_CONF",
+    "KEY_CHUNK",
     "KEY_CHUNK_CONF",
     "KEY_SCHEMA",
     "PACKED_SCHEMA",
@@ -615,8 +616,14 @@ KEY_BUCKETS_CONF = "spark.wql.stream.keyBuckets"
 #: The most key buckets :data:`KEY_BUCKETS_CONF` may ask for.
 MAX_KEY_BUCKETS = 1 << 15
 
-#: The session conf of how many keys a new key bucket keeps per state entry
-#: (:class:`_KeyStore`'s chunks; 0, the default: one entry per key).
+#: How many keys a key bucket keeps per state entry by default (:class:`_KeyStore`'s
+#: chunks; a bucket of many keys keeps one entry per key): a micro-batch that runs most
+#: of a bucket's keys writes about one entry per eight keys (docs/benchmarks.md, "Key
+#: chunks").
+KEY_CHUNK = 8
+
+#: The session conf of how many keys a key bucket keeps per state entry
+#: (:data:`KEY_CHUNK` without it; 0: one entry per key).
 KEY_CHUNK_CONF = "spark.wql.stream.keyChunk"
 
 #: The largest chunk :data:`KEY_CHUNK_CONF` may ask for.
@@ -648,7 +655,8 @@ class ProcessorLayout:
     floats: tuple[int, ...] = ()
     #: how many key buckets the rows are grouped into (:class:`BucketProcessor`)
     buckets: int = KEY_BUCKETS
-    #: a new bucket's keys per state entry (:data:`KEY_CHUNK_CONF`; 0: one per key)
+    #: a bucket's keys per state entry (:data:`KEY_CHUNK_CONF`; 0: one per key, the
+    #: layout a processor built without a session keeps)
     chunk_keys: int = 0
 
     @property
@@ -1089,15 +1097,16 @@ def key_buckets(spark: Any) -> int:
 
 
 def key_chunk(spark: Any) -> int:
-    """How many keys a new key bucket of a stream built in ``spark`` keeps per state entry:
-    :data:`KEY_CHUNK_CONF`, else 0 (one entry per key)."""
+    """How many keys a key bucket of a stream built in ``spark`` keeps per state entry:
+    :data:`KEY_CHUNK_CONF`, else :data:`KEY_CHUNK`."""
     return _whole_number_conf(
         spark,
         KEY_CHUNK_CONF,
-        0,
+        KEY_CHUNK,
         0,
         MAX_KEY_CHUNK,
-        hint='unset it for one state entry per key (docs/streaming.md, "Key buckets")',
+        hint=f"unset it for the default ({KEY_CHUNK}), or set 0 for one state entry per key "
+        '(docs/streaming.md, "Key buckets")',
     )
 
 
@@ -1753,17 +1762,29 @@ def bucket_stamp(stamp: int) -> tuple[int, tuple[int, int]]:
 class _KeyStore:
     """A bucket's keys' states in its ``MapState`` :data:`KEYS_NAME`, one call at a time.
 
-    Two layouts, chosen when a bucket gets its first key and kept while it holds any
-    (docs/streaming.md, "Key buckets"). **One entry per key** (the default, and every
-    bucket written before chunks existed). **Chunks** (:data:`KEY_CHUNK_CONF` ``= n``):
-    the keys are spread over ``C`` entries by a stable hash (CRC-32) of the encoded
-    key, each entry a pickled dict ``key -> state``; the bucket's ``ValueState``
-    records ``C`` and ``n`` (:func:`bucket_stamp`). ``C`` doubles when the bucket holds
-    more than ``2 * n * C`` keys (every chunk rewritten once: amortized per key). A
-    call reads and writes the chunks of the keys it runs: the bench's 1 000 keys in
-    ~125 writes, not 1 000; a key alone in a call reads and writes its chunk (up to
-    ``2n`` keys' states) instead of its own entry.
+    Two layouts (docs/streaming.md, "Key buckets"). **One entry per key** (every bucket
+    with :data:`KEY_CHUNK_CONF` ``= 0``, and every bucket written before chunks
+    existed). **Chunks** (:data:`KEY_CHUNK_CONF` ``= n``): the keys are spread over
+    ``C`` entries by a stable hash (CRC-32) of the encoded key, each entry a pickled
+    dict ``key -> state``; the bucket's ``ValueState`` records ``C`` and ``n``
+    (:func:`bucket_stamp`). ``C`` doubles when the bucket holds more than ``2 * n * C``
+    keys (every chunk rewritten once: amortized per key). A call reads and writes the
+    chunks of the keys it runs: the bench's 1 000 keys in ~125 writes, not 1 000; a key
+    alone in a call reads and writes its chunk (up to ``2n`` keys' states) instead of
+    its own entry.
+
+    Chunks pay where a call runs most of its bucket's keys, an entry per key where it
+    runs a sparse few of many, which is what a bucket of many keys sees (a micro-batch
+    touches a share of a large state). So a bucket holding more than
+    ``2 * n * max_chunks`` keys **spreads** them into one entry per key, and a bucket
+    of one entry per key whose call has every entry in hand (a whole read) and leaves
+    it at most a quarter of that **gathers** them into chunks; both rewrite the
+    bucket's keys once, and the factor of four between the two keeps a bucket near
+    the bound from turning back and forth.
     """
+
+    #: the most chunks a bucket keeps before it spreads its keys one to an entry
+    max_chunks = 16
 
     def __init__(self, keys: Any) -> None:
         self.keys = keys
@@ -1771,16 +1792,22 @@ class _KeyStore:
 
     def begin(self, held: int, chunk_keys: int, layout: tuple[int, int] = (0, 0)) -> None:
         """A call on a bucket that holds ``held`` keys in ``layout`` (``(C, n)``, see
-        :func:`bucket_stamp`); a new bucket gets ``chunk_keys`` keys per chunk (0: one
-        entry per key)."""
+        :func:`bucket_stamp`); ``chunk_keys``: the keys per chunk the conf asks for
+        (0: one entry per key), a new bucket's layout and the one a bucket gathers
+        into."""
+        #: the keys per chunk wanted (:data:`KEY_CHUNK_CONF`)
+        self.wanted = chunk_keys
         #: the bucket's chunk count (0: one entry per key) and keys per chunk
         self.count, self.size = (1 if chunk_keys > 0 else 0, chunk_keys) if held == 0 else layout
         #: chunk number -> the chunk as the call leaves it
         self.chunks: dict[int, dict[bytes, tuple]] = {}
+        #: the chunks the bucket had saved that the call read
+        self.saved: set[int] = set()
         self.dirty: set[int] = set()
         #: every entry of the bucket is in hand (read whole, or the bucket is new)
         self.whole = held == 0
-        #: the entries of a bucket of one entry per key, read whole
+        #: the entries of a bucket of one entry per key, read whole, as the call
+        #: leaves them
         self.loose: dict[bytes, tuple] | None = {} if held == 0 and not self.count else None
 
     def stamp(self) -> int:
@@ -1798,6 +1825,7 @@ class _KeyStore:
         self.whole = True
         if self.count:
             chunks = {int.from_bytes(kb[1:], "big"): pickle.loads(bytes(v[0])) for kb, v in entries}
+            self.saved.update(chunks)
             chunks.update(self.chunks)  # what the call changed wins
             self.chunks = chunks
         else:
@@ -1808,6 +1836,8 @@ class _KeyStore:
         chunk = self.chunks.get(n)
         if chunk is None:
             saved = None if self.whole else self.keys.getValue((_chunk_key(n),))
+            if saved is not None:
+                self.saved.add(n)
             chunk = self.chunks[n] = {} if saved is None else pickle.loads(bytes(saved[0]))
         return n, chunk
 
@@ -1820,6 +1850,8 @@ class _KeyStore:
     def put(self, kb: bytes, state: tuple) -> None:
         if not self.count:
             self.keys.updateValue((kb,), state)
+            if self.loose is not None:
+                self.loose[kb] = state
             return
         n, chunk = self._chunk(kb)
         chunk[kb] = (bytes(state[0]), *state[1:])
@@ -1828,6 +1860,8 @@ class _KeyStore:
     def remove(self, kb: bytes) -> None:
         if not self.count:
             self.keys.removeKey((kb,))
+            if self.loose is not None:
+                self.loose.pop(kb, None)
             return
         n, chunk = self._chunk(kb)
         chunk.pop(kb, None)
@@ -1836,12 +1870,20 @@ class _KeyStore:
     def finish(self, held: int) -> None:
         """Write what the call changed; the bucket now holds ``held`` keys."""
         if not self.count:
+            if (
+                self.wanted
+                and self.loose is not None
+                and 0 < held <= self.wanted * self.max_chunks // 2
+            ):
+                self._gather(held)
             return
-        if held > 2 * self.size * self.count:
+        if held > 2 * self.size * self.max_chunks:
+            self._spread()
+        elif held > 2 * self.size * self.count:
             self._grow(held)
-            return
-        for n in sorted(self.dirty):
-            self._write(n, self.chunks[n])
+        else:
+            for n in sorted(self.dirty):
+                self._write(n, self.chunks[n])
 
     def _grow(self, held: int) -> None:
         """Rehash every key into as many chunks as ``held`` keys need."""
@@ -1856,6 +1898,31 @@ class _KeyStore:
         for n in sorted(set(self.chunks) | set(spread)):
             self._write(n, spread.get(n, {}))
         self.count = count
+
+    def _spread(self) -> None:
+        """Every key to an entry of its own, the chunks removed."""
+        self.read_whole()
+        for chunk in self.chunks.values():
+            for kb, state in chunk.items():
+                self.keys.updateValue((kb,), state)
+        for n in sorted(self.saved):
+            self.keys.removeKey((_chunk_key(n),))
+        self.count = self.size = 0
+
+    def _gather(self, held: int) -> None:
+        """The keys of a bucket of one entry per key, every one in hand, into chunks of
+        the wanted size."""
+        assert self.loose is not None
+        size, count = self.wanted, 1
+        while held > 2 * size * count:
+            count *= 2
+        spread: dict[int, dict[bytes, tuple]] = {}
+        for kb, state in self.loose.items():
+            self.keys.removeKey((kb,))
+            spread.setdefault(zlib.crc32(kb) % count, {})[kb] = (bytes(state[0]), *state[1:])
+        for n in sorted(spread):
+            self._write(n, spread[n])
+        self.count, self.size = count, size
 
     def _write(self, n: int, chunk: dict[bytes, tuple]) -> None:
         if chunk:
