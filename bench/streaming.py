@@ -8,7 +8,7 @@ One command (from the repository root)::
     .venv/bin/python bench/streaming.py --pairs 5  # both in turn, medians of 5 rounds
     .venv/bin/python bench/streaming.py --pairs 3 --key-buckets 16,32,128  # per bucket count
     .venv/bin/python bench/streaming.py --pairs 5 --key-chunks 0,8  # per chunk size
-    .venv/bin/python bench/streaming.py --state-scale 10000,1000000 --key-chunk 8
+    .venv/bin/python bench/streaming.py --state-scale 10000,1000000 --key-chunk 0
     .venv/bin/python bench/streaming.py --packing 3  # rows packed vs unpacked, JVM vs Python
     .venv/bin/python bench/streaming.py --profile [--cprofile]  # the processor in-process
     .venv/bin/python bench/streaming.py --profile --profile-scale 100000  # ... beside N windows
@@ -37,11 +37,12 @@ Prints a Markdown table (docs/benchmarks.md).
 
 ``--state-scale N1,N2,...``: instead, per ``N``, the wql query alone over a
 first micro-batch that opens ``N`` sessions (``N`` keys, one row each) and
-then two micro-batches of ``--scale-rows`` rows (10 000) on as many keys
-among them, no window due: the time of those micro-batches against the state
-they run beside (a micro-batch should cost what its keys cost, not the state's
-size). The same for a keyed two-stage pipeline and a keyed window join over
-the same files (``SCALE_WORKLOADS``; ``--scale-workloads`` picks some).
+then ``--scale-batches`` micro-batches (6) of ``--scale-rows`` rows (10 000)
+on as many keys among them, drawn afresh for each, no window due: the median
+time of those micro-batches against the state they run beside (a micro-batch
+should cost what its keys cost, not the state's size). The same for a keyed
+two-stage pipeline and a keyed window join over the same files
+(``SCALE_WORKLOADS``; ``--scale-workloads`` picks some).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -99,15 +101,23 @@ def make_data(folder: Path, rows: int, batches: int, keys: int) -> None:
         os.utime(path, (1_000_000 + b, 1_000_000 + b))
 
 
-def make_scale_data(folder: Path, open_windows: int, rows: int) -> None:
-    """``open_windows`` keys with one row each (one open session per key), then two
-    files of ``rows`` rows on ``rows`` distinct keys among them, 1 s and 2 s later
-    (inside the sessions' 30 s gap: nothing fires, no state ends)."""
+#: The most micro-batches ``--scale-batches`` may ask for: the last one's rows stay
+#: inside the sessions' 30 s gap and the pipeline's and join's first 60 s window.
+MAX_SCALE_BATCHES = 20
+
+
+def make_scale_data(folder: Path, open_windows: int, rows: int, batches: int = 2) -> None:
+    """``open_windows`` keys with one row each (one open session per key), then
+    ``batches`` files of ``rows`` rows on ``rows`` distinct keys among them (drawn
+    afresh for each file), 1 s, 2 s, ... later (inside the sessions' 30 s gap: nothing
+    fires, no state ends)."""
+    if not 1 <= batches <= MAX_SCALE_BATCHES:
+        raise SystemExit(f"--scale-batches must be 1 to {MAX_SCALE_BATCHES}, not {batches}")
     rng = np.random.default_rng(11)
     folder.mkdir(parents=True)
     keys = np.arange(open_windows)
     files = [(keys, 0)]
-    for b in (1, 2):
+    for b in range(1, batches + 1):
         files.append((rng.choice(open_windows, size=min(rows, open_windows), replace=False), b))
     for b, (ks, second) in enumerate(files):
         ts = BASE + second * 1000 + rng.integers(0, 1000, len(ks))
@@ -153,13 +163,18 @@ JOIN per_k AS c ON a.k = c.k AND a.window_start = c.window_start
 }
 
 
-def run_state_scale(spark, work: Path, sizes: list[int], rows: int, workloads: list[str]) -> None:
-    """Each workload's micro-batches of ``rows`` rows beside ``sizes`` open windows."""
+def run_state_scale(
+    spark, work: Path, sizes: list[int], rows: int, workloads: list[str], batches: int = 2
+) -> None:
+    """Each workload's ``batches`` micro-batches of ``rows`` rows beside ``sizes`` open
+    windows; the ratio is of their medians."""
+    import statistics
+
     import wql
     from wql.spark.stream_sinks import read_stream_source
 
     for n in sizes:
-        make_scale_data(work / f"scale_{n}", n, rows)
+        make_scale_data(work / f"scale_{n}", n, rows, batches)
 
     def run(workload: str, n: int, ck: Path) -> list[float]:
         text, name = SCALE_WORKLOADS[workload]
@@ -177,19 +192,18 @@ def run_state_scale(spark, work: Path, sizes: list[int], rows: int, workloads: l
     for workload in workloads:
         print(f"{workload}:")
         print()
-        print("| open windows | build batch (s) | micro-batches of rows (s) | mean (s) |")
+        print("| open windows | build batch (s) | micro-batches of rows (s) | median (s) |")
         print("|---|---|---|---|")
-        means = []
+        medians = []
         for n in sizes:
             secs = run(workload, n, work / f"ck_{workload}_{n}")
-            mean = sum(secs[1:]) / len(secs[1:])
-            means.append(mean)
+            medians.append(statistics.median(secs[1:]))
             shown = ", ".join(f"{x:.2f}" for x in secs[1:])
-            print(f"| {n:,} | {secs[0]:.1f} | {shown} | {mean:.2f} |")
+            print(f"| {n:,} | {secs[0]:.1f} | {shown} | {medians[-1]:.2f} |")
         print()
         print(
             f"{workload}: micro-batch of {rows:,} rows, {sizes[-1]:,} vs {sizes[0]:,} open "
-            f"windows: ratio {means[-1] / means[0]:.2f}x (target <= 1.5x)"
+            f"windows: ratio of medians {medians[-1] / medians[0]:.2f}x (target <= 1.5x)"
         )
         print()
 
@@ -651,9 +665,10 @@ class _Map:
         return iter(list(self._map().items()))
 
 
-def run_profile(data: Path, *, cprofile: bool) -> None:
+def run_profile(data: Path, *, cprofile: bool, chunk_keys: int | None = None) -> None:
     """The single query's processor (``BucketProcessor``) in this process on the bench's
-    micro-batches, Spark's part in dicts.
+    micro-batches, Spark's part in dicts, its buckets' keys in chunks of ``chunk_keys``
+    (``KEY_CHUNK`` by default, as a stream's).
 
     Per micro-batch: ``handleInputRows`` per key bucket (``KEY_BUCKETS`` buckets by a
     CRC of the key: Spark's hash places keys elsewhere, the cost is alike) with its
@@ -672,13 +687,20 @@ def run_profile(data: Path, *, cprofile: bool) -> None:
 
     from wql.compiler import compile_source
     from wql.compiler.backends.operator import build_operator
-    from wql.spark.streaming import KEY_BUCKETS, BucketProcessor, processor_layout, time_mode
+    from wql.spark.streaming import (
+        KEY_BUCKETS,
+        KEY_CHUNK,
+        BucketProcessor,
+        processor_layout,
+        time_mode,
+    )
 
     query = compile_source(QUERY.format(path=data, where=""), engine="operator").queries[0]
     op = build_operator(query)
     layout = processor_layout(query, op, time_mode(op))
     assert layout.nans_at == 3, "the staged columns are key, value, event time, NaN bits"
-    proc = BucketProcessor(layout)
+    chunk = KEY_CHUNK if chunk_keys is None else chunk_keys
+    proc = BucketProcessor(replace(layout, chunk_keys=chunk))
     handle = _Handle()
     proc.init(handle)  # type: ignore[arg-type]
     delay = query.source.event_time.delay_ms + 1
@@ -776,6 +798,14 @@ def main() -> int:
     )
     ap.add_argument("--scale-rows", type=int, default=10_000)
     ap.add_argument(
+        "--scale-batches",
+        type=int,
+        default=6,
+        metavar="M",
+        help="with --state-scale: M micro-batches after the build, each on --scale-rows "
+        f"keys drawn afresh (1 to {MAX_SCALE_BATCHES}); the ratio is of their medians",
+    )
+    ap.add_argument(
         "--scale-workloads",
         default="single,pipeline,join",
         help="with --state-scale: which of single, pipeline, join (comma-separated)",
@@ -811,8 +841,9 @@ def main() -> int:
         "--key-chunk",
         type=int,
         metavar="N",
-        help="every wql stream of the run (e.g. with --state-scale) keeps N keys per "
-        "state entry (spark.wql.stream.keyChunk)",
+        help="every wql stream of the run (e.g. with --state-scale), and --profile's "
+        "processor, keeps N keys per state entry (spark.wql.stream.keyChunk; 0: one "
+        "entry per key)",
     )
     ap.add_argument(
         "--key-buckets",
@@ -847,7 +878,7 @@ def main() -> int:
             if args.profile_scale:
                 data = work / "scale"
                 make_scale_data(data, args.profile_scale, args.scale_rows)
-            run_profile(data, cprofile=args.cprofile)
+            run_profile(data, cprofile=args.cprofile, chunk_keys=args.key_chunk)
             return 0
         spark = default_session(
             "local[2]", "wql bench streaming", {"spark.sql.shuffle.partitions": "2"}
@@ -862,7 +893,7 @@ def main() -> int:
         if args.state_scale:
             sizes = [int(n) for n in args.state_scale.split(",")]
             workloads = args.scale_workloads.split(",")
-            run_state_scale(spark, work, sizes, args.scale_rows, workloads)
+            run_state_scale(spark, work, sizes, args.scale_rows, workloads, args.scale_batches)
             spark.stop()
             return 0
         where = f"\nWHERE {args.where}" if args.where else ""
