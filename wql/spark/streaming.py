@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any, Self
@@ -1888,13 +1888,8 @@ class _KeyStore:
     def _grow(self, held: int) -> None:
         """Rehash every key into as many chunks as ``held`` keys need."""
         self.read_whole()
-        count = self.count
-        while held > 2 * self.size * count:
-            count *= 2
-        spread: dict[int, dict[bytes, tuple]] = {}
-        for chunk in self.chunks.values():
-            for kb, state in chunk.items():
-                spread.setdefault(zlib.crc32(kb) % count, {})[kb] = state
+        states = (item for chunk in self.chunks.values() for item in chunk.items())
+        count, spread = _rehash(states, self.size, held)
         for n in sorted(set(self.chunks) | set(spread)):
             self._write(n, spread.get(n, {}))
         self.count = count
@@ -1913,22 +1908,33 @@ class _KeyStore:
         """The keys of a bucket of one entry per key, every one in hand, into chunks of
         the wanted size."""
         assert self.loose is not None
-        size, count = self.wanted, 1
-        while held > 2 * size * count:
-            count *= 2
-        spread: dict[int, dict[bytes, tuple]] = {}
-        for kb, state in self.loose.items():
+        for kb in self.loose:
             self.keys.removeKey((kb,))
-            spread.setdefault(zlib.crc32(kb) % count, {})[kb] = (bytes(state[0]), *state[1:])
+        states = ((kb, (bytes(state[0]), *state[1:])) for kb, state in self.loose.items())
+        self.count, spread = _rehash(states, self.wanted, held)
+        self.size = self.wanted
         for n in sorted(spread):
             self._write(n, spread[n])
-        self.count, self.size = count, size
 
     def _write(self, n: int, chunk: dict[bytes, tuple]) -> None:
         if chunk:
             self.keys.updateValue((_chunk_key(n),), (pickle.dumps(chunk, 5), None, None, None))
         else:
             self.keys.removeKey((_chunk_key(n),))
+
+
+def _rehash(
+    states: Iterable[tuple[bytes, tuple]], size: int, held: int
+) -> tuple[int, dict[int, dict[bytes, tuple]]]:
+    """The chunk count ``held`` keys need at ``size`` keys per chunk (a power of two,
+    at most ``2 * size`` keys per chunk on average) and ``states`` spread over it."""
+    count = 1
+    while held > 2 * size * count:
+        count *= 2
+    spread: dict[int, dict[bytes, tuple]] = {}
+    for kb, state in states:
+        spread.setdefault(zlib.crc32(kb) % count, {})[kb] = state
+    return count, spread
 
 
 def _chunk_key(n: int) -> bytes:
