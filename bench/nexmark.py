@@ -4,7 +4,8 @@ One command (from the repository root)::
 
     .venv/bin/python bench/nexmark.py [--events N] [--rate R] [--repeat R] [--warmup W]
                                       [--only SCENARIO,...] [--keep DIR]
-                                      [--engine auto|operator]
+                                      [--engine auto|operator] [--master MASTER]
+                                      [--stages]
 
 **Data.** A deterministic, seeded NumPy port of the Nexmark generator (the
 Beam/Flink ``GeneratorConfig`` defaults): event ``n`` is a Person, an Auction
@@ -68,11 +69,24 @@ of the tree (less distorted by a shared machine's load than wall time).
 Per-core rates divide the Nexmark event count (all three event types, as
 Flink's Nexmark reports) by the wall time and the cores. The last lines are
 exactly one ``RATIO <scenario> <wql_s> <baseline_s> <ratio>`` per scenario.
+
+**Stages and memory** (``--stages``, and always with ``--master``, e.g.
+``--master 'local-cluster[2,1,2048]' --events 20000000``: two executor JVMs
+of one core and 2 GiB). The session writes Spark's event log (with the
+executors' per-stage memory peaks and process-tree metrics) to a temporary
+folder, each timed run's jobs under a job group of its own; after the runs a
+second table says per run (the last timed one of each scenario): its Spark
+jobs and executed stages, the stages that ran in **one task** (by name: a
+stage that cannot spread over the cluster), the bytes its tasks returned to
+the driver (collects and counts; per input row, to see whether anything per
+row goes there) and, per executor, the peak JVM heap and the peak resident
+memory of the executor's JVM and of its Python workers.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -568,14 +582,23 @@ def hand_run(name: str, bid: Any) -> Callable[[], Any]:
 
 
 def measure(
-    name: str, run: Callable[[], Any], warmup: int, repeat: int, keep_rows: bool = False
+    name: str,
+    run: Callable[[], Any],
+    warmup: int,
+    repeat: int,
+    keep_rows: bool = False,
+    group: Callable[[str], None] | None = None,
 ) -> Timing:
     """Time ``run`` ``repeat`` times; WQL results are counted and released outside the clock.
 
     ``keep_rows``: collect the last run's result rows (outside the clock) for :func:`check`.
+    ``group``: sets the Spark job group of what follows: ``name`` for each timed run (the
+    last one's jobs are what :func:`stage_report` reads), another name outside the clock.
     """
     timing = Timing(name)
     for i in range(warmup + repeat):
+        if group is not None:
+            group(name)
         with Sampler() as sampler:
             started = time.perf_counter()
             results = run()
@@ -585,6 +608,8 @@ def measure(
             timing.cpu.append(sampler.cpu)
             timing.peak_rss = max(timing.peak_rss, sampler.peak_rss)
             timing.peak_workers_rss = max(timing.peak_workers_rss, sampler.peak_workers_rss)
+        if group is not None:
+            group(f"{name}, outside the clock")
         if results is not None:
             try:
                 counters = results.counters
@@ -597,6 +622,93 @@ def measure(
                 results.release()
     print(f"  {name}: " + ", ".join(f"{s:.2f}" for s in timing.runs) + " s", file=sys.stderr)
     return timing
+
+
+#: the event log's memory peaks reported per executor (Spark's ``ExecutorMetricType`` names)
+PEAKS = ("JVMHeapMemory", "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory")
+
+
+@dataclass
+class GroupStages:
+    """What one job group's jobs did, read from Spark's event log."""
+
+    jobs: set[int] = field(default_factory=set)
+    stages: set[int] = field(default_factory=set)
+    result_bytes: int = 0
+    #: executor id -> metric name -> peak bytes over the group's stages
+    peaks: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def read_event_log(folder: Path) -> tuple[dict[str, GroupStages], dict[int, tuple[str, int]]]:
+    """Per job group its :class:`GroupStages`, and per executed stage (name, tasks)."""
+    groups: dict[str, GroupStages] = {}
+    stage_group: dict[int, str] = {}
+    executed: dict[int, tuple[str, int]] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with path.open() as f:
+            for line in f:
+                e = json.loads(line)
+                kind = e.get("Event")
+                if kind == "SparkListenerJobStart":
+                    name = (e.get("Properties") or {}).get("spark.jobGroup.id")
+                    if name is None:
+                        continue
+                    g = groups.setdefault(name, GroupStages())
+                    g.jobs.add(e["Job ID"])
+                    for info in e["Stage Infos"]:
+                        stage_group[info["Stage ID"]] = name
+                elif kind == "SparkListenerStageCompleted":
+                    info = e["Stage Info"]
+                    executed[info["Stage ID"]] = (info["Stage Name"], info["Number of Tasks"])
+                    name = stage_group.get(info["Stage ID"])
+                    if name is not None:
+                        groups[name].stages.add(info["Stage ID"])
+                elif kind == "SparkListenerTaskEnd":
+                    name = stage_group.get(e["Stage ID"])
+                    if name is not None:
+                        metrics = e.get("Task Metrics") or {}
+                        groups[name].result_bytes += int(metrics.get("Result Size", 0))
+                        executor = e["Task Info"]["Executor ID"]
+                        _peak(groups[name], executor, e.get("Task Executor Metrics") or {})
+                elif kind == "SparkListenerStageExecutorMetrics":
+                    name = stage_group.get(e["Stage ID"])
+                    if name is not None and e["Executor ID"] != "driver":
+                        _peak(groups[name], e["Executor ID"], e["Executor Metrics"])
+    return groups, executed
+
+
+def _peak(group: GroupStages, executor: str, metrics: dict[str, Any]) -> None:
+    peaks = group.peaks.setdefault(executor, {})
+    for metric in PEAKS:
+        peaks[metric] = max(peaks.get(metric, 0), int(metrics.get(metric, 0)))
+
+
+def stage_report(folder: Path, names: list[str], rows: int) -> None:
+    """The second table (see the module doc): per run in ``names`` its stages, the ones in
+    one task, the bytes returned to the driver and the executors' memory peaks."""
+    groups, executed = read_event_log(folder)
+    print()
+    print(
+        "| run | Spark jobs | stages run | stages in one task | task results to the driver "
+        "| peak per executor: JVM heap / JVM RSS / Python RSS (MiB) |"
+    )
+    print("|---|---:|---:|---|---:|---|")
+    for name in names:
+        g = groups.get(name)
+        if g is None:
+            print(f"| {name} | 0 | 0 | - | - | - |")
+            continue
+        alone = sorted(executed[s][0].split(" at ")[0] for s in g.stages if executed[s][1] == 1)
+        peaks = "; ".join(
+            f"{ex}: " + " / ".join(f"{p.get(m, 0) / 2**20:,.0f}" for m in PEAKS)
+            for ex, p in sorted(g.peaks.items())
+        )
+        print(
+            f"| {name} | {len(g.jobs)} | {len(g.stages)} | "
+            f"{len(alone)}{': ' + ', '.join(alone) if alone else ''} | "
+            f"{g.result_bytes / 2**20:,.1f} MiB ({g.result_bytes / rows:.2f} B per row) "
+            f"| {peaks or '-'} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,6 +725,16 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="the engine of the WQL scenarios: WQL's choice (default) or the operator, forced",
     )
+    ap.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*]), e.g. 'local-cluster[2,1,2048]'; implies --stages",
+    )
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="report each run's stages, one-task stages, bytes to the driver, executor memory",
+    )
     args = ap.parse_args(argv)
     if min(args.events, args.rate, args.repeat) < 1 or args.warmup < 0:
         ap.error("--events, --rate, --repeat must be >= 1, --warmup >= 0")
@@ -626,8 +748,35 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [known[x] for x in names]
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    spark = default_session(app_name="wql-nexmark")
+    stages = args.stages or args.master is not None
+    events_dir = Path(tempfile.mkdtemp(prefix="wql-nexmark-events-"))
+    conf = (
+        {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events_dir.as_uri(),
+            "spark.eventLog.logStageExecutorMetrics": "true",
+            # one plain JSON-lines file (Spark 4 rolls and compresses by default)
+            "spark.eventLog.rolling.enabled": "false",
+            "spark.eventLog.compress": "false",
+            "spark.executor.processTreeMetrics.enabled": "true",
+            # the executors' memory read every 100 ms (default: at heartbeats, 10 s, so
+            # stages shorter than that showed no peak); tasks report their peaks too
+            "spark.executor.metrics.pollingInterval": "100ms",
+        }
+        if stages
+        else {}
+    )
+    spark = default_session(args.master, app_name="wql-nexmark", extra_conf=conf)
+    group = None
+    if stages:
+
+        def group(name: str) -> None:
+            spark.sparkContext.setJobGroup(name, name)
+
+    if args.master and not args.master.startswith("local["):
+        wait_for_executors(spark, args.master)
     cores = spark.sparkContext.defaultParallelism
+    master = spark.sparkContext.master
     with tempfile.TemporaryDirectory(prefix="wql-nexmark-") as tmp:
         folder = args.keep or Path(tmp)
         started = time.perf_counter()
@@ -663,6 +812,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.warmup,
                     args.repeat,
                     keep_rows=name in CHECKED,
+                    group=group,
                 )
             if s.baseline == "spark":
                 t = measure(
@@ -670,9 +820,12 @@ def main(argv: list[str] | None = None) -> int:
                     hand_run(s.name, bid),
                     args.warmup,
                     args.repeat,
+                    group=group,
                 )
                 t.rows_out = by_hand(s.name, bid).count()
                 hand[s.name] = t
+            if group is not None:
+                group("checks")
             if s.name in CHECKED:
                 rows = timings[s.name].rows
                 assert rows is not None
@@ -681,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"Nexmark: {gen.events:,} events ({gen.bids:,} bids), rate {args.rate:,}/s of event time, "
-        f"watermark dateTime - {WATERMARK_S} s; local[*] with {cores} cores; median of "
+        f"watermark dateTime - {WATERMARK_S} s; {master} with {cores} cores; median of "
         f"{args.repeat} after {args.warmup} warm-up; load average at start "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
     )
@@ -727,10 +880,27 @@ def main(argv: list[str] | None = None) -> int:
             what = f"WQL {engines[s.baseline]} {s.baseline} (no Spark form)"
         ratios.append((s.name, wql_s, base_s))
         print(f"{s.name}: baseline {what}")
+    spark.stop()  # the event log is complete once the session stops
+    if stages:
+        runs = [f"{name} (WQL {engines[name]})" for name in timings]
+        runs += [f"{name} (PySpark by hand)" for name in hand]
+        stage_report(events_dir, runs, gen.bids)
+        print()
     for name, wql_s, base_s in ratios:
         print(f"RATIO {name} {wql_s:.3f} {base_s:.3f} {wql_s / base_s:.3f}")
-    spark.stop()
     return 0
+
+
+def wait_for_executors(spark: Any, master: str) -> None:
+    """On ``local-cluster[N,...]`` wait (at most 120 s) until N executors registered."""
+    if not master.startswith("local-cluster["):
+        return
+    want = int(master[len("local-cluster[") :].split(",")[0])
+    deadline = time.monotonic() + 120
+    while int(spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1 < want:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{master}: fewer than {want} executors registered after 120 s")
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":
