@@ -77,7 +77,7 @@ executors' per-stage memory peaks and process-tree metrics) to a temporary
 folder, each timed run's jobs under a job group of its own; after the runs a
 second table says per run (the last timed one of each scenario): its Spark
 jobs and executed stages, the stages that ran in **one task** (by name: a
-stage that cannot spread over the cluster), the bytes its tasks returned to
+stage that cannot spread over the cluster, with the rows it read), the bytes its tasks returned to
 the driver (collects and counts; per input row, to see whether anything per
 row goes there) and, per executor, the peak JVM heap and the peak resident
 memory of the executor's JVM and of its Python workers.
@@ -93,6 +93,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -633,17 +634,22 @@ class GroupStages:
     """What one job group's jobs did, read from Spark's event log."""
 
     jobs: set[int] = field(default_factory=set)
+    #: executed stages (with a job of the group)
     stages: set[int] = field(default_factory=set)
     result_bytes: int = 0
     #: executor id -> metric name -> peak bytes over the group's stages
     peaks: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def read_event_log(folder: Path) -> tuple[dict[str, GroupStages], dict[int, tuple[str, int]]]:
-    """Per job group its :class:`GroupStages`, and per executed stage (name, tasks)."""
+def read_event_log(
+    folder: Path,
+) -> tuple[dict[str, GroupStages], dict[int, tuple[str, int]], Counter[int]]:
+    """Per job group its :class:`GroupStages`, per executed stage (name, tasks), and per
+    stage the rows its tasks read (from files and from shuffles)."""
     groups: dict[str, GroupStages] = {}
     stage_group: dict[int, str] = {}
     executed: dict[int, tuple[str, int]] = {}
+    rows_in: Counter[int] = Counter()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         with path.open() as f:
             for line in f:
@@ -668,13 +674,18 @@ def read_event_log(folder: Path) -> tuple[dict[str, GroupStages], dict[int, tupl
                     if name is not None:
                         metrics = e.get("Task Metrics") or {}
                         groups[name].result_bytes += int(metrics.get("Result Size", 0))
+                        read = metrics.get("Input Metrics") or {}
+                        shuffled = metrics.get("Shuffle Read Metrics") or {}
+                        rows_in[e["Stage ID"]] += int(read.get("Records Read", 0)) + int(
+                            shuffled.get("Total Records Read", 0)
+                        )
                         executor = e["Task Info"]["Executor ID"]
                         _peak(groups[name], executor, e.get("Task Executor Metrics") or {})
                 elif kind == "SparkListenerStageExecutorMetrics":
                     name = stage_group.get(e["Stage ID"])
                     if name is not None and e["Executor ID"] != "driver":
                         _peak(groups[name], e["Executor ID"], e["Executor Metrics"])
-    return groups, executed
+    return groups, executed, rows_in
 
 
 def _peak(group: GroupStages, executor: str, metrics: dict[str, Any]) -> None:
@@ -686,7 +697,7 @@ def _peak(group: GroupStages, executor: str, metrics: dict[str, Any]) -> None:
 def stage_report(folder: Path, names: list[str], rows: int) -> None:
     """The second table (see the module doc): per run in ``names`` its stages, the ones in
     one task, the bytes returned to the driver and the executors' memory peaks."""
-    groups, executed = read_event_log(folder)
+    groups, executed, rows_in = read_event_log(folder)
     print()
     print(
         "| run | Spark jobs | stages run | stages in one task | task results to the driver "
@@ -698,7 +709,11 @@ def stage_report(folder: Path, names: list[str], rows: int) -> None:
         if g is None:
             print(f"| {name} | 0 | 0 | - | - | - |")
             continue
-        alone = sorted(executed[s][0].split(" at ")[0] for s in g.stages if executed[s][1] == 1)
+        alone = [
+            f"{executed[s][0].split(' at ')[0]} ({rows_in[s]:,} rows in)"
+            for s in sorted(g.stages)
+            if executed[s][1] == 1
+        ]
         peaks = "; ".join(
             f"{ex}: " + " / ".join(f"{p.get(m, 0) / 2**20:,.0f}" for m in PEAKS)
             for ex, p in sorted(g.peaks.items())
