@@ -76,11 +76,11 @@ of one core and 2 GiB). The session writes Spark's event log (with the
 executors' per-stage memory peaks and process-tree metrics) to a temporary
 folder, each timed run's jobs under a job group of its own; after the runs a
 second table says per run (the last timed one of each scenario): its Spark
-jobs and executed stages, the stages that ran in **one task** (by name: a
-stage that cannot spread over the cluster, with the rows it read), the bytes its tasks returned to
-the driver (collects and counts; per input row, to see whether anything per
-row goes there) and, per executor, the peak JVM heap and the peak resident
-memory of the executor's JVM and of its Python workers.
+jobs and executed stages, the stages that ran in **one task** (by name, with
+the rows each read: a stage that cannot spread over the cluster), the bytes
+its tasks returned to the driver (collects and counts; per input row, to see
+whether anything per row goes there) and, per executor, the peak JVM heap and
+the peak resident memory of the executor's JVM and of its Python workers.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -764,11 +765,11 @@ def main(argv: list[str] | None = None) -> int:
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     stages = args.stages or args.master is not None
-    events_dir = Path(tempfile.mkdtemp(prefix="wql-nexmark-events-"))
+    events_dir = Path(tempfile.mkdtemp(prefix="wql-nexmark-events-")) if stages else None
     conf = (
         {
             "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": events_dir.as_uri(),
+            "spark.eventLog.dir": events_dir.as_uri() if events_dir else "",
             "spark.eventLog.logStageExecutorMetrics": "true",
             # one plain JSON-lines file (Spark 4 rolls and compresses by default)
             "spark.eventLog.rolling.enabled": "false",
@@ -896,10 +897,11 @@ def main(argv: list[str] | None = None) -> int:
         ratios.append((s.name, wql_s, base_s))
         print(f"{s.name}: baseline {what}")
     spark.stop()  # the event log is complete once the session stops
-    if stages:
+    if events_dir is not None:
         runs = [f"{name} (WQL {engines[name]})" for name in timings]
         runs += [f"{name} (PySpark by hand)" for name in hand]
         stage_report(events_dir, runs, gen.bids)
+        shutil.rmtree(events_dir, ignore_errors=True)
         print()
     for name, wql_s, base_s in ratios:
         print(f"RATIO {name} {wql_s:.3f} {base_s:.3f} {wql_s / base_s:.3f}")
