@@ -512,33 +512,29 @@ def run_packing(spark, compiled, source, work: Path, reps: int) -> None:
             )
 
 
-class _FirstBatchCpu:
-    """A streaming listener noting the process tree's CPU seconds when a query's first
-    micro-batch with rows has ended: what the run spends after it is its steady part
-    (the micro-batches a long-running stream repeats, without the query's start)."""
+def first_batch_listener(marks: dict[str, float]) -> Any:
+    """A streaming listener noting in ``marks`` (by query id) the process tree's CPU
+    seconds when a query's first micro-batch with rows has ended: what the run spends
+    after it is its steady part (the micro-batches a long-running stream repeats,
+    without the query's start)."""
+    from pyspark.sql.streaming import StreamingQueryListener
 
-    def __init__(self) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
+            pass
 
-        marks: dict[str, float] = {}
-        self.marks = marks
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            pass
 
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
-                pass
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            pass
 
-            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-                pass
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            p = event.progress
+            if p.numInputRows > 0 and str(p.id) not in marks:
+                marks[str(p.id)] = tree_cpu()
 
-            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-                p = event.progress
-                if p.numInputRows > 0 and str(p.id) not in marks:
-                    marks[str(p.id)] = tree_cpu()
-
-        self.listener = Listener()
+    return Listener()
 
 
 def run_pairs(spark, compiled, source, native, work: Path, rounds: int) -> None:
@@ -548,19 +544,19 @@ def run_pairs(spark, compiled, source, native, work: Path, rounds: int) -> None:
     first rounds, and one run moves by tens of per cent on a shared machine). Also
     the steady part of each run: its CPU seconds after its first micro-batch (the
     query's start, its state's first writes and the first batch's JIT work left out),
-    noted by a streaming listener (:class:`_FirstBatchCpu`)."""
+    noted by a streaming listener (:func:`first_batch_listener`)."""
     import statistics
 
-    first = _FirstBatchCpu()
-    spark.streams.addListener(first.listener)
+    marks: dict[str, float] = {}
+    listener = first_batch_listener(marks)
+    spark.streams.addListener(listener)
 
     def cpu_of(df, ck: Path) -> tuple[float, float]:
         before = tree_cpu()
-        ids = set(first.marks)
+        ids = set(marks)
         run_stream(df, ck)
         after = tree_cpu()
-        time.sleep(0.5)  # the listener's last events arrive after the query ends
-        new = [first.marks[i] for i in first.marks if i not in ids]
+        new = [marks[i] for i in marks if i not in ids]
         return after - before, (after - new[0] if new else float("nan"))
 
     cpu_of(compiled.apply(spark, s=source).queries[0].run.tagged, work / "pair_warm_wql")
@@ -582,7 +578,7 @@ def run_pairs(spark, compiled, source, native, work: Path, rounds: int) -> None:
             f"| {r + 1} | {w:.1f} | {n:.1f} | {w / n:.2f}x | {ws:.1f} | {ns:.1f} | "
             f"{ws / ns:.2f}x | {os.getloadavg()[0]:.1f} |"
         )
-    spark.streams.removeListener(first.listener)
+    spark.streams.removeListener(listener)
     w, n = statistics.median(wqls), statistics.median(natives)
     ws, ns = statistics.median(wql_steady), statistics.median(native_steady)
     print()
